@@ -1,0 +1,225 @@
+"""Agents: what acts in sandbox A. Three kinds, one interface.
+
+- ``scripted``: the frozen control; ``noop`` changes nothing, ``abstain`` abstains.
+- ``patch``: replays a directory of ``<task_id>.diff`` / ``.abstain`` / ``.answer.json``
+  (a recorded agent, or the gold solution).
+- ``command``: a program from the arm's directory, copied read-only to
+  ``/opt/agent`` and run in ``/workspace`` as the agent user.
+
+Arms are blind: nothing an agent can read names the run, the arm or whether it
+is the control. The environment holds only the three file paths of the
+contract, ``HOME``, ``PATH`` and ``LANG``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from runner.archives import build_tar, members_from_dir, single_file_tar
+from runner.controls import AgentSpec, CommandAgent, PatchAgent, ScriptedAgent
+from runner.models import Task
+from runner.patches import drop_forbidden
+from runner.sandbox.base import (
+    AGENT_DIR,
+    AGENT_UID,
+    IO_DIR,
+    ExecRequest,
+    Sandbox,
+)
+
+PROMPT_FILE = f"{IO_DIR}/prompt.txt"
+ABSTAIN_FILE = f"{IO_DIR}/abstain.txt"
+ANSWER_FILE = f"{IO_DIR}/answer.json"
+AGENT_ENV = {
+    "DELTARUN_PROMPT_FILE": PROMPT_FILE,
+    "DELTARUN_ABSTAIN_FILE": ABSTAIN_FILE,
+    "DELTARUN_ANSWER_FILE": ANSWER_FILE,
+    "HOME": "/home/agent",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+_NO_ANSWER = object()
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """What an agent gets: a started sandbox with the fixture in /workspace."""
+
+    sandbox: Sandbox
+    task: Task
+    timeout_s: float
+    forbidden_paths: tuple[str, ...]
+    output_cap: int
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """What the agent phase produced, before grading."""
+
+    exit_code: int | None = 0
+    timed_out: bool = False
+    oom_killed: bool = False
+    abstain_reason: str | None = None
+    answer: Any = None
+    answer_present: bool = False
+    answer_invalid: bool = False
+    tool_calls: int = 0
+    tool_violation: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    log: str = ""
+
+    @property
+    def abstained(self) -> bool:
+        return self.abstain_reason is not None
+
+
+class Agent(Protocol):
+    """Acts on a task inside sandbox A."""
+
+    needs_agent_dir: bool
+
+    def run(self, ctx: AgentContext) -> AgentResult: ...
+
+
+class Scripted:
+    """The frozen control: does nothing, or abstains."""
+
+    needs_agent_dir = False
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        if self.action == "abstain":
+            return AgentResult(abstain_reason="scripted abstention")
+        return AgentResult()
+
+
+class Replay:
+    """Replays recorded outputs: a diff applied with ``git apply`` as the agent user."""
+
+    needs_agent_dir = False
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        base = self.directory / ctx.task.id
+        abstain = base.with_suffix(".abstain")
+        answer_file = base.with_suffix(".answer.json")
+        diff = base.with_suffix(".diff")
+        if abstain.is_file():
+            reason = abstain.read_text(encoding="utf-8", errors="replace").strip()
+            return AgentResult(abstain_reason=reason or "abstained")
+        if answer_file.is_file():
+            return _parse_answer(answer_file.read_bytes(), truncated=False)
+        if not diff.is_file():
+            return AgentResult(log="no recorded output for this task")
+        text = diff.read_text(encoding="utf-8", errors="surrogateescape")
+        _kept, dropped = drop_forbidden(text, ctx.forbidden_paths)
+        if dropped:
+            # A recorded patch that writes a forbidden path is refused whole.
+            return AgentResult(
+                exit_code=1,
+                tool_calls=1,
+                tool_violation=True,
+                log=f"patch refused: touches forbidden paths {dropped}",
+            )
+        ctx.sandbox.put_archive(
+            IO_DIR,
+            single_file_tar(
+                "agent.diff", text.encode("utf-8", "surrogateescape"), uid=AGENT_UID, gid=AGENT_UID
+            ),
+        )
+        result = ctx.sandbox.run(
+            ExecRequest(
+                argv=["git", "apply", "--whitespace=nowarn", f"{IO_DIR}/agent.diff"],
+                env=AGENT_ENV,
+                timeout_s=ctx.timeout_s,
+                output_cap=ctx.output_cap,
+            )
+        )
+        ctx.sandbox.run(ExecRequest(argv=["rm", "-f", f"{IO_DIR}/agent.diff"], timeout_s=10))
+        return AgentResult(
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            tool_calls=1,
+            log=result.output.decode("utf-8", "replace"),
+        )
+
+
+class Command:
+    """A program from the arm's directory, run as the agent user under the task's limit."""
+
+    needs_agent_dir = True
+
+    def __init__(self, directory: Path, argv: list[str]) -> None:
+        self.directory = directory
+        self.argv = argv
+        # Root-owned and read-only: the agent can run its program, not change it.
+        self._tar = build_tar(members_from_dir(directory), uid=0, gid=0, writable=False)
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        ctx.sandbox.put_archive(AGENT_DIR, self._tar)
+        result = ctx.sandbox.run(
+            ExecRequest(
+                argv=self.argv, env=AGENT_ENV, timeout_s=ctx.timeout_s, output_cap=ctx.output_cap
+            )
+        )
+        log = result.output.decode("utf-8", "replace")
+        base = AgentResult(
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            oom_killed=result.oom_killed,
+            log=log,
+        )
+        if result.timed_out:
+            return base
+        return collect_outputs(ctx.sandbox, base, ctx.output_cap)
+
+
+def collect_outputs(sandbox: Sandbox, base: AgentResult, cap: int) -> AgentResult:
+    """Read the abstain and answer files an agent may have written into /io."""
+    reason, _ = sandbox.read_file(ABSTAIN_FILE, 4096)
+    if reason is not None:
+        text = reason.decode("utf-8", "replace").strip() or "abstained"
+        return _replace(base, abstain_reason=text)
+    answer, truncated = sandbox.read_file(ANSWER_FILE, cap)
+    if answer is not None:
+        parsed = _parse_answer(answer, truncated)
+        return _replace(
+            base, answer=parsed.answer, answer_present=True, answer_invalid=parsed.answer_invalid
+        )
+    return base
+
+
+def _parse_answer(data: bytes, truncated: bool) -> AgentResult:
+    if truncated:
+        return AgentResult(answer_present=True, answer_invalid=True, log="answer over the cap")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return AgentResult(answer_present=True, answer_invalid=True, log="answer is not JSON")
+    return AgentResult(answer=value, answer_present=True)
+
+
+def _replace(result: AgentResult, **changes: Any) -> AgentResult:
+    from dataclasses import replace
+
+    return replace(result, **changes)
+
+
+def make_agent(spec: AgentSpec, base_dir: Path) -> Agent:
+    """The agent for an arm's spec; directories are relative to controls.yaml."""
+    if isinstance(spec, ScriptedAgent):
+        return Scripted(spec.action)
+    if isinstance(spec, PatchAgent):
+        return Replay((base_dir / spec.dir).resolve())
+    if isinstance(spec, CommandAgent):
+        return Command((base_dir / spec.dir).resolve(), spec.argv)
+    raise TypeError(f"unknown agent spec {spec!r}")

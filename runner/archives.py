@@ -1,0 +1,252 @@
+"""Safe handling of tar archives: check member by member, rebuild, never extract on the host.
+
+Fixture, hidden-test and agent archives come from users and may be hostile. An
+archive is accepted only when every member is a regular file or a directory
+with a relative, normalised path, and the member count and sizes stay under
+caps. Accepted archives are rebuilt into a fresh, uncompressed tar with
+normalised owners and modes before they go to the Docker engine, so nothing
+the user wrote in a header (owner, setuid bit, link target) reaches a sandbox.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import tarfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.errors import ArchiveError
+
+
+@dataclass(frozen=True)
+class ArchiveCaps:
+    """Limits an archive must stay under."""
+
+    max_members: int = 20_000
+    max_member_bytes: int = 64 << 20
+    max_total_bytes: int = 512 << 20
+
+
+DEFAULT_CAPS = ArchiveCaps()
+
+
+@dataclass(frozen=True)
+class Member:
+    """One accepted archive member: a normalised relative path and its content."""
+
+    path: str
+    is_dir: bool
+    data: bytes
+    executable: bool
+
+
+def normalise_member_name(name: str) -> str:
+    """Return the normalised relative path of a member name, or raise ``ValueError``."""
+    if name.startswith("./"):
+        name = name[2:]
+    stripped = name.rstrip("/")
+    if not stripped or stripped == ".":
+        return ""
+    if stripped.startswith("/") or "\\" in stripped or "\x00" in stripped:
+        raise ValueError("absolute or non-POSIX path")
+    norm = posixpath.normpath(stripped)
+    if norm != stripped or norm.startswith("../") or norm == ".." or "/../" in f"/{norm}/":
+        raise ValueError("path is not normalised or escapes the destination")
+    return norm
+
+
+def read_members(path: Path, caps: ArchiveCaps = DEFAULT_CAPS) -> list[Member]:
+    """Read and check every member of a .tar or .tar.gz archive.
+
+    Raises ``ArchiveError`` naming the archive, the member and what is wrong.
+    """
+    members: list[Member] = []
+    total = 0
+    try:
+        with tarfile.open(path, mode="r:*") as archive:
+            for info in archive:
+                if len(members) >= caps.max_members:
+                    raise ArchiveError(
+                        f"{path}: more than {caps.max_members} members; split or trim the archive"
+                    )
+                try:
+                    rel = normalise_member_name(info.name)
+                except ValueError as exc:
+                    raise ArchiveError(f"{path}: member {info.name!r}: {exc}") from exc
+                if info.isdir():
+                    if rel:
+                        members.append(Member(rel, True, b"", True))
+                    continue
+                if not info.isreg():
+                    kind = _kind(info)
+                    raise ArchiveError(
+                        f"{path}: member {info.name!r} is a {kind}; only regular files and "
+                        "directories are allowed"
+                    )
+                if not rel:
+                    raise ArchiveError(f"{path}: member {info.name!r} has an empty path")
+                if info.size > caps.max_member_bytes:
+                    raise ArchiveError(
+                        f"{path}: member {info.name!r} is {info.size} bytes, over the cap of "
+                        f"{caps.max_member_bytes}"
+                    )
+                total += info.size
+                if total > caps.max_total_bytes:
+                    raise ArchiveError(f"{path}: more than {caps.max_total_bytes} bytes in total")
+                handle = archive.extractfile(info)
+                data = handle.read() if handle is not None else b""
+                members.append(Member(rel, False, data, bool(info.mode & 0o111)))
+    except FileNotFoundError as exc:
+        raise ArchiveError(f"{path}: archive not found; check the path in tasks.jsonl") from exc
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise ArchiveError(f"{path}: not a readable tar archive ({exc})") from exc
+    _check_unique(path, members)
+    return members
+
+
+def _kind(info: tarfile.TarInfo) -> str:
+    if info.issym():
+        return "symbolic link"
+    if info.islnk():
+        return "hard link"
+    if info.ischr() or info.isblk():
+        return "device node"
+    if info.isfifo():
+        return "FIFO"
+    return "non-regular member"
+
+
+def _check_unique(path: Path, members: list[Member]) -> None:
+    seen: dict[str, bool] = {}
+    for member in members:
+        previous = seen.get(member.path)
+        if previous is not None and not (previous and member.is_dir):
+            raise ArchiveError(f"{path}: member {member.path!r} appears twice")
+        seen[member.path] = member.is_dir
+    files = {m.path for m in members if not m.is_dir}
+    for member in members:
+        parent = posixpath.dirname(member.path)
+        while parent:
+            if parent in files:
+                raise ArchiveError(
+                    f"{path}: member {member.path!r} lies under {parent!r}, which is a file"
+                )
+            parent = posixpath.dirname(parent)
+
+
+def is_forbidden(rel: str, forbidden: Iterable[str]) -> bool:
+    """True when ``rel`` is a forbidden path or lies under one (``.git/`` matches ``.git``)."""
+    for entry in forbidden:
+        base = entry.strip("/")
+        if not base:
+            continue
+        if rel == base or rel.startswith(base + "/"):
+            return True
+    return False
+
+
+def build_tar(
+    members: Iterable[Member],
+    *,
+    uid: int,
+    gid: int,
+    prefix: str = "",
+    writable: bool = True,
+    exclude: Iterable[str] = (),
+) -> bytes:
+    """Build a fresh, uncompressed tar of ``members`` with normalised owners and modes.
+
+    Parent directories are added so that every path has an owner we chose.
+    ``writable=False`` gives files 0444/0555 and directories 0555.
+    """
+    excluded = list(exclude)
+    buffer = io.BytesIO()
+    dirs_done: set[str] = set()
+
+    def add_dir(archive: tarfile.TarFile, rel: str) -> None:
+        if rel in dirs_done or not rel:
+            return
+        add_dir(archive, posixpath.dirname(rel))
+        dirs_done.add(rel)
+        info = tarfile.TarInfo(posixpath.join(prefix, rel) if prefix else rel)
+        info.type = tarfile.DIRTYPE
+        info.mode = 0o755 if writable else 0o555
+        info.uid, info.gid = uid, gid
+        archive.addfile(info)
+
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        for member in sorted(members, key=lambda m: m.path):
+            if is_forbidden(member.path, excluded):
+                continue
+            if member.is_dir:
+                add_dir(archive, member.path)
+                continue
+            add_dir(archive, posixpath.dirname(member.path))
+            info = tarfile.TarInfo(posixpath.join(prefix, member.path) if prefix else member.path)
+            info.size = len(member.data)
+            if writable:
+                info.mode = 0o755 if member.executable else 0o644
+            else:
+                info.mode = 0o555 if member.executable else 0o444
+            info.uid, info.gid = uid, gid
+            archive.addfile(info, io.BytesIO(member.data))
+    return buffer.getvalue()
+
+
+def members_from_dir(root: Path) -> list[Member]:
+    """Read a host directory (an agent directory) into members; links are refused."""
+    members: list[Member] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            full = Path(dirpath) / name
+            rel = full.relative_to(root).as_posix()
+            if full.is_symlink():
+                raise ArchiveError(f"{full}: symbolic links are not allowed in an agent directory")
+            if full.is_dir():
+                members.append(Member(rel, True, b"", True))
+            elif full.is_file():
+                members.append(Member(rel, False, full.read_bytes(), os.access(full, os.X_OK)))
+    return members
+
+
+def single_file_tar(name: str, data: bytes, *, uid: int, gid: int, mode: int = 0o644) -> bytes:
+    """A tar holding one file, for prompts and patches copied into a sandbox."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = mode
+        info.uid, info.gid = uid, gid
+        archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def read_capped_tar_file(stream: Iterable[bytes], name: str, cap: int) -> tuple[bytes, bool]:
+    """Read one regular file named ``name`` from a tar stream (Docker's get_archive).
+
+    Returns (data, truncated). Anything but a regular file yields b"". Memory
+    stays bounded by ``cap`` plus one chunk of the stream.
+    """
+    buffer = io.BytesIO()
+    limit = cap + (1 << 20)
+    for chunk in stream:
+        if buffer.tell() < limit:
+            buffer.write(chunk)
+    buffer.seek(0)
+    try:
+        with tarfile.open(fileobj=buffer, mode="r|") as archive:
+            for info in archive:
+                if posixpath.basename(info.name.rstrip("/")) != name or not info.isreg():
+                    continue
+                handle = archive.extractfile(info)
+                if handle is None:
+                    return b"", False
+                data = handle.read(cap + 1)
+                return data[:cap], len(data) > cap
+    except (tarfile.TarError, EOFError):
+        return b"", True
+    return b"", False

@@ -1,0 +1,226 @@
+"""The ``deltarun`` command line: seal, run, report, replay, gc, schema.
+
+Every deliberate error is a ``DeltarunError``: printed as one line on stderr,
+no traceback, with its exit code (1 user error, 2 usage, 3 digest or protocol
+mismatch, 4 no control arm, 130 interrupted).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from runner.errors import DeltarunError, UsageError, UserError
+from runner.executors.local import Interrupted, run_local
+from runner.models import Job, Trial
+from runner.report import headline
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Run coding agents on sealed suites in Docker sandboxes; report the delta vs a control.",
+)
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+
+@app.command()
+def seal(
+    target: Annotated[Path, typer.Argument(help="A suite directory, tasks.jsonl or controls.yaml")],
+) -> None:
+    """Check every task and archive, write their digests, print the suite digest."""
+    from runner.controls import load_controls
+    from runner.sealing import seal_target
+
+    digest, written = seal_target(target, load_controls)
+    out.print(digest)
+    for path in written:
+        err.print(f"wrote {path}")
+
+
+@app.command()
+def run(
+    controls: Annotated[Path, typer.Argument(help="controls.yaml")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Run directory to create or resume")],
+    parallel: Annotated[int, typer.Option("-j", "--parallel", min=1, help="Trials at once")] = 2,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Run only jobs without a record")
+    ] = False,
+) -> None:
+    """Run every (task, arm, repeat) job and write the report."""
+    from runner.inputs import LocalInputs
+    from runner.prepare import prepare
+    from runner.reporting import write_report
+    from runner.sandbox.docker import DockerSandboxFactory, connect, image_id
+    from runner.trial import TrialEnv, execute_trial
+
+    client_holder: dict[str, object] = {}
+
+    def image_digest(image: str) -> str:
+        if "client" not in client_holder:
+            client_holder["client"] = connect()
+        return image_id(client_holder["client"], image)  # type: ignore[arg-type]
+
+    prepared = prepare(controls, out_dir, resume=resume, image_digest=image_digest)
+    factory = DockerSandboxFactory(
+        client_holder.get("client") or connect(),  # type: ignore[arg-type]
+        worker=socket.gethostname(),
+    )
+    env = TrialEnv(
+        controls=prepared.loaded.controls,
+        inputs=LocalInputs(prepared.suite),
+        sandboxes=factory,
+        worker=factory.worker,
+    )
+    meta = prepared.meta
+    total = len(prepared.jobs)
+    done = total - len(prepared.todo)
+    err.print(
+        f"run {meta.run_id}: {total} jobs ({done} recorded, {len(prepared.todo)} to run), "
+        f"-j {parallel}, protocol {meta.protocol_sha256[:12]}, suite {meta.suite_sha256[:12]}"
+    )
+    passes: Counter[str] = Counter(t.arm for t in prepared.run_dir.trials() if t.passed)
+    finished: Counter[str] = Counter(t.arm for t in prepared.run_dir.trials())
+
+    def describe() -> str:
+        return " · ".join(f"{arm} {passes[arm]}/{finished[arm]}" for arm in meta.arms)
+
+    def run_one(job: Job) -> Trial:
+        return execute_trial(job, prepared.tasks[job.task_id], prepared.agents[job.arm], env)
+
+    tty = err.is_terminal
+    with Progress(
+        TextColumn("passes {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not tty,
+    ) as progress:
+        bar = progress.add_task(describe(), total=total, completed=done)
+
+        def record(trial: Trial) -> None:
+            prepared.run_dir.append(trial)
+            finished[trial.arm] += 1
+            passes[trial.arm] += int(trial.passed)
+            progress.update(bar, advance=1, description=describe())
+            if not tty:
+                count = sum(finished.values())
+                extra = f" ({trial.error})" if trial.error else ""
+                err.print(
+                    f"[{count}/{total}] {trial.arm} {trial.task_id}: {trial.outcome.value} "
+                    f"{trial.wall_s:.1f}s{extra}",
+                    highlight=False,
+                )
+
+        try:
+            run_local(
+                prepared.todo, run_one, record, parallel=parallel, on_interrupt=factory.kill_all
+            )
+        except Interrupted:
+            err.print(
+                f"interrupted: {sum(finished.values())}/{total} jobs recorded in "
+                f"{prepared.run_dir.ledger_path}; continue with --resume"
+            )
+            raise typer.Exit(130) from None
+    built, paths = write_report(prepared.run_dir)
+    _print_headline(built.scores.deltas, paths)
+
+
+def _print_headline(deltas: list, paths: list[Path]) -> None:  # type: ignore[type-arg]
+    for delta in deltas:
+        out.print(headline(delta), highlight=False)
+    for path in paths:
+        out.print(f"report: {path}", highlight=False)
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> None:
+    """Score the ledger of a run and write report.md and report.json."""
+    from runner.reporting import write_report
+    from runner.store import RunDir
+
+    built, paths = write_report(RunDir(run_dir))
+    _print_headline(built.scores.deltas, paths)
+
+
+@app.command()
+def replay(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> None:
+    """Re-check the stored digests and rebuild the report byte for byte (exit 3 if it differs)."""
+    from runner.reporting import replay as do_replay
+    from runner.store import RunDir
+
+    built = do_replay(RunDir(run_dir))
+    for delta in built.scores.deltas:
+        out.print(headline(delta), highlight=False)
+    out.print(f"replay of {run_dir}: identical", highlight=False)
+
+
+@app.command()
+def gc(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List, remove nothing")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Also those before their deadline")] = False,
+) -> None:
+    """Remove deltarun containers and volumes left past their deadline."""
+    from runner.sandbox.docker import connect
+    from runner.sandbox.reaper import reap
+
+    for line in reap(connect(), dry_run=dry_run, include_live=all_):
+        out.print(line, highlight=False)
+
+
+@app.command()
+def schema(
+    what: Annotated[str, typer.Argument(help="controls | task | trial")],
+) -> None:
+    """Print the JSON Schema of a file format, for editors."""
+    from pydantic import TypeAdapter
+
+    from runner.controls import Controls
+    from runner.models import AnswerTask, RepoTask
+
+    models: dict[str, TypeAdapter[object]] = {
+        "controls": TypeAdapter(Controls),
+        "task": TypeAdapter(RepoTask | AnswerTask),
+        "trial": TypeAdapter(Trial),
+    }
+    if what not in models:
+        raise UsageError(f"unknown schema {what!r}; choose one of {', '.join(models)}")
+    out.print_json(json.dumps(models[what].json_schema(by_alias=True)))
+
+
+def main() -> None:
+    """Entry point: one line and an exit code for every deliberate error."""
+    try:
+        app(standalone_mode=False)
+    except DeltarunError as exc:
+        err.print(f"deltarun: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("deltarun: interrupted", highlight=False)
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.BadParameter, typer.Abort) as exc:
+        err.print(f"deltarun: {exc}", highlight=False, markup=False)
+        sys.exit(2)
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        raise
+
+
+__all__ = ["UserError", "app", "main"]

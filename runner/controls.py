@@ -1,0 +1,258 @@
+"""``controls.yaml``: the locked protocol of a run, and its hash.
+
+The file is parsed into strict models (an unknown or misspelt key is an error
+naming its path). The *protocol hash* is the SHA-256 of the canonical JSON of
+the parsed controls plus the content digest of every agent directory, so a
+changed byte in a recorded patch or an agent program changes the hash and a
+run directory cannot be resumed under it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from runner.errors import UserError
+from runner.hashing import dir_digest, sha256_json
+from runner.models import Strict
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes of a Docker-style size: ``512m``, ``1g``, ``1.5GiB`` or a plain integer."""
+    if isinstance(text, int):
+        return text
+    match = _SIZE_RE.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a size; write it like 512m or 1g")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+Size = Annotated[str | int, Field(description="A size like 512m or 1g, or bytes.")]
+
+
+class SuiteRef(Strict):
+    file: str = Field(description="Path of tasks.jsonl, relative to controls.yaml.")
+    sha256: str = Field(default="", description="SHA-256 of tasks.jsonl, written by `seal`.")
+
+
+class LimitsSpec(Strict):
+    memory: Size = Field(default="1g", description="Memory limit, swap disabled.")
+    cpus: float = Field(default=1.0, gt=0, description="CPU quota in cores.")
+    pids: int = Field(default=256, ge=16, description="Maximum processes and threads.")
+    workspace: Size = Field(default="512m", description="Size cap of /workspace.")
+
+    @field_validator("memory", "workspace")
+    @classmethod
+    def _size(cls, value: str | int) -> str | int:
+        parse_size(value)
+        return value
+
+
+class Caps(Strict):
+    patch_bytes: int = Field(default=1 << 20, ge=1024, description="Cap of a stored patch.")
+    output_bytes: int = Field(default=64 << 10, ge=1024, description="Cap of stored output.")
+
+
+class Runtime(Strict):
+    repeats: int = Field(default=1, ge=1, description="Runs of each (task, arm).")
+    max_retries: int = Field(default=0, ge=0, description="Whole-trial retries after an error.")
+    seed: int = Field(default=0, description="Seed of every random choice (job order).")
+    timeout_s: float = Field(default=120, gt=0, description="Agent phase limit; tasks override.")
+    verify_timeout_s: float = Field(default=300, gt=0, description="Hidden-test phase limit.")
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    network: Literal["none"] = Field(default="none", description="Sandbox network: none.")
+    image: str = Field(
+        default="deltarun/sandbox-python:bookworm",
+        description="Sandbox image of tasks that name none (answer tasks).",
+    )
+    caps: Caps = Field(default_factory=Caps)
+
+
+class Tools(Strict):
+    allowlist: list[str] = Field(default_factory=list, description="Tools an agent may call.")
+    forbidden_paths: list[str] = Field(
+        default_factory=lambda: [".git/"], description="Paths absent from the agent's workspace."
+    )
+
+
+class Route(Strict):
+    base_url: str = Field(description="OpenAI-compatible endpoint.")
+    model: str = Field(description="Pinned model name.")
+    temperature: float = 0.0
+    max_output_tokens: int = Field(default=2048, ge=1)
+
+
+class ScriptedAgent(Strict):
+    type: Literal["scripted"]
+    action: Literal["noop", "abstain"] = Field(description="noop: change nothing; abstain.")
+
+
+class PatchAgent(Strict):
+    type: Literal["patch"]
+    dir: str = Field(description="Directory of <task_id>.diff / .abstain / .answer.json files.")
+
+
+class CommandAgent(Strict):
+    type: Literal["command"]
+    dir: str = Field(description="Directory copied read-only to /opt/agent.")
+    argv: list[str] = Field(min_length=1, description="Command run in /workspace as the agent.")
+
+
+AgentSpec = Annotated[ScriptedAgent | PatchAgent | CommandAgent, Field(discriminator="type")]
+
+
+class Arm(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    control: bool = False
+    agent: AgentSpec
+
+
+class MetricsSpec(Strict):
+    module: str
+    sha256: str = ""
+    functions: list[str] = Field(default_factory=list)
+
+
+class Controls(Strict):
+    protocol_id: str = Field(min_length=1)
+    channel: Literal["scored", "exploratory"] = "exploratory"
+    suite: SuiteRef
+    runtime: Runtime = Field(default_factory=Runtime)
+    tools: Tools = Field(default_factory=Tools)
+    route: Route | None = None
+    arms: list[Arm] = Field(min_length=1)
+    metrics: MetricsSpec | None = None
+    images: dict[str, str] = Field(
+        default_factory=dict, description="Pinned image digests: reference → sha256:..."
+    )
+
+    @model_validator(mode="after")
+    def _arms(self) -> Controls:
+        names = [arm.name for arm in self.arms]
+        if len(set(names)) != len(names):
+            raise ValueError("arm names must be unique")
+        controls = [arm.name for arm in self.arms if arm.control]
+        if len(controls) != 1:
+            raise ValueError(
+                f"exactly one arm must have 'control: true' (found {len(controls)}); "
+                "mark the frozen baseline as the control"
+            )
+        return self
+
+    @property
+    def control_arm(self) -> str:
+        return next(arm.name for arm in self.arms if arm.control)
+
+
+class LoadedControls:
+    """Controls plus where they came from and the digests of their agent directories."""
+
+    def __init__(self, controls: Controls, path: Path, agent_dirs: dict[str, str]) -> None:
+        self.controls = controls
+        self.path = path
+        self.base = path.parent
+        self.agent_dir_digests = agent_dirs
+
+    @property
+    def suite_path(self) -> Path:
+        return (self.base / self.controls.suite.file).resolve()
+
+    def agent_dir(self, arm: Arm) -> Path | None:
+        agent = arm.agent
+        if isinstance(agent, PatchAgent | CommandAgent):
+            return (self.base / agent.dir).resolve()
+        return None
+
+    @property
+    def protocol_sha256(self) -> str:
+        return protocol_hash(self.controls, self.agent_dir_digests)
+
+
+def protocol_hash(controls: Controls, agent_dir_digests: dict[str, str]) -> str:
+    """SHA-256 of the canonical JSON of the controls and every agent directory's digest."""
+    return sha256_json(
+        {
+            "controls": controls.model_dump(mode="json", by_alias=True),
+            "agent_dirs": dict(sorted(agent_dir_digests.items())),
+        }
+    )
+
+
+def format_validation_error(source: str, exc: ValidationError) -> str:
+    """One line: ``source: a.b[2].c: message (and N more)``."""
+    errors = exc.errors()
+    first = errors[0]
+    loc = ""
+    for part in first["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key; check its spelling against `deltarun schema`"
+    elif first["type"] == "missing":
+        message = "required key is missing"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{source}: {loc or '(top level)'}: {message}{more}"
+
+
+def parse_controls(text: str, source: str) -> Controls:
+    """Parse controls YAML text into a ``Controls``, or raise ``UserError`` in one line."""
+    try:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{source}:{where}: not valid YAML; fix the syntax") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: must be a YAML mapping with protocol_id, suite and arms")
+    try:
+        return Controls.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(format_validation_error(source, exc)) from exc
+
+
+def scored_channel_problems(
+    controls: Controls, images_used: set[str], image_digests: dict[str, str]
+) -> list[str]:
+    """What stops a ``channel: scored`` run: every pin must be present and match."""
+    problems: list[str] = []
+    if not controls.suite.sha256:
+        problems.append("suite.sha256 is empty; run `deltarun seal` on the controls file")
+    if controls.runtime.max_retries != 0:
+        problems.append("runtime.max_retries must be 0 in the scored channel")
+    for image in sorted(images_used):
+        if image not in controls.images:
+            problems.append(f"images.{image!r} is not pinned; pin it to {image_digests.get(image)}")
+    return problems
+
+
+def load_controls(path: Path) -> LoadedControls:
+    """Read ``controls.yaml`` and digest every agent directory it names."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise UserError(f"{path}: controls file not found; pass the path of controls.yaml") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the controls file ({exc})") from exc
+    controls = parse_controls(text, str(path))
+    loaded = LoadedControls(controls, path.resolve(), {})
+    for index, arm in enumerate(controls.arms):
+        directory = loaded.agent_dir(arm)
+        if directory is None:
+            continue
+        if not directory.is_dir():
+            raise UserError(
+                f"{path}: arms[{index}].agent.dir: {directory} is not a directory; "
+                "fix the path (relative to controls.yaml)"
+            )
+        try:
+            loaded.agent_dir_digests[arm.name] = dir_digest(directory)
+        except ValueError as exc:
+            raise UserError(f"{path}: arms[{index}].agent.dir: {exc}") from exc
+    return loaded

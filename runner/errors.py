@@ -1,0 +1,75 @@
+"""The exception tree of deltarun, and the exit code each one maps to.
+
+    DeltarunError                 base; carries ``exit_code`` and a one-line message
+    ├── UserError                 exit 1: bad input (file, field, fix), missing image, no Docker
+    │   └── ArchiveError          an archive member is unsafe or over a cap
+    ├── UsageError                exit 2: a command line that makes no sense
+    ├── DigestMismatch            exit 3: a sealed digest does not match the bytes on disk
+    ├── ProtocolMismatch          exit 3: a run directory belongs to another protocol hash
+    ├── NoControlArm              exit 4: a report without a control arm
+    └── InfraError                an infrastructure failure inside a trial (Docker, I/O);
+        └── SandboxError          recorded as outcome ``error``, never as an agent failure
+
+Third-party exceptions (docker, yaml, pydantic) are translated into these at the
+boundary with ``raise ... from exc``, so the CLI prints one line and exits with
+the right code, never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class DeltarunError(Exception):
+    """Base of every error deltarun raises on purpose."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UserError(DeltarunError):
+    """Bad input: the message names the file, the field and the fix."""
+
+    exit_code = 1
+
+
+class ArchiveError(UserError):
+    """An archive member is unsafe (link, device, absolute or ``..`` path) or over a cap."""
+
+
+class UsageError(DeltarunError):
+    """A command line that cannot be carried out as given."""
+
+    exit_code = 2
+
+
+class DigestMismatch(DeltarunError):
+    """A pinned SHA-256 does not match the bytes: the run stops before any sandbox starts."""
+
+    exit_code = 3
+
+
+class ProtocolMismatch(DeltarunError):
+    """A run directory, or a record, belongs to another protocol hash."""
+
+    exit_code = 3
+
+
+class NoControlArm(DeltarunError):
+    """No control arm in the records: no number leaves deltarun."""
+
+    exit_code = 4
+
+
+class InfraError(DeltarunError):
+    """An infrastructure failure during a trial; the trial is recorded with outcome ``error``."""
+
+    exit_code = 1
+
+
+class SandboxError(InfraError):
+    """The Docker engine failed, stalled or refused a request during a trial."""

@@ -1,0 +1,1 @@
+"""Executors: where jobs run. ``local`` is a thread pool on this machine."""

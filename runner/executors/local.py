@@ -1,0 +1,62 @@
+"""The local executor: N trials at a time on a thread pool, each streamed to the ledger.
+
+Trials spend their time waiting on the Docker engine, so threads are the right
+tool. Ctrl-C: no new trial starts, running sandboxes are killed (their
+``finally`` removes them), their partial results are discarded rather than
+recorded as failures, every finished record stays, and the caller exits 130.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+from runner.models import Job, Trial
+
+RunOne = Callable[[Job], Trial]
+
+
+class Interrupted(Exception):
+    """The run was interrupted; every finished trial is recorded."""
+
+
+def run_local(
+    jobs: Sequence[Job],
+    run_one: RunOne,
+    record: Callable[[Trial], None],
+    *,
+    parallel: int,
+    on_interrupt: Callable[[], None],
+) -> None:
+    """Run ``jobs`` with ``parallel`` workers; ``record`` is called once per finished trial."""
+    cancelled = threading.Event()
+
+    def guarded(job: Job) -> Trial | None:
+        if cancelled.is_set():
+            return None
+        trial = run_one(job)
+        return None if cancelled.is_set() else trial
+
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="trial")
+    pending: set[Future[Trial | None]] = set()
+    queue = list(jobs)
+    queue.reverse()
+    try:
+        while queue or pending:
+            while queue and len(pending) < max(1, parallel):
+                pending.add(pool.submit(guarded, queue.pop()))
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in done:
+                trial = future.result()
+                if trial is not None:
+                    record(trial)
+    except KeyboardInterrupt:
+        cancelled.set()
+        on_interrupt()
+        for future in pending:
+            future.cancel()
+        wait(pending, timeout=120)
+        raise Interrupted() from None
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

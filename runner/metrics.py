@@ -1,0 +1,55 @@
+"""Built-in metrics of answer tasks: pure functions over the answer and the task.
+
+A metric takes the parsed answer, the task's oracle and the agent phase's wall
+time, and returns True (holds) or False. An answer task passes when every
+metric it lists holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+
+from runner.hashing import canonical_json
+from runner.models import AnswerTask
+
+Metric = Callable[[Any, AnswerTask, float], bool]
+
+
+def exact_match(answer: Any, task: AnswerTask, wall_s: float) -> bool:
+    """The answer equals the oracle as canonical JSON (key order does not matter)."""
+    try:
+        return canonical_json(answer) == canonical_json(task.expect)
+    except (TypeError, ValueError):
+        return False
+
+
+def json_schema_ok(answer: Any, task: AnswerTask, wall_s: float) -> bool:
+    """The answer satisfies the task's JSON Schema (a task without one: any JSON passes)."""
+    if task.schema_ is None:
+        return True
+    try:
+        jsonschema.validate(answer, task.schema_)
+    except jsonschema.ValidationError:
+        return False
+    return True
+
+
+def within_deadline(answer: Any, task: AnswerTask, wall_s: float) -> bool:
+    """The agent phase ended within the task's deadline."""
+    return wall_s <= task.deadline_s
+
+
+BUILTIN: dict[str, Metric] = {
+    "exact_match": exact_match,
+    "json_schema_ok": json_schema_ok,
+    "within_deadline": within_deadline,
+}
+
+
+def score_answer(answer: Any, task: AnswerTask, wall_s: float) -> tuple[bool, dict[str, bool]]:
+    """All metrics of a task on one answer; unknown metric names raise ``KeyError``."""
+    results = {name: BUILTIN[name](answer, task, wall_s) for name in task.metrics}
+    return all(results.values()), results

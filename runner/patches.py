@@ -1,0 +1,63 @@
+"""Git patches as text: which paths a patch touches, and removing forbidden ones. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from runner.archives import is_forbidden
+
+_HEADER = re.compile(r"^diff --git (?:\"?a/(.+?)\"?) (?:\"?b/(.+?)\"?)$")
+_PATH_LINES = ("--- a/", "+++ b/", "rename from ", "rename to ", "copy from ", "copy to ")
+
+
+def split_files(patch: str) -> list[str]:
+    """Split a ``git diff`` into one chunk per file (each starting with ``diff --git``)."""
+    chunks: list[str] = []
+    current: list[str] = []
+    for line in patch.splitlines(keepends=True):
+        if line.startswith("diff --git ") and current:
+            chunks.append("".join(current))
+            current = []
+        current.append(line)
+    if current:
+        chunks.append("".join(current))
+    return chunks
+
+
+def chunk_paths(chunk: str) -> set[str]:
+    """Every repository-relative path a file chunk names (old and new)."""
+    paths: set[str] = set()
+    for line in chunk.splitlines():
+        match = _HEADER.match(line)
+        if match:
+            paths.update(match.groups())
+            continue
+        for prefix in _PATH_LINES:
+            if line.startswith(prefix):
+                paths.add(line[len(prefix) :].strip().strip('"'))
+        if line.startswith("@@"):
+            break
+    return {p for p in paths if p and p != "/dev/null"}
+
+
+def patch_paths(patch: str) -> set[str]:
+    """Every path a patch touches."""
+    paths: set[str] = set()
+    for chunk in split_files(patch):
+        paths |= chunk_paths(chunk)
+    return paths
+
+
+def drop_forbidden(patch: str, forbidden: Iterable[str]) -> tuple[str, list[str]]:
+    """Remove the file chunks that touch a forbidden path; return the rest and what was dropped."""
+    forbidden = list(forbidden)
+    kept: list[str] = []
+    dropped: list[str] = []
+    for chunk in split_files(patch):
+        bad = sorted(p for p in chunk_paths(chunk) if is_forbidden(p, forbidden))
+        if bad:
+            dropped.extend(bad)
+        else:
+            kept.append(chunk)
+    return "".join(kept), dropped

@@ -1,0 +1,110 @@
+"""Preparing a run: every check that must pass before the first sandbox starts.
+
+Order: controls parse → suite digests (exit 3 on any mismatch) → images present
+→ scored-channel pins → run directory (new, or resumed under the same protocol
+hash) → the plan. Nothing here starts a container.
+"""
+
+from __future__ import annotations
+
+import platform
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner import __version__
+from runner.agents import Agent, make_agent
+from runner.controls import LoadedControls, load_controls, scored_channel_problems
+from runner.errors import DigestMismatch, UserError
+from runner.models import Job, Task
+from runner.plan import plan_jobs
+from runner.store import RunDir, RunMeta, new_run_id, now_utc
+from runner.suite import Suite, load_suite
+from runner.trial import image_of
+
+
+@dataclass
+class PreparedRun:
+    loaded: LoadedControls
+    suite: Suite
+    run_dir: RunDir
+    meta: RunMeta
+    jobs: list[Job]
+    todo: list[Job]
+    tasks: dict[str, Task]
+    agents: dict[str, Agent]
+
+
+def images_used(loaded: LoadedControls, suite: Suite) -> set[str]:
+    return {image_of(task, loaded.controls) for task in suite.tasks}
+
+
+def prepare(
+    controls_path: Path, out: Path, *, resume: bool, image_digest: Callable[[str], str]
+) -> PreparedRun:
+    """Check everything and plan the jobs still to run."""
+    loaded = load_controls(controls_path)
+    controls = loaded.controls
+    suite = load_suite(loaded.suite_path, controls.suite.sha256 or None)
+    used = images_used(loaded, suite)
+    digests = {image: image_digest(image) for image in sorted(used)}
+    for image, pinned in controls.images.items():
+        if image in digests and digests[image] != pinned:
+            raise DigestMismatch(
+                f"{controls_path}: images.{image}: pinned {pinned}, the local image is "
+                f"{digests[image]}; rebuild the pinned image or update the pin"
+            )
+    if controls.channel == "scored":
+        problems = scored_channel_problems(controls, used, digests)
+        if problems:
+            raise UserError(f"{controls_path}: channel scored refuses to start: {problems[0]}")
+    protocol = loaded.protocol_sha256
+    run_dir = RunDir(out)
+    if run_dir.exists():
+        if not resume:
+            raise UserError(
+                f"{out}: a run directory already exists; pass --resume to continue it "
+                "or choose a new --out"
+            )
+        meta = run_dir.check_protocol(protocol)
+        run_dir.repair_torn_tail()
+    else:
+        if out.exists() and any(out.iterdir()):
+            raise UserError(f"{out}: exists and is not a run directory; choose a new --out")
+        meta = RunMeta(
+            run_id=new_run_id(controls.protocol_id, now_utc()),
+            protocol_id=controls.protocol_id,
+            protocol_sha256=protocol,
+            suite_sha256=suite.sha256,
+            channel=controls.channel,
+            control_arm=controls.control_arm,
+            arms=[arm.name for arm in controls.arms],
+            tasks=[{"id": t.id, "kind": t.kind.value} for t in suite.tasks],
+            image_digests=digests,
+            agent_dir_digests=dict(sorted(loaded.agent_dir_digests.items())),
+            created_at=now_utc().isoformat(),
+            deltarun_version=__version__,
+            python_version=platform.python_version(),
+        )
+        run_dir.create(meta, controls_path.read_bytes())
+    jobs = plan_jobs(
+        controls, suite.tasks, protocol, meta.run_id, random.Random(controls.runtime.seed)
+    )
+    recorded = run_dir.recorded_ids()
+    todo = [job for job in jobs if job.job_id not in recorded]
+    agents = {arm.name: make_agent(arm.agent, loaded.base) for arm in controls.arms}
+    return PreparedRun(
+        loaded=loaded,
+        suite=suite,
+        run_dir=run_dir,
+        meta=meta,
+        jobs=jobs,
+        todo=todo,
+        tasks={t.id: t for t in suite.tasks},
+        agents=agents,
+    )
+
+
+def versions() -> tuple[str, str]:
+    return __version__, platform.python_version()

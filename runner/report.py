@@ -1,0 +1,247 @@
+"""Report rendering: scores → ``report.json`` (DeltaScorecard shape) and ``report.md``. Pure.
+
+Rendering is deterministic (sorted keys, fixed float formats, no clock), so
+``replay`` rebuilds both files byte for byte from ``trials.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runner.models import Trial
+from runner.scoring import ArmSummary, PairedDelta, Rate, Scores
+
+SCHEMA_VERSION = 1
+EXPLORATORY_STAMP = "exploratory — not for publication"
+
+
+@dataclass(frozen=True)
+class Pins:
+    """What a stranger needs to replay the numbers."""
+
+    protocol_id: str
+    protocol_sha256: str
+    suite_sha256: str
+    channel: str
+    run_id: str
+    control_arm: str
+    image_digests: dict[str, str]
+    agent_dir_digests: dict[str, str]
+    ledger_sha256: str
+    deltarun_version: str
+    python_version: str
+
+
+def _r(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _rate(rate: Rate) -> dict[str, Any]:
+    interval = rate.wilson95
+    return {
+        "k": rate.k,
+        "n": rate.n,
+        "value": _r(rate.value),
+        "wilson95": None if interval is None else [_r(interval[0]), _r(interval[1])],
+    }
+
+
+def _summary(s: ArmSummary) -> dict[str, Any]:
+    return {
+        "arm": s.arm,
+        "control": s.control,
+        "trials": s.trials,
+        "n": s.n,
+        "passes": s.passes,
+        "pass_rate": _rate(s.pass_rate),
+        "timeout_rate": _rate(s.timeout_rate),
+        "tool_violation_rate": _rate(s.tool_violation_rate),
+        "error_rate": _rate(s.error_rate),
+        "tokens_per_pass": _r(s.tokens_per_pass, 3),
+        "wall_s_per_task": _r(s.wall_s_per_task, 3),
+        "retries_mean": _r(s.retries_mean),
+        "tool_calls_mean": _r(s.tool_calls_mean),
+        "refusal": {
+            "abstention_accuracy": _rate(s.abstention_accuracy),
+            "invalid_completion_rate": _rate(s.invalid_completion_rate),
+            "false_abstention_rate": _rate(s.false_abstention_rate),
+        },
+        "outcomes": s.outcomes,
+    }
+
+
+def _case_status(status: str, delta: float | None) -> str:
+    return status if delta is not None or status in ("error", "skipped") else "inconclusive"
+
+
+def _scorecard(d: PairedDelta, pins: Pins, summaries: dict[str, ArmSummary]) -> dict[str, Any]:
+    control, candidate = summaries[d.control], summaries[d.arm]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "suite_id": pins.suite_sha256,
+        "control_arm": d.control,
+        "candidate_arm": d.arm,
+        "control_run_id": pins.run_id,
+        "candidate_run_id": pins.run_id,
+        "control_aggregate": _summary(control),
+        "candidate_aggregate": _summary(candidate),
+        "aggregate_delta": {
+            "n_tasks": d.n_tasks,
+            "mean": _r(d.mean),
+            "sd": _r(d.sd),
+            "ci95": None if d.ci95 is None else [_r(d.ci95[0]), _r(d.ci95[1])],
+            "mcnemar_p": _r(d.mcnemar_p, 9),
+            "helped": d.helped,
+            "hurt": d.hurt,
+            "same": d.same,
+            "inconclusive": d.inconclusive,
+        },
+        "per_case": [
+            {
+                "case_id": c.task_id,
+                "control_status": _case_status(c.control_status, c.delta),
+                "candidate_status": _case_status(c.candidate_status, c.delta),
+                "control_score": _r(c.control_score),
+                "candidate_score": _r(c.candidate_score),
+                "delta": _r(c.delta),
+            }
+            for c in d.cases
+        ],
+    }
+
+
+def report_json(scores: Scores, pins: Pins, trials: Sequence[Trial]) -> dict[str, Any]:
+    """The machine-readable report."""
+    summaries = {s.arm: s for s in scores.summaries}
+    per_task: dict[str, dict[str, list[str]]] = {}
+    for t in sorted(trials, key=lambda t: (t.task_id, t.arm, t.repeat)):
+        per_task.setdefault(t.task_id, {}).setdefault(t.arm, []).append(t.outcome.value)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "stamp": EXPLORATORY_STAMP if pins.channel != "scored" else None,
+        "pins": {
+            "protocol_id": pins.protocol_id,
+            "protocol_sha256": pins.protocol_sha256,
+            "suite_sha256": pins.suite_sha256,
+            "channel": pins.channel,
+            "run_id": pins.run_id,
+            "control_arm": pins.control_arm,
+            "image_digests": pins.image_digests,
+            "agent_dir_digests": pins.agent_dir_digests,
+            "ledger_sha256": pins.ledger_sha256,
+            "deltarun_version": pins.deltarun_version,
+            "python_version": pins.python_version,
+        },
+        "arms": [_summary(s) for s in scores.summaries],
+        "deltas": [_scorecard(d, pins, summaries) for d in scores.deltas],
+        "per_task": per_task,
+    }
+
+
+def dumps_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _signed_pp(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:+.1f} pp"
+
+
+def _rate_md(rate: Rate) -> str:
+    interval = rate.wilson95
+    if interval is None:
+        return "n/a (n=0)"
+    return f"{_pct(rate.value)} [{_pct(interval[0])}, {_pct(interval[1])}] ({rate.k}/{rate.n})"
+
+
+def _num(value: float | None, fmt: str = ".2f") -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def headline(d: PairedDelta) -> str:
+    """One line: the delta with its interval, test and counts; never a bare candidate rate."""
+    if d.mean is None:
+        return f"{d.arm} vs {d.control}: no paired tasks (inconclusive: {d.inconclusive})"
+    ci = "n/a" if d.ci95 is None else f"{_signed_pp(d.ci95[0])} to {_signed_pp(d.ci95[1])}"
+    p = "n/a" if d.mcnemar_p is None else f"{d.mcnemar_p:.4g}"
+    return (
+        f"{d.arm} vs {d.control}: {_signed_pp(d.mean)} pass rate (95% CI {ci}), "
+        f"n={d.n_tasks} tasks, McNemar p={p}; helped {d.helped}, hurt {d.hurt}, "
+        f"same {d.same}, inconclusive {d.inconclusive}"
+    )
+
+
+def report_markdown(scores: Scores, pins: Pins, report: dict[str, Any]) -> str:
+    """The human-readable report."""
+    lines: list[str] = [f"# deltarun report: {pins.protocol_id}", ""]
+    if pins.channel != "scored":
+        lines += [f"> **{EXPLORATORY_STAMP}**", ""]
+    lines += ["## Pins", "", "| pin | value |", "|---|---|"]
+    lines += [
+        f"| protocol | `{pins.protocol_id}` `{pins.protocol_sha256}` |",
+        f"| suite sha256 | `{pins.suite_sha256}` |",
+        f"| channel | {pins.channel} |",
+        f"| run id | `{pins.run_id}` |",
+        f"| control arm | {pins.control_arm} |",
+        f"| ledger sha256 | `{pins.ledger_sha256}` |",
+    ]
+    for image, digest in sorted(pins.image_digests.items()):
+        lines.append(f"| image `{image}` | `{digest}` |")
+    for arm, digest in sorted(pins.agent_dir_digests.items()):
+        lines.append(f"| agent dir of {arm} | `{digest}` |")
+    lines += [f"| deltarun / Python | {pins.deltarun_version} / {pins.python_version} |", ""]
+
+    lines += ["## Headline", ""]
+    lines += [f"- {headline(d)}" for d in scores.deltas] or ["- no candidate arm"]
+    lines += ["", "## Arms", ""]
+    lines += [
+        "| arm | n | pass rate [Wilson 95%] | timeouts | tool violations | errors "
+        "| tokens/pass | wall s/trial | retries | tool calls |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in scores.summaries:
+        name = f"{s.arm} (control)" if s.control else s.arm
+        lines.append(
+            f"| {name} | {s.n} | {_rate_md(s.pass_rate)} | {_rate_md(s.timeout_rate)} "
+            f"| {_rate_md(s.tool_violation_rate)} | {_rate_md(s.error_rate)} "
+            f"| {_num(s.tokens_per_pass, '.1f')} | {_num(s.wall_s_per_task)} "
+            f"| {_num(s.retries_mean)} | {_num(s.tool_calls_mean)} |"
+        )
+    lines += ["", "## Refusal slice (negative controls)", ""]
+    lines += [
+        "| arm | abstention accuracy | invalid completions | false abstentions (ordinary) |",
+        "|---|---|---|---|",
+    ]
+    for s in scores.summaries:
+        lines.append(
+            f"| {s.arm} | {_rate_md(s.abstention_accuracy)} "
+            f"| {_rate_md(s.invalid_completion_rate)} | {_rate_md(s.false_abstention_rate)} |"
+        )
+    lines += ["", "## Paired deltas", ""]
+    for d in scores.deltas:
+        lines += [f"### {d.arm} vs {d.control}", ""]
+        lines += [
+            f"mean {_signed_pp(d.mean)}, sd {_num(d.sd, '.3f')}, "
+            f"helped {d.helped}, hurt {d.hurt}, same {d.same}, inconclusive {d.inconclusive}",
+            "",
+            "| task | control | candidate | delta |",
+            "|---|---|---|---|",
+        ]
+        for c in d.cases:
+            delta = "inconclusive" if c.delta is None else f"{c.delta:+.2f}"
+            lines.append(f"| {c.task_id} | {c.control_status} | {c.candidate_status} | {delta} |")
+        lines.append("")
+    lines += ["## Outcomes per task", ""]
+    arms = [s.arm for s in scores.summaries]
+    lines += ["| task | " + " | ".join(arms) + " |", "|---" * (len(arms) + 1) + "|"]
+    for task_id, by_arm in sorted(report["per_task"].items()):
+        cells = [", ".join(by_arm.get(arm, ["—"])) for arm in arms]
+        lines.append(f"| {task_id} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,89 @@
+"""Building the report of a run directory, and replaying it byte for byte."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.controls import Controls, parse_controls, protocol_hash
+from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
+from runner.report import Pins, dumps_json, report_json, report_markdown
+from runner.scoring import Scores, score
+from runner.store import RunDir
+
+
+@dataclass(frozen=True)
+class BuiltReport:
+    scores: Scores
+    markdown: str
+    json_text: str
+
+
+def _stored_controls(run_dir: RunDir) -> Controls:
+    path = run_dir.path / "controls.yaml"
+    return parse_controls(path.read_text(encoding="utf-8"), str(path))
+
+
+def build_report(run_dir: RunDir) -> BuiltReport:
+    """Score the ledger and render both report files (no file written)."""
+    meta = run_dir.meta()
+    controls = _stored_controls(run_dir)
+    if protocol_hash(controls, meta.agent_dir_digests) != meta.protocol_sha256:
+        raise ProtocolMismatch(
+            f"{run_dir.path}/controls.yaml: does not hash to the run's protocol "
+            f"{meta.protocol_sha256}; the stored controls were edited"
+        )
+    trials = run_dir.trials()
+    for trial in trials:
+        if trial.protocol_sha256 != meta.protocol_sha256 or trial.run_id != meta.run_id:
+            raise ProtocolMismatch(
+                f"{run_dir.ledger_path}: job {trial.job_id[:12]} belongs to another run or "
+                "protocol; the ledger was edited or mixed"
+            )
+    if not any(t.arm == meta.control_arm for t in trials):
+        raise NoControlArm(
+            f"{run_dir.path}: no record of the control arm {meta.control_arm!r}; "
+            "no number without a control: run the control arm on the same tasks"
+        )
+    task_ids = [t["id"] for t in meta.tasks]
+    scores = score(trials, meta.arms, meta.control_arm, task_ids)
+    pins = Pins(
+        protocol_id=meta.protocol_id,
+        protocol_sha256=meta.protocol_sha256,
+        suite_sha256=meta.suite_sha256,
+        channel=meta.channel,
+        run_id=meta.run_id,
+        control_arm=meta.control_arm,
+        image_digests=meta.image_digests,
+        agent_dir_digests=meta.agent_dir_digests,
+        ledger_sha256=run_dir.ledger_sha256(),
+        deltarun_version=meta.deltarun_version,
+        python_version=meta.python_version,
+    )
+    data = report_json(scores, pins, trials)
+    return BuiltReport(scores, report_markdown(scores, pins, data), dumps_json(data))
+
+
+def write_report(run_dir: RunDir) -> tuple[BuiltReport, list[Path]]:
+    built = build_report(run_dir)
+    paths = [
+        run_dir.write_file("report.md", built.markdown),
+        run_dir.write_file("report.json", built.json_text),
+    ]
+    return built, paths
+
+
+def replay(run_dir: RunDir) -> BuiltReport:
+    """Rebuild the report and require it to equal the stored files byte for byte."""
+    built = build_report(run_dir)
+    for name, text in (("report.md", built.markdown), ("report.json", built.json_text)):
+        path = run_dir.path / name
+        if not path.is_file():
+            run_dir.write_file(name, text)
+            continue
+        if path.read_text(encoding="utf-8") != text:
+            raise DigestMismatch(
+                f"{path}: the replayed report differs from the stored one; the ledger or the "
+                "report was changed after the run"
+            )
+    return built

@@ -1,0 +1,1 @@
+"""Sandboxes: the interface trial code programs against, and its Docker implementation."""

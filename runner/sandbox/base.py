@@ -1,0 +1,105 @@
+"""The ``Sandbox`` interface: what a trial needs from an isolated machine, nothing more.
+
+``execute_trial`` and the agents speak only this interface, so the orchestration
+can be read (and reasoned about) without Docker in mind. The Docker adapter
+lives in ``runner.sandbox.docker``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+AGENT_UID = 1000
+AGENT_USER = f"{AGENT_UID}:{AGENT_UID}"
+ROOT_USER = "0:0"
+
+WORKSPACE = "/workspace"
+IO_DIR = "/io"
+AGENT_DIR = "/opt/agent"
+BASELINE_DIR = "/baseline"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandbox."""
+
+    memory_bytes: int
+    nano_cpus: int
+    pids: int
+    workspace_bytes: int
+    tmp_bytes: int = 64 << 20
+    io_bytes: int = 16 << 20
+    nofile: int = 1024
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """How to make one sandbox. ``labels`` are for the reaper, never visible inside."""
+
+    image: str
+    limits: Limits
+    lifetime_s: float
+    labels: Mapping[str, str]
+    with_agent_dir: bool = False
+    network: str = "none"
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a command in the sandbox ended."""
+
+    exit_code: int | None
+    output: bytes
+    output_truncated: bool
+    timed_out: bool
+    duration_s: float
+    oom_killed: bool = False
+
+
+@dataclass(frozen=True)
+class ExecRequest:
+    """A command to run in the sandbox, bounded by ``timeout_s`` inside and outside."""
+
+    argv: Sequence[str]
+    user: str = AGENT_USER
+    workdir: str = WORKSPACE
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 60.0
+    output_cap: int = 1 << 20
+
+
+class Sandbox(Protocol):
+    """One fresh, isolated container; closed (and removed) by its context manager."""
+
+    @property
+    def image_digest(self) -> str:
+        """The ID (sha256:...) of the image this sandbox runs."""
+        ...
+
+    def put_archive(self, dest: str, tar_bytes: bytes) -> None:
+        """Unpack an (already checked) uncompressed tar at ``dest`` inside the sandbox."""
+        ...
+
+    def run(self, request: ExecRequest) -> ExecResult:
+        """Run a command; it is killed at ``request.timeout_s``."""
+        ...
+
+    def read_file(self, path: str, cap: int) -> tuple[bytes | None, bool]:
+        """Read one regular file (None when absent), at most ``cap`` bytes, and a truncated flag."""
+        ...
+
+
+class SandboxFactory(Protocol):
+    """Opens sandboxes; the Docker implementation is ``DockerSandboxFactory``."""
+
+    def open(self, spec: SandboxSpec) -> SandboxSession:
+        """A context manager that yields a started sandbox and removes it on exit."""
+        ...
+
+
+class SandboxSession(Protocol):
+    def __enter__(self) -> Sandbox: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...

@@ -1,0 +1,353 @@
+"""The Docker adapter of the ``Sandbox`` interface, through the Engine API only.
+
+Life of a sandbox: create volumes → create container → start → copy in → exec
+(in-container ``timeout`` plus a host watchdog) → copy out → kill → remove
+container and volumes, in ``finally``. Never ``containers.run``.
+
+Hardening defaults (see README "Security"): the container's main process is
+``sleep <lifetime>`` as root with every capability dropped, so it ends by
+itself even if the host process dies, and the agent (uid 1000) cannot signal
+it; agent commands run as uid 1000 through ``docker exec``. ``network_mode``
+none, ``no-new-privileges``, read-only root, size-capped tmpfs for ``/tmp``,
+home and the root-only ``/baseline``; ``/workspace`` and ``/io`` are size-capped
+tmpfs *volumes* because ``put_archive`` cannot write into a read-only root or a
+plain tmpfs mount. Memory without swap, CPU quota, pids and nofile limits,
+``init``, capped logs. Labels (run, job, worker, deadline) let ``gc`` remove
+what a crashed worker left behind; labels are not visible inside.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import LogConfig, Mount, Ulimit
+
+from runner.archives import read_capped_tar_file
+from runner.errors import SandboxError, UserError
+from runner.sandbox.base import (
+    AGENT_DIR,
+    AGENT_UID,
+    BASELINE_DIR,
+    IO_DIR,
+    ROOT_USER,
+    WORKSPACE,
+    ExecRequest,
+    ExecResult,
+    SandboxSpec,
+)
+
+LABEL_PREFIX = "deltarun."
+KILL_GRACE_S = 2.0
+WATCHDOG_GRACE_S = 10.0
+_API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
+
+
+def connect(api_timeout_s: float = 60.0) -> docker.APIClient:
+    """A low-level Engine API client; raises ``UserError`` with a fix when Docker is absent."""
+    try:
+        client = docker.APIClient(version="auto", timeout=api_timeout_s)
+        client.ping()
+    except _API_ERRORS as exc:
+        raise UserError(
+            "Docker engine not reachable (is dockerd running and DOCKER_HOST right?); "
+            "start it, or run `make setup` which installs and starts it"
+        ) from exc
+    return client
+
+
+def image_id(client: docker.APIClient, image: str) -> str:
+    """The local ID (sha256:...) of an image, or a ``UserError`` naming how to build it."""
+    try:
+        return str(client.inspect_image(image)["Id"])
+    except docker.errors.ImageNotFound as exc:
+        raise UserError(
+            f"sandbox image {image!r} is not present on this machine; build it with `make images`"
+        ) from exc
+    except _API_ERRORS as exc:
+        raise SandboxError(f"Docker failed to inspect image {image!r}: {exc}") from exc
+
+
+class DockerSandboxFactory:
+    """Opens hardened sandboxes on one Docker engine and tracks the live ones."""
+
+    def __init__(self, client: docker.APIClient, *, worker: str | None = None) -> None:
+        self.client = client
+        self.worker = worker or socket.gethostname()
+        self._live: set[str] = set()
+        self._lock = threading.Lock()
+        self._image_ids: dict[str, str] = {}
+
+    def open(self, spec: SandboxSpec) -> DockerSession:
+        return DockerSession(self, spec)
+
+    def image_digest(self, image: str) -> str:
+        if image not in self._image_ids:
+            self._image_ids[image] = image_id(self.client, image)
+        return self._image_ids[image]
+
+    def kill_all(self) -> None:
+        """Kill every live sandbox of this factory (Ctrl-C); their sessions remove them."""
+        with self._lock:
+            live = list(self._live)
+        for container in live:
+            try:
+                self.client.kill(container)
+            except _API_ERRORS:
+                pass
+
+    def _track(self, container: str, live: bool) -> None:
+        with self._lock:
+            (self._live.add if live else self._live.discard)(container)
+
+
+class DockerSession:
+    """Context manager: a started ``DockerSandbox`` that is removed on exit, always."""
+
+    def __init__(self, factory: DockerSandboxFactory, spec: SandboxSpec) -> None:
+        self.factory = factory
+        self.spec = spec
+        self.container: str | None = None
+        self.volumes: list[str] = []
+
+    def __enter__(self) -> DockerSandbox:
+        try:
+            return self._create()
+        except BaseException:
+            self._remove()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._remove()
+
+    def _labels(self) -> dict[str, str]:
+        labels = {f"{LABEL_PREFIX}{k}": v for k, v in self.spec.labels.items()}
+        labels[f"{LABEL_PREFIX}worker"] = self.factory.worker
+        labels[f"{LABEL_PREFIX}deadline"] = str(int(time.time() + self.spec.lifetime_s + 60))
+        return labels
+
+    def _volume(self, target: str, size: int, labels: dict[str, str], mode: str) -> Mount:
+        name = f"deltarun-{uuid.uuid4().hex[:16]}"
+        options = f"size={size},uid={AGENT_UID},gid={AGENT_UID},mode={mode}"
+        if target == AGENT_DIR:
+            options = f"size={size},mode=0755"
+        self.factory.client.create_volume(
+            name=name,
+            driver="local",
+            driver_opts={"type": "tmpfs", "device": "tmpfs", "o": options},
+            labels=labels,
+        )
+        self.volumes.append(name)
+        return Mount(target, name, type="volume")
+
+    def _create(self) -> DockerSandbox:
+        spec, client, limits = self.spec, self.factory.client, self.spec.limits
+        labels = self._labels()
+        digest = self.factory.image_digest(spec.image)
+        try:
+            mounts = [
+                self._volume(WORKSPACE, limits.workspace_bytes, labels, "0755"),
+                self._volume(IO_DIR, limits.io_bytes, labels, "0755"),
+            ]
+            if spec.with_agent_dir:
+                mounts.append(self._volume(AGENT_DIR, 256 << 20, labels, "0755"))
+            host_config = client.create_host_config(
+                mounts=mounts,
+                network_mode=spec.network,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                read_only=True,
+                tmpfs={
+                    "/tmp": f"rw,nosuid,nodev,size={limits.tmp_bytes},mode=1777",
+                    "/home/agent": f"rw,nosuid,nodev,size={limits.tmp_bytes},"
+                    f"uid={AGENT_UID},gid={AGENT_UID},mode=0700",
+                    BASELINE_DIR: f"rw,nosuid,nodev,size={limits.workspace_bytes},mode=0700",
+                },
+                mem_limit=limits.memory_bytes,
+                memswap_limit=limits.memory_bytes,
+                nano_cpus=limits.nano_cpus,
+                pids_limit=limits.pids,
+                ulimits=[Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile)],
+                init=True,
+                log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
+            )
+            created = client.create_container(
+                spec.image,
+                command=["sleep", str(int(spec.lifetime_s) + 30)],
+                user=ROOT_USER,
+                hostname="sandbox",
+                working_dir=WORKSPACE,
+                labels=labels,
+                host_config=host_config,
+                network_disabled=spec.network == "none",
+                environment={},
+            )
+            self.container = str(created["Id"])
+            self.factory._track(self.container, True)
+            client.start(self.container)
+        except docker.errors.APIError as exc:
+            if exc.status_code is not None and 400 <= exc.status_code < 500:
+                raise UserError(
+                    f"Docker refused the sandbox for image {spec.image!r}: "
+                    f"{exc.explanation}; check runtime.limits in controls"
+                ) from exc
+            raise SandboxError(f"Docker failed to create the sandbox: {exc}") from exc
+        except _API_ERRORS as exc:
+            raise SandboxError(f"Docker failed to create the sandbox: {exc}") from exc
+        return DockerSandbox(self.factory, self.container, digest)
+
+    def _remove(self) -> None:
+        client = self.factory.client
+        if self.container is not None:
+            try:
+                client.remove_container(self.container, force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except _API_ERRORS:
+                pass  # the labels let `deltarun gc` remove it later
+            self.factory._track(self.container, False)
+            self.container = None
+        for name in self.volumes:
+            for _ in range(3):
+                try:
+                    client.remove_volume(name, force=True)
+                    break
+                except docker.errors.NotFound:
+                    break
+                except _API_ERRORS:
+                    time.sleep(0.2)
+        self.volumes = []
+
+
+class DockerSandbox:
+    """A started container; every method is bounded in time and output."""
+
+    def __init__(self, factory: DockerSandboxFactory, container: str, digest: str) -> None:
+        self.factory = factory
+        self.client = factory.client
+        self.container = container
+        self._digest = digest
+
+    @property
+    def image_digest(self) -> str:
+        return self._digest
+
+    def put_archive(self, dest: str, tar_bytes: bytes) -> None:
+        try:
+            ok = self.client.put_archive(self.container, dest, tar_bytes)
+        except _API_ERRORS as exc:
+            raise SandboxError(f"Docker failed to copy files into {dest}: {exc}") from exc
+        if not ok:
+            raise SandboxError(f"Docker refused to copy files into {dest}")
+
+    def read_file(self, path: str, cap: int) -> tuple[bytes | None, bool]:
+        try:
+            stream, _stat = self.client.get_archive(self.container, path)
+        except docker.errors.NotFound:
+            return None, False
+        except _API_ERRORS as exc:
+            raise SandboxError(f"Docker failed to copy {path} out: {exc}") from exc
+        data, truncated = read_capped_tar_file(stream, path.rsplit("/", 1)[-1], cap)
+        return data, truncated
+
+    def run(self, request: ExecRequest) -> ExecResult:
+        timeout = max(1.0, request.timeout_s)
+        argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{timeout:.3f}", *request.argv]
+        started = time.monotonic()
+        try:
+            exec_id = self.client.exec_create(
+                self.container,
+                argv,
+                user=request.user,
+                workdir=request.workdir,
+                environment=dict(request.env),
+                stdout=True,
+                stderr=True,
+            )["Id"]
+            stream = self.client.exec_start(exec_id, stream=True)
+        except _API_ERRORS as exc:
+            raise SandboxError(f"Docker failed to start a command: {exc}") from exc
+        watchdog = _Watchdog(self.client, self.container, timeout + KILL_GRACE_S + WATCHDOG_GRACE_S)
+        try:
+            output, truncated = _collect(stream, request.output_cap)
+        except _API_ERRORS as exc:
+            if not watchdog.fired:
+                raise SandboxError(f"Docker failed while a command ran: {exc}") from exc
+            output, truncated = b"", False
+        finally:
+            watchdog.cancel()
+        duration = time.monotonic() - started
+        exit_code = self._exit_code(exec_id) if not watchdog.fired else None
+        timed_out = watchdog.fired or (exit_code in (124, 137) and duration >= timeout - 0.05)
+        return ExecResult(
+            exit_code=exit_code,
+            output=output,
+            output_truncated=truncated,
+            timed_out=timed_out,
+            duration_s=duration,
+            oom_killed=self._oom_killed(),
+        )
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        try:
+            code = self.client.exec_inspect(exec_id).get("ExitCode")
+        except _API_ERRORS as exc:
+            raise SandboxError(f"Docker failed to report a command's exit: {exc}") from exc
+        return None if code is None else int(code)
+
+    def _oom_killed(self) -> bool:
+        try:
+            state: Mapping[str, Any] = self.client.inspect_container(self.container)["State"]
+        except _API_ERRORS:
+            return False
+        return bool(state.get("OOMKilled"))
+
+    def run_root(self, argv: list[str], timeout_s: float = 60.0) -> ExecResult:
+        """Run a harness command as root (still without capabilities)."""
+        return self.run(ExecRequest(argv=argv, user=ROOT_USER, timeout_s=timeout_s))
+
+
+def _collect(stream: Iterator[bytes], cap: int) -> tuple[bytes, bool]:
+    """Read an exec stream to its end, keeping at most ``cap`` bytes."""
+    parts: list[bytes] = []
+    kept = 0
+    truncated = False
+    for chunk in stream:
+        if kept < cap:
+            piece = chunk[: cap - kept]
+            parts.append(piece)
+            kept += len(piece)
+            if len(piece) < len(chunk):
+                truncated = True
+        else:
+            truncated = True
+    return b"".join(parts), truncated
+
+
+class _Watchdog:
+    """Kills the container if a command outlives its deadline plus a grace."""
+
+    def __init__(self, client: docker.APIClient, container: str, after_s: float) -> None:
+        self.fired = False
+        self._client = client
+        self._container = container
+        self._timer = threading.Timer(after_s, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        try:
+            self._client.kill(self._container)
+        except _API_ERRORS:
+            pass
+
+    def cancel(self) -> None:
+        self._timer.cancel()

@@ -1,0 +1,56 @@
+"""Removing sandboxes a crashed process left behind, found by their labels."""
+
+from __future__ import annotations
+
+import time
+
+import docker
+import docker.errors
+
+from runner.sandbox.docker import LABEL_PREFIX
+
+
+def reap(
+    client: docker.APIClient,
+    *,
+    dry_run: bool,
+    include_live: bool = False,
+    worker: str | None = None,
+) -> list[str]:
+    """Remove deltarun containers, then volumes, past their deadline; return what was done."""
+    now = time.time()
+    lines: list[str] = []
+    label = f"{LABEL_PREFIX}deadline"
+    filters: dict[str, object] = {"label": [label]}
+    if worker:
+        filters["label"] = [label, f"{LABEL_PREFIX}worker={worker}"]
+    for container in client.containers(all=True, filters=filters):
+        labels = container.get("Labels") or {}
+        deadline = float(labels.get(label, "0") or 0)
+        if deadline > now and not include_live:
+            continue
+        name = container["Id"][:12]
+        lines.append(
+            f"{'would remove' if dry_run else 'removed'} container {name} "
+            f"(job {labels.get(LABEL_PREFIX + 'job', '?')[:12]})"
+        )
+        if not dry_run:
+            try:
+                client.remove_container(container["Id"], force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+    volumes = (client.volumes(filters={"label": label}) or {}).get("Volumes") or []
+    for volume in volumes:
+        labels = volume.get("Labels") or {}
+        deadline = float(labels.get(label, "0") or 0)
+        if deadline > now and not include_live:
+            continue
+        lines.append(f"{'would remove' if dry_run else 'removed'} volume {volume['Name']}")
+        if not dry_run:
+            try:
+                client.remove_volume(volume["Name"], force=True)
+            except docker.errors.APIError:
+                lines[-1] += " (in use; try again later)"
+    if not lines:
+        lines.append("nothing to remove")
+    return lines

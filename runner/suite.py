@@ -1,0 +1,170 @@
+"""A suite: ``tasks.jsonl`` plus the archives it names, each pinned by SHA-256.
+
+``seal`` checks every line and every archive and writes the digests into the
+lines; the digest of ``tasks.jsonl`` then pins everything. ``verify`` re-checks
+every digest before the first sandbox starts and raises ``DigestMismatch``
+(exit 3) naming the file and both digests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from runner.archives import ArchiveCaps, Member, read_members
+from runner.controls import format_validation_error
+from runner.errors import DigestMismatch, UserError
+from runner.hashing import sha256_bytes, sha256_file
+from runner.models import AnswerTask, RepoTask, Task
+
+_TASK = TypeAdapter(RepoTask | AnswerTask)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A loaded suite: its tasks in file order and the digest of tasks.jsonl."""
+
+    path: Path
+    sha256: str
+    tasks: tuple[Task, ...]
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    def task(self, task_id: str) -> Task:
+        for task in self.tasks:
+            if task.id == task_id:
+                return task
+        raise KeyError(task_id)
+
+    def archive_path(self, relative: str) -> Path:
+        return (self.root / relative).resolve()
+
+
+def parse_task_line(line: str, source: str) -> Task:
+    """Parse one task line; errors name ``file:line`` and the field."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{source}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: a task line must be a JSON object")
+    if "repo" in data and "expect" in data:
+        raise UserError(f"{source}: a task has either 'repo' or 'expect', not both")
+    model: type[RepoTask] | type[AnswerTask] = RepoTask if "expect" not in data else AnswerTask
+    if "repo" not in data and "expect" not in data:
+        raise UserError(
+            f"{source}: a task needs 'repo' (repository task) or 'expect' (answer task)"
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(format_validation_error(source, exc)) from exc
+
+
+def read_tasks(path: Path) -> list[Task]:
+    """Read and validate every line of ``tasks.jsonl``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise UserError(f"{path}: tasks file not found; check suite.file in controls") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the tasks file ({exc})") from exc
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        task = parse_task_line(line, f"{path}:{number}")
+        if task.id in seen:
+            raise UserError(f"{path}:{number}: id: {task.id!r} appears twice; ids must be unique")
+        seen.add(task.id)
+        tasks.append(task)
+    if not tasks:
+        raise UserError(f"{path}: no tasks; add one JSON object per line")
+    return tasks
+
+
+def _archive_files(task: Task) -> list[tuple[str, str, str]]:
+    """(field, relative path, pinned digest) of each archive a task names."""
+    if not isinstance(task, RepoTask):
+        return []
+    files = [("repo", task.repo, task.repo_sha256)]
+    if task.hidden is not None:
+        files.append(("hidden", task.hidden, task.hidden_sha256))
+    return files
+
+
+def check_archive(path: Path, caps: ArchiveCaps | None = None) -> list[Member]:
+    """Check an archive member by member; raises ``ArchiveError``."""
+    return read_members(path, caps) if caps is not None else read_members(path)
+
+
+def seal(tasks_path: Path) -> str:
+    """Check every task and archive, write their digests into the lines, return the suite digest.
+
+    The file is replaced atomically, so an interrupted seal leaves the old file.
+    """
+    tasks = read_tasks(tasks_path)
+    lines: list[str] = []
+    for task in tasks:
+        data = task.model_dump(mode="json", by_alias=True, exclude_defaults=False)
+        for field, relative, _pinned in _archive_files(task):
+            archive = (tasks_path.parent / relative).resolve()
+            check_archive(archive)
+            data[f"{field}_sha256"] = sha256_file(archive)
+        data = {k: v for k, v in data.items() if v is not None}
+        lines.append(json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+    body = ("\n".join(lines) + "\n").encode("utf-8")
+    tmp = tasks_path.with_name(tasks_path.name + ".tmp")
+    with tmp.open("wb") as handle:
+        handle.write(body)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, tasks_path)
+    return sha256_bytes(body)
+
+
+def load_suite(tasks_path: Path, expected_sha256: str | None) -> Suite:
+    """Load a suite and verify every digest; ``expected_sha256`` pins tasks.jsonl itself.
+
+    Raises ``DigestMismatch`` on the first file whose bytes differ from its pin,
+    and ``UserError`` when an archive is unsealed or unsafe.
+    """
+    try:
+        actual = sha256_file(tasks_path)
+    except FileNotFoundError as exc:
+        raise UserError(
+            f"{tasks_path}: tasks file not found; check suite.file in controls"
+        ) from exc
+    if expected_sha256 and actual != expected_sha256:
+        raise DigestMismatch(
+            f"{tasks_path}: digest mismatch: controls pin {expected_sha256}, file has {actual}; "
+            "restore the suite or re-seal it (which changes the protocol hash)"
+        )
+    tasks = read_tasks(tasks_path)
+    for task in tasks:
+        for field, relative, pinned in _archive_files(task):
+            archive = (tasks_path.parent / relative).resolve()
+            if not pinned:
+                raise UserError(
+                    f"{tasks_path}: task {task.id!r}: {field}_sha256 is empty; run `deltarun seal`"
+                )
+            try:
+                digest = sha256_file(archive)
+            except FileNotFoundError as exc:
+                raise UserError(
+                    f"{archive}: archive of task {task.id!r} not found; restore it or fix {field!r}"
+                ) from exc
+            if digest != pinned:
+                raise DigestMismatch(
+                    f"{archive}: digest mismatch for task {task.id!r}: pinned {pinned}, "
+                    f"file has {digest}; restore the archive or re-seal the suite"
+                )
+            check_archive(archive)
+    return Suite(tasks_path.resolve(), actual, tuple(tasks))

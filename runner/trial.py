@@ -1,0 +1,356 @@
+"""``execute_trial``: one job, from a fresh agent sandbox to a graded ``Trial`` record.
+
+The same plain function runs under the local pool and under the Celery task.
+
+Phase A (agent): a fresh sandbox; the fixture (minus forbidden paths) is copied
+into ``/workspace``; a baseline commit is made in the root-only ``/baseline``;
+the agent acts under the task's wall-clock limit; leftover agent processes are
+killed; the patch is taken with ``git diff`` against the baseline.
+
+Phase B (verify): a second fresh sandbox the agent never saw: the full
+fixture, the patch applied with ``git apply``, then the hidden files written
+over whatever the patch put at their paths, then ``hidden_test``; exit 0 is a
+pass. Both sandboxes are removed in ``finally``, on every path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from runner.agents import AGENT_ENV, Agent, AgentContext, AgentResult
+from runner.archives import Member, build_tar, single_file_tar
+from runner.controls import Controls, parse_size
+from runner.errors import DeltarunError, InfraError
+from runner.hashing import sha256_bytes
+from runner.metrics import score_answer
+from runner.models import AnswerTask, Job, Outcome, RepoTask, Task, TaskKind, Trial, task_timeout
+from runner.outcomes import classify
+from runner.patches import drop_forbidden
+from runner.sandbox.base import (
+    AGENT_UID,
+    BASELINE_DIR,
+    IO_DIR,
+    ROOT_USER,
+    WORKSPACE,
+    ExecRequest,
+    Limits,
+    Sandbox,
+    SandboxFactory,
+    SandboxSpec,
+)
+
+# Patches up to this size are verified; the record stores at most caps.patch_bytes.
+MAX_VERIFY_PATCH_BYTES = 64 << 20
+SANDBOX_LIFETIME_MARGIN_S = 120.0
+_GIT_ENV = {
+    "GIT_DIR": f"{BASELINE_DIR}/git",
+    "GIT_WORK_TREE": WORKSPACE,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "HOME": BASELINE_DIR,
+    "PATH": "/usr/bin:/bin",
+}
+_GIT_FLAGS = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+
+
+class TrialInputs(Protocol):
+    """Where a worker gets the checked archives of a task (local files or a remote cache)."""
+
+    def fixture(self, task: RepoTask) -> list[Member]: ...
+
+    def hidden(self, task: RepoTask) -> list[Member]: ...
+
+
+@dataclass(frozen=True)
+class TrialEnv:
+    """Everything ``execute_trial`` needs besides the job itself."""
+
+    controls: Controls
+    inputs: TrialInputs
+    sandboxes: SandboxFactory
+    worker: str
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+
+def limits_of(controls: Controls) -> Limits:
+    spec = controls.runtime.limits
+    return Limits(
+        memory_bytes=parse_size(spec.memory),
+        nano_cpus=int(spec.cpus * 1e9),
+        pids=spec.pids,
+        workspace_bytes=parse_size(spec.workspace),
+    )
+
+
+def image_of(task: Task, controls: Controls) -> str:
+    if isinstance(task, RepoTask) and task.image:
+        return task.image
+    return controls.runtime.image
+
+
+@dataclass
+class _Facts:
+    agent: AgentResult | None = None
+    patch: str = ""
+    patch_truncated: bool = False
+    tool_violation: bool = False
+    passed: bool = False
+    timed_out: bool = False
+    verify_exit_code: int | None = None
+    image_digest: str = ""
+    error: str | None = None
+
+
+def execute_trial(job: Job, task: Task, agent: Agent, env: TrialEnv) -> Trial:
+    """Run one job and return its record. Never raises for agent or infrastructure failures
+    (they become outcomes); ``KeyboardInterrupt`` propagates after the sandboxes are removed."""
+    started_at = env.clock()
+    t0 = time.monotonic()
+    retries = 0
+    while True:
+        facts = _Facts()
+        try:
+            _run_phases(job, task, agent, env, facts)
+        except DeltarunError as exc:
+            facts.error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # an unexpected bug is an infra error, recorded, not lost
+            facts.error = f"{type(exc).__name__}: {exc}"
+        if facts.error is None or retries >= env.controls.runtime.max_retries:
+            break
+        retries += 1
+    return _record(job, task, env, facts, started_at, time.monotonic() - t0, retries)
+
+
+def _record(
+    job: Job,
+    task: Task,
+    env: TrialEnv,
+    facts: _Facts,
+    started_at: datetime,
+    wall_s: float,
+    retries: int,
+) -> Trial:
+    result = facts.agent or AgentResult()
+    outcome = classify(
+        kind=task.kind,
+        infra_error=facts.error is not None,
+        timed_out=facts.timed_out,
+        abstained=result.abstained,
+        passed=facts.passed,
+    )
+    cap = env.controls.runtime.caps.patch_bytes
+    patch_bytes = facts.patch.encode("utf-8", "surrogateescape")
+    stored = patch_bytes[:cap].decode("utf-8", "replace")
+    return Trial(
+        run_id=job.run_id,
+        job_id=job.job_id,
+        protocol_sha256=job.protocol_sha256,
+        task_id=job.task_id,
+        arm=job.arm,
+        repeat=job.repeat,
+        task_kind=task.kind,
+        outcome=outcome,
+        passed=outcome is Outcome.SUCCESS,
+        timeout=outcome is Outcome.TIMEOUT,
+        tool_violation=facts.tool_violation or result.tool_violation,
+        abstained=result.abstained and outcome is not Outcome.ERROR,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        wall_s=round(wall_s, 3),
+        retries_used=retries,
+        tool_calls=result.tool_calls,
+        patch=stored,
+        patch_sha256=sha256_bytes(patch_bytes) if patch_bytes else "",
+        patch_truncated=facts.patch_truncated or len(patch_bytes) > cap,
+        answer=result.answer if result.answer_present else None,
+        verify_exit_code=facts.verify_exit_code,
+        agent_exit_code=result.exit_code,
+        error=facts.error,
+        worker=env.worker,
+        image_digest=facts.image_digest,
+        attempt=retries + 1,
+        started_at=started_at.isoformat(),
+        finished_at=env.clock().isoformat(),
+    )
+
+
+def _spec(job: Job, image: str, env: TrialEnv, lifetime: float, agent_dir: bool) -> SandboxSpec:
+    return SandboxSpec(
+        image=image,
+        limits=limits_of(env.controls),
+        lifetime_s=lifetime + SANDBOX_LIFETIME_MARGIN_S,
+        labels={"run": job.run_id, "job": job.job_id},
+        with_agent_dir=agent_dir,
+        network=env.controls.runtime.network,
+    )
+
+
+def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: _Facts) -> None:
+    controls = env.controls
+    timeout_s = task_timeout(task, controls.runtime.timeout_s)
+    forbidden = tuple(controls.tools.forbidden_paths)
+    output_cap = controls.runtime.caps.output_bytes
+    image = image_of(task, controls)
+    fixture: list[Member] = env.inputs.fixture(task) if isinstance(task, RepoTask) else []
+
+    spec = _spec(job, image, env, timeout_s, agent.needs_agent_dir)
+    with env.sandboxes.open(spec) as sandbox:
+        facts.image_digest = sandbox.image_digest
+        _copy_in(sandbox, fixture, exclude=forbidden)
+        _baseline(sandbox)
+        sandbox.put_archive(
+            IO_DIR,
+            single_file_tar(
+                "prompt.txt", task.prompt.encode(), uid=AGENT_UID, gid=AGENT_UID, mode=0o444
+            ),
+        )
+        agent_t0 = time.monotonic()
+        result = agent.run(AgentContext(sandbox, task, timeout_s, forbidden, output_cap))
+        agent_wall = time.monotonic() - agent_t0
+        facts.agent = result
+        if result.timed_out:
+            facts.timed_out = True
+            return
+        _stop_agent_processes(sandbox)
+        if isinstance(task, RepoTask):
+            patch, truncated = _take_patch(sandbox)
+            kept, dropped = drop_forbidden(patch, forbidden)
+            facts.patch, facts.patch_truncated = kept, truncated
+            facts.tool_violation = bool(dropped)
+
+    if task.kind is TaskKind.NEGATIVE or result.abstained:
+        return
+    if isinstance(task, AnswerTask):
+        if result.answer_present and not result.answer_invalid:
+            facts.passed, _ = score_answer(result.answer, task, agent_wall)
+        return
+    if facts.patch_truncated:
+        return  # a patch over the verify cap cannot be applied: a miss, and the record says why
+    _verify(job, task, env, fixture, facts)
+
+
+def _copy_in(sandbox: Sandbox, fixture: list[Member], exclude: tuple[str, ...] = ()) -> None:
+    if fixture:
+        sandbox.put_archive(
+            WORKSPACE, build_tar(fixture, uid=AGENT_UID, gid=AGENT_UID, exclude=exclude)
+        )
+
+
+def _root(sandbox: Sandbox, script: str, timeout_s: float = 120.0, cap: int = 1 << 16) -> bytes:
+    """Run a harness shell script as root (no capabilities); an infra error if it fails."""
+    result = sandbox.run(
+        ExecRequest(
+            argv=["sh", "-c", script],
+            user=ROOT_USER,
+            env=_GIT_ENV,
+            timeout_s=timeout_s,
+            output_cap=cap,
+        )
+    )
+    if result.exit_code != 0 or result.timed_out:
+        tail = result.output[-500:].decode("utf-8", "replace")
+        raise InfraError(f"harness step failed (exit {result.exit_code}): {tail}")
+    return result.output
+
+
+def _baseline(sandbox: Sandbox) -> None:
+    """Commit the workspace as it was given into /baseline, which the agent cannot read."""
+    git = "git " + " ".join(_GIT_FLAGS)
+    _root(
+        sandbox,
+        f"{git} init -q && {git} add -A && {git} -c user.name=deltarun "
+        "-c user.email=deltarun@localhost commit -q --no-verify --allow-empty -m baseline",
+    )
+
+
+def _stop_agent_processes(sandbox: Sandbox) -> None:
+    """Kill whatever the agent left running, then make its files readable for the diff."""
+    sandbox.run(
+        ExecRequest(
+            argv=[
+                "sh",
+                "-c",
+                "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; "
+                f"chmod -R u+rwX,go+rX {WORKSPACE} 2>/dev/null; true",
+            ],
+            env=AGENT_ENV,
+            timeout_s=60,
+        )
+    )
+
+
+def _take_patch(sandbox: Sandbox) -> tuple[str, bool]:
+    """The agent's changes as a binary-safe git diff against the baseline."""
+    git = "git " + " ".join(_GIT_FLAGS)
+    result = sandbox.run(
+        ExecRequest(
+            argv=[
+                "sh",
+                "-c",
+                f"{git} add -A && {git} diff --cached --binary --no-color "
+                "--no-ext-diff --no-textconv --no-renames HEAD",
+            ],
+            user=ROOT_USER,
+            env=_GIT_ENV,
+            timeout_s=120,
+            output_cap=MAX_VERIFY_PATCH_BYTES,
+        )
+    )
+    if result.exit_code != 0 and not result.output_truncated:
+        raise InfraError(f"taking the patch failed (exit {result.exit_code})")
+    return result.output.decode("utf-8", "surrogateescape"), result.output_truncated
+
+
+def _verify(job: Job, task: RepoTask, env: TrialEnv, fixture: list[Member], facts: _Facts) -> None:
+    """Phase B: fixture + patch + hidden files in a fresh sandbox; exit 0 of hidden_test passes."""
+    controls = env.controls
+    hidden = env.inputs.hidden(task)
+    verify_timeout = controls.runtime.verify_timeout_s
+    spec = _spec(job, image_of(task, controls), env, verify_timeout, False)
+    with env.sandboxes.open(spec) as sandbox:
+        _copy_in(sandbox, fixture)
+        if facts.patch:
+            sandbox.put_archive(
+                IO_DIR,
+                single_file_tar(
+                    "patch.diff",
+                    facts.patch.encode("utf-8", "surrogateescape"),
+                    uid=AGENT_UID,
+                    gid=AGENT_UID,
+                ),
+            )
+            applied = sandbox.run(
+                ExecRequest(
+                    argv=["git", "apply", "--whitespace=nowarn", f"{IO_DIR}/patch.diff"],
+                    env=AGENT_ENV,
+                    timeout_s=120,
+                )
+            )
+            if applied.exit_code != 0:
+                facts.verify_exit_code = None
+                return  # a patch that does not apply is the agent's miss
+        hidden_paths = sorted(m.path for m in hidden if not m.is_dir)
+        if hidden_paths:
+            # The agent's files at the hidden tests' paths are removed, then overwritten.
+            sandbox.run(
+                ExecRequest(argv=["rm", "-rf", "--", *hidden_paths], env=AGENT_ENV, timeout_s=60)
+            )
+            sandbox.put_archive(WORKSPACE, build_tar(hidden, uid=0, gid=0))
+        assert task.hidden_test is not None
+        result = sandbox.run(
+            ExecRequest(
+                argv=["sh", "-c", task.hidden_test],
+                env=AGENT_ENV,
+                timeout_s=verify_timeout,
+                output_cap=controls.runtime.caps.output_bytes,
+            )
+        )
+        if result.timed_out:
+            facts.timed_out = True
+            return
+        facts.verify_exit_code = result.exit_code
+        facts.passed = result.exit_code == 0
