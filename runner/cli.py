@@ -11,17 +11,22 @@ import json
 import socket
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from runner.errors import DeltarunError, UsageError, UserError
+from runner.errors import DeltarunError, RunInterrupted, UsageError, UserError
 from runner.executors.local import Interrupted, run_local
 from runner.models import Job, Trial
 from runner.report import headline
+from runner.scoring import PairedDelta
+
+if TYPE_CHECKING:
+    from docker import APIClient
 
 app = typer.Typer(
     add_completion=False,
@@ -62,16 +67,16 @@ def run(
     from runner.sandbox.docker import DockerSandboxFactory, connect, image_id
     from runner.trial import TrialEnv, execute_trial
 
-    client_holder: dict[str, object] = {}
+    clients: list[APIClient] = []  # connected lazily: digests are checked before Docker
 
     def image_digest(image: str) -> str:
-        if "client" not in client_holder:
-            client_holder["client"] = connect()
-        return image_id(client_holder["client"], image)  # type: ignore[arg-type]
+        if not clients:
+            clients.append(connect())
+        return image_id(clients[0], image)
 
     prepared = prepare(controls, out_dir, resume=resume, image_digest=image_digest)
     factory = DockerSandboxFactory(
-        client_holder.get("client") or connect(),  # type: ignore[arg-type]
+        clients[0] if clients else connect(),
         worker=socket.gethostname(),
     )
     env = TrialEnv(
@@ -126,16 +131,15 @@ def run(
                 prepared.todo, run_one, record, parallel=parallel, on_interrupt=factory.kill_all
             )
         except Interrupted:
-            err.print(
+            raise RunInterrupted(
                 f"interrupted: {sum(finished.values())}/{total} jobs recorded in "
                 f"{prepared.run_dir.ledger_path}; continue with --resume"
-            )
-            raise typer.Exit(130) from None
+            ) from None
     built, paths = write_report(prepared.run_dir)
     _print_headline(built.scores.deltas, paths)
 
 
-def _print_headline(deltas: list, paths: list[Path]) -> None:  # type: ignore[type-arg]
+def _print_headline(deltas: Sequence[PairedDelta], paths: list[Path]) -> None:
     for delta in deltas:
         out.print(headline(delta), highlight=False)
     for path in paths:
@@ -200,7 +204,7 @@ def schema(
 def main() -> None:
     """Entry point: one line and an exit code for every deliberate error."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except DeltarunError as exc:
         err.print(f"deltarun: error: {exc}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
@@ -221,6 +225,7 @@ def main() -> None:
         if isinstance(exc, click.exceptions.Exit):
             sys.exit(exc.exit_code)
         raise
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 __all__ = ["UserError", "app", "main"]

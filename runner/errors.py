@@ -7,6 +7,7 @@
     ├── DigestMismatch            exit 3: a sealed digest does not match the bytes on disk
     ├── ProtocolMismatch          exit 3: a run directory belongs to another protocol hash
     ├── NoControlArm              exit 4: a report without a control arm
+    ├── RunInterrupted            exit 130: Ctrl-C; every finished trial is recorded
     └── InfraError                an infrastructure failure inside a trial (Docker, I/O);
         └── SandboxError          recorded as outcome ``error``, never as an agent failure
 
@@ -63,6 +64,12 @@ class NoControlArm(DeltarunError):
     """No control arm in the records: no number leaves deltarun."""
 
     exit_code = 4
+
+
+class RunInterrupted(DeltarunError):
+    """The run was interrupted (Ctrl-C); finished trials are kept, running ones discarded."""
+
+    exit_code = 130
 
 
 class InfraError(DeltarunError):

@@ -50,10 +50,10 @@ WATCHDOG_GRACE_S = 10.0
 _API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
 
-def connect(api_timeout_s: float = 60.0) -> docker.APIClient:
+def connect(api_timeout_s: int = 60) -> docker.APIClient:
     """A low-level Engine API client; raises ``UserError`` with a fix when Docker is absent."""
     try:
-        client = docker.APIClient(version="auto", timeout=api_timeout_s)
+        client = docker.APIClient(version="auto", timeout=int(api_timeout_s))
         client.ping()
     except _API_ERRORS as exc:
         raise UserError(
@@ -66,7 +66,7 @@ def connect(api_timeout_s: float = 60.0) -> docker.APIClient:
 def image_id(client: docker.APIClient, image: str) -> str:
     """The local ID (sha256:...) of an image, or a ``UserError`` naming how to build it."""
     try:
-        return str(client.inspect_image(image)["Id"])
+        return str(client.inspect_image(image)["Id"])  # type: ignore[no-untyped-call]
     except docker.errors.ImageNotFound as exc:
         raise UserError(
             f"sandbox image {image!r} is not present on this machine; build it with `make images`"

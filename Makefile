@@ -1,0 +1,46 @@
+# deltarun — the two commands of the README are `make demo` and `make test`;
+# each does all of its own set-up on a fresh Debian machine.
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+J       ?= 2
+
+.PHONY: help setup docker images demo test lint bench gc clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP) docker  ## create .venv with deltarun and its test tools; start Docker
+
+docker:  ## install (Debian docker.io) and start the Docker engine when it is missing
+	@bash scripts/ensure-docker.sh
+
+images: docker  ## build the sandbox images (idempotent, fast when present)
+	@bash scripts/build-images.sh
+
+demo: setup images  ## run the quickstart suite on the local pool and print the headline
+	$(VENV)/bin/deltarun run examples/quickstart/controls.yaml \
+		--out runs/quickstart-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
+
+test: setup images  ## run the whole test suite (real Docker; CI=true forbids skips)
+	$(PY) -m pytest -q tests
+
+lint: $(STAMP)  ## ruff and mypy
+	$(VENV)/bin/ruff check runner tests bench
+	$(VENV)/bin/ruff format --check runner tests bench
+	$(VENV)/bin/mypy
+
+bench: setup images  ## benchmarks, each against a baseline measured in the same run
+	$(PY) bench/overhead.py
+
+gc: setup  ## remove deltarun sandboxes left past their deadline
+	$(VENV)/bin/deltarun gc
+
+clean:  ## remove the venv and caches (not runs/)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

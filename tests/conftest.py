@@ -1,0 +1,72 @@
+"""Shared fixtures. Docker tests use the real engine; with CI=true a missing engine fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import PY_IMAGE
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _docker_problem() -> str | None:
+    try:
+        import docker
+
+        client = docker.APIClient(version="auto", timeout=10)
+        client.ping()
+        client.inspect_image(PY_IMAGE)
+    except Exception as exc:  # any failure means: no usable engine or image
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_api() -> Iterator[object]:
+    """A low-level Docker client; skips on a laptop without Docker, fails in CI."""
+    problem = _docker_problem()
+    if problem is not None:
+        message = f"Docker engine or image {PY_IMAGE} unavailable ({problem}); run `make images`"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    import docker
+
+    yield docker.APIClient(version="auto", timeout=60)
+
+
+@pytest.fixture
+def no_leftovers(docker_api: object) -> Iterator[None]:
+    """Asserts that a test leaves no deltarun container or volume behind."""
+    yield
+    assert leftover_sandboxes(docker_api) == ([], []), "sandboxes left behind"
+
+
+def leftover_sandboxes(api: object, run: str | None = None) -> tuple[list[str], list[str]]:
+    label = "deltarun.deadline" if run is None else f"deltarun.run={run}"
+    containers = [c["Id"][:12] for c in api.containers(all=True, filters={"label": label})]  # type: ignore[attr-defined]
+    volumes = [
+        v["Name"] for v in (api.volumes(filters={"label": label}) or {}).get("Volumes") or []
+    ]  # type: ignore[attr-defined]
+    return containers, volumes
+
+
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run the real `deltarun` command in a subprocess."""
+    exe = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "deltarun"
+    command = [str(exe)] if exe.exists() else ["deltarun"]
+    return subprocess.run(
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200"},
+    )

@@ -1,0 +1,117 @@
+"""Builders for small throw-away suites used by the tests."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PY_IMAGE = "deltarun/sandbox-python:bookworm"
+
+ADD_FIXTURE = {
+    "calc/__init__.py": "def add(a, b):\n    return a - b\n",
+    "tests/__init__.py": "",
+    "tests/test_visible.py": "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+    "README.md": "calc\n",
+}
+ADD_HIDDEN = {
+    "tests/test_hidden.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+}
+ADD_GOLD = (
+    "diff --git a/calc/__init__.py b/calc/__init__.py\n"
+    "--- a/calc/__init__.py\n"
+    "+++ b/calc/__init__.py\n"
+    "@@ -1,2 +1,2 @@\n"
+    " def add(a, b):\n"
+    "-    return a - b\n"
+    "+    return a + b\n"
+)
+HIDDEN_TEST = "python3 -m pytest -q -p no:cacheprovider tests/test_hidden.py"
+
+
+def tar_bytes(files: dict[str, str | bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, content in sorted(files.items()):
+            data = content.encode() if isinstance(content, str) else content
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def write_tar(path: Path, files: dict[str, str | bytes]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(tar_bytes(files))
+    return path
+
+
+def repo_task(
+    task_id: str,
+    *,
+    kind: str = "ordinary",
+    timeout_s: float = 60,
+    prompt: str = "Fix add().",
+    hidden: bool = True,
+) -> dict[str, Any]:
+    task: dict[str, Any] = {
+        "id": task_id,
+        "kind": kind,
+        "prompt": prompt,
+        "repo": f"fixtures/{task_id}.tar",
+        "image": PY_IMAGE,
+        "timeout_s": timeout_s,
+    }
+    if hidden:
+        task.update(hidden=f"hidden/{task_id}.tar", hidden_test=HIDDEN_TEST)
+    return task
+
+
+def make_suite(
+    root: Path,
+    tasks: list[dict[str, Any]],
+    arms: list[dict[str, Any]],
+    *,
+    fixtures: dict[str, dict[str, str | bytes]] | None = None,
+    hidden: dict[str, dict[str, str | bytes]] | None = None,
+    runtime: dict[str, Any] | None = None,
+    tools: dict[str, Any] | None = None,
+    seal: bool = True,
+) -> Path:
+    """Write suite/tasks.jsonl, the archives and controls.yaml; return the controls path."""
+    suite = root / "suite"
+    for task in tasks:
+        if "repo" in task:
+            write_tar(suite / task["repo"], (fixtures or {}).get(task["id"], ADD_FIXTURE))
+        if task.get("hidden"):
+            write_tar(suite / task["hidden"], (hidden or {}).get(task["id"], ADD_HIDDEN))
+    (suite / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    controls = {
+        "protocol_id": "test",
+        "channel": "exploratory",
+        "suite": {"file": "suite/tasks.jsonl", "sha256": ""},
+        "runtime": {"timeout_s": 60, "verify_timeout_s": 60, **(runtime or {})},
+        "tools": tools or {"allowlist": [], "forbidden_paths": [".git/"]},
+        "arms": arms,
+    }
+    path = root / "controls.yaml"
+    path.write_text(yaml.safe_dump(controls, sort_keys=False))
+    if seal:
+        from runner.controls import load_controls
+        from runner.sealing import seal_target
+
+        seal_target(path, load_controls)
+    return path
+
+
+def write_agent(root: Path, name: str, script: str) -> dict[str, Any]:
+    """A `command` arm whose program is a shell script."""
+    directory = root / "agents" / name
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "run.sh").write_text(script)
+    return {"type": "command", "dir": f"agents/{name}", "argv": ["sh", "/opt/agent/run.sh"]}

@@ -1,0 +1,144 @@
+"""`deltarun run / report / replay` end to end through the real command and Docker."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import leftover_sandboxes, run_cli
+from tests.helpers import ADD_GOLD, make_suite, repo_task, write_agent
+
+pytestmark = pytest.mark.docker
+
+ARMS = [
+    {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+    {"name": "gold", "agent": {"type": "patch", "dir": "gold"}},
+]
+
+
+def gold_suite(root: Path, n: int = 2, **kwargs: Any) -> Path:
+    (root / "gold").mkdir(exist_ok=True)
+    for i in range(n):
+        (root / "gold" / f"t{i}.diff").write_text(ADD_GOLD)
+    return make_suite(root, [repo_task(f"t{i}") for i in range(n)], ARMS, **kwargs)
+
+
+def ledger(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
+
+
+def test_run_report_replay(tmp_path: Path, docker_api: Any) -> None:
+    controls = gold_suite(tmp_path)
+    out = tmp_path / "run"
+    result = run_cli("run", str(controls), "--out", str(out), "-j", "2")
+    assert result.returncode == 0, result.stderr
+    assert "gold vs ctrl: +100.0 pp" in result.stdout
+    records = ledger(out)
+    assert len(records) == 4 and len({r["job_id"] for r in records}) == 4
+    assert {(r["arm"], r["outcome"]) for r in records} == {("ctrl", "miss"), ("gold", "success")}
+    report = json.loads((out / "report.json").read_text())
+    assert report["deltas"][0]["aggregate_delta"]["mean"] == 1.0
+    assert report["pins"]["suite_sha256"] == report["deltas"][0]["suite_id"]
+    before = (out / "report.md").read_bytes()
+    replayed = run_cli("replay", str(out))
+    assert replayed.returncode == 0, replayed.stderr
+    assert (out / "report.md").read_bytes() == before
+    # One edited record makes the replay fail with exit 3.
+    lines = (out / "trials.jsonl").read_text().splitlines()
+    edited = json.loads(lines[0])
+    edited["passed"] = not edited["passed"]
+    lines[0] = json.dumps(edited)
+    (out / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    tampered = run_cli("replay", str(out))
+    assert tampered.returncode == 3
+    assert "Traceback" not in tampered.stderr
+
+
+def test_tampered_fixture_stops_before_any_container(tmp_path: Path, docker_api: Any) -> None:
+    controls = gold_suite(tmp_path)
+    fixture = tmp_path / "suite" / "fixtures" / "t1.tar"
+    data = bytearray(fixture.read_bytes())
+    data[600] ^= 0x01  # one changed byte inside the first member's content
+    fixture.write_bytes(bytes(data))
+    since = int(time.time()) - 1
+    result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
+    assert result.returncode == 3, result.stderr
+    assert "t1.tar" in result.stderr and "digest mismatch" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    events = docker_api.events(
+        since=since,
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={"type": "container", "event": "create"},
+    )
+    assert [e for e in events if "deltarun.run" in e.get("Actor", {}).get("Attributes", {})] == []
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+def test_interrupted_run_resumes_each_job_once(tmp_path: Path, docker_api: Any) -> None:
+    slow = write_agent(tmp_path, "slow", "sleep 2\n")
+    (tmp_path / "gold").mkdir()
+    tasks = [repo_task(f"t{i}") for i in range(4)]
+    for i in range(4):
+        (tmp_path / "gold" / f"t{i}.diff").write_text(ADD_GOLD)
+    controls = make_suite(tmp_path, tasks, [*ARMS, {"name": "slow", "agent": slow}])
+    out = tmp_path / "run"
+    exe = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "deltarun"
+    proc = subprocess.Popen(
+        [str(exe), "run", str(controls), "--out", str(out), "-j", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        path = out / "trials.jsonl"
+        if path.exists() and len(path.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    first = ledger(out)
+    assert 3 <= len(first) < 12
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    assert leftover_sandboxes(docker_api, run=run_id) == ([], [])
+    resumed = run_cli("run", str(controls), "--out", str(out), "--resume", "-j", "2")
+    assert resumed.returncode == 0, resumed.stderr
+    records = ledger(out)
+    assert len(records) == 12
+    assert len({r["job_id"] for r in records}) == 12
+    assert records[: len(first)] == first  # nothing already recorded was lost or rewritten
+    # A resume under changed controls is refused with exit 3.
+    (tmp_path / "gold" / "t0.diff").write_text(ADD_GOLD + "\n")
+    refused = run_cli("run", str(controls), "--out", str(out), "--resume")
+    assert refused.returncode == 3 and "protocol" in refused.stderr
+
+
+def test_report_without_control_records_exits_4(tmp_path: Path, docker_api: Any) -> None:
+    controls = gold_suite(tmp_path, n=1)
+    out = tmp_path / "run"
+    assert run_cli("run", str(controls), "--out", str(out)).returncode == 0
+    kept = [r for r in ledger(out) if r["arm"] != "ctrl"]
+    (out / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    result = run_cli("report", str(out))
+    assert result.returncode == 4
+    assert "control" in result.stderr and "pp" not in result.stdout and "%" not in result.stdout
+
+
+def test_existing_run_dir_needs_resume(tmp_path: Path, docker_api: Any) -> None:
+    controls = gold_suite(tmp_path, n=1)
+    out = tmp_path / "run"
+    assert run_cli("run", str(controls), "--out", str(out)).returncode == 0
+    again = run_cli("run", str(controls), "--out", str(out))
+    assert again.returncode == 1 and "--resume" in again.stderr
+    resumed = run_cli("run", str(controls), "--out", str(out), "--resume")
+    assert resumed.returncode == 0 and "0 to run" in resumed.stderr
+    assert len(ledger(out)) == 2
