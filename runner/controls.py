@@ -187,7 +187,8 @@ def protocol_hash(controls: Controls, agent_dir_digests: dict[str, str]) -> str:
 
 def format_validation_error(source: str, exc: ValidationError) -> str:
     """One line: ``source: a.b[2].c: message (and N more)``."""
-    errors = exc.errors()
+    # A misspelt key shows up as "unknown" plus "missing"; the unknown one names the fix.
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     first = errors[0]
     loc = ""
     for part in first["loc"]:

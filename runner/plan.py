@@ -22,7 +22,10 @@ def job_id(protocol_sha256: str, task_id: str, arm: str, repeat: int) -> str:
 
 
 def plan_jobs(
-    controls: Controls, tasks: tuple[Task, ...] | list[Task], protocol_sha256: str, run_id: str,
+    controls: Controls,
+    tasks: tuple[Task, ...] | list[Task],
+    protocol_sha256: str,
+    run_id: str,
     rng: random.Random,
 ) -> list[Job]:
     """Every job of the run in execution order."""

@@ -18,7 +18,7 @@ def _docker_problem() -> str | None:
     try:
         import docker
 
-        client = docker.APIClient(version="auto", timeout=10)
+        client = docker.APIClient(version="auto", timeout=10, **docker.utils.kwargs_from_env())
         client.ping()
         client.inspect_image(PY_IMAGE)
     except Exception as exc:  # any failure means: no usable engine or image
@@ -37,7 +37,7 @@ def docker_api() -> Iterator[object]:
         pytest.skip(message)
     import docker
 
-    yield docker.APIClient(version="auto", timeout=60)
+    yield docker.APIClient(version="auto", timeout=60, **docker.utils.kwargs_from_env())
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ import docker
 import docker.errors
 import requests.exceptions
 from docker.types import LogConfig, Mount, Ulimit
+from docker.utils import kwargs_from_env
 
 from runner.archives import read_capped_tar_file
 from runner.errors import SandboxError, UserError
@@ -53,7 +54,9 @@ _API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestExcepti
 def connect(api_timeout_s: int = 60) -> docker.APIClient:
     """A low-level Engine API client; raises ``UserError`` with a fix when Docker is absent."""
     try:
-        client = docker.APIClient(version="auto", timeout=int(api_timeout_s))
+        # DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH are honoured like the docker CLI.
+        kwargs = kwargs_from_env()
+        client = docker.APIClient(version="auto", timeout=int(api_timeout_s), **kwargs)
         client.ping()
     except _API_ERRORS as exc:
         raise UserError(

@@ -1,0 +1,94 @@
+"""Bad input: one line naming the file, the field and the fix; the right exit code; no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.helpers import make_suite, repo_task
+
+ARMS = [{"name": "c", "control": True, "agent": {"type": "scripted", "action": "noop"}}]
+
+
+def assert_one_line(result: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
+    assert result.returncode == code, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_malformed_task_line(tmp_path: Path) -> None:
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS)
+    tasks = tmp_path / "suite" / "tasks.jsonl"
+    tasks.write_text(tasks.read_text() + "{oops\n")
+    assert_one_line(run_cli("seal", str(controls)), 1, "tasks.jsonl:2", "not valid JSON")
+
+
+def test_unknown_key_in_controls(tmp_path: Path) -> None:
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS)
+    controls.write_text(controls.read_text().replace("timeout_s:", "timout_s:"))
+    result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
+    assert_one_line(result, 1, "controls.yaml", "runtime.timout_s", "unknown key")
+    assert not (tmp_path / "run").exists()
+
+
+def test_missing_and_unsafe_archives(tmp_path: Path) -> None:
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS)
+    (tmp_path / "suite" / "hidden" / "t1.tar").unlink()
+    assert_one_line(
+        run_cli("run", str(controls), "--out", str(tmp_path / "r1")),
+        1,
+        "hidden/t1.tar",
+        "not found",
+    )
+    with tarfile.open(tmp_path / "suite" / "hidden" / "t1.tar", "w") as archive:
+        info = tarfile.TarInfo("../../etc/cron.d/evil")
+        archive.addfile(info)
+    assert_one_line(run_cli("seal", str(controls)), 1, "t1.tar", "escapes the destination")
+
+
+def test_docker_unreachable(tmp_path: Path) -> None:
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS)
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    exe = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "deltarun"
+    result = subprocess.run(
+        [str(exe), "run", str(controls), "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert_one_line(result, 1, "Docker engine not reachable")
+
+
+@pytest.mark.docker
+def test_missing_image(tmp_path: Path, docker_api: Any) -> None:
+    task = {**repo_task("t1"), "image": "deltarun/no-such-image:1"}
+    controls = make_suite(tmp_path, [task], ARMS)
+    assert_one_line(
+        run_cli("run", str(controls), "--out", str(tmp_path / "run")),
+        1,
+        "deltarun/no-such-image:1",
+        "make images",
+    )
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert run_cli("run", str(tmp_path / "c.yaml")).returncode == 2
+    assert run_cli("schema", "nonsense").returncode == 2
+
+
+def test_schema_is_json_schema() -> None:
+    result = run_cli("schema", "controls")
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    assert "arms" in schema["properties"] and schema["additionalProperties"] is False

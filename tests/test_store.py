@@ -1,0 +1,88 @@
+"""The ledger: first record per job kept, duplicates aside, torn tails set aside."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.errors import ProtocolMismatch
+from runner.models import Outcome, TaskKind, Trial
+from runner.store import RunDir, RunMeta
+
+
+def meta(protocol: str = "p") -> RunMeta:
+    return RunMeta(
+        run_id="r",
+        protocol_id="x",
+        protocol_sha256=protocol,
+        suite_sha256="s",
+        channel="exploratory",
+        control_arm="c",
+        arms=["c"],
+        tasks=[],
+        image_digests={},
+        agent_dir_digests={},
+        created_at="now",
+        deltarun_version="0",
+        python_version="3",
+    )
+
+
+def record(job: str, outcome: Outcome = Outcome.MISS) -> Trial:
+    return Trial(
+        run_id="r",
+        job_id=job,
+        protocol_sha256="p",
+        task_id="t",
+        arm="c",
+        repeat=0,
+        task_kind=TaskKind.ORDINARY,
+        outcome=outcome,
+        passed=outcome is Outcome.SUCCESS,
+        timeout=False,
+        tool_violation=False,
+        abstained=False,
+        wall_s=1.0,
+        worker="w",
+        started_at="s",
+        finished_at="f",
+    )
+
+
+def test_first_record_wins_and_duplicates_are_kept_aside(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.create(meta(), b"controls")
+    assert run.append(record("j1", Outcome.SUCCESS))
+    assert not run.append(record("j1", Outcome.MISS))
+    assert run.append(record("j2"))
+    trials = RunDir(tmp_path / "run").trials()
+    assert [(t.job_id, t.outcome) for t in trials] == [
+        ("j1", Outcome.SUCCESS),
+        ("j2", Outcome.MISS),
+    ]
+    dup = (tmp_path / "run" / "trials.duplicates.jsonl").read_text().splitlines()
+    assert [json.loads(line)["outcome"] for line in dup] == ["miss"]
+
+
+def test_torn_tail_is_set_aside_not_lost(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.create(meta(), b"controls")
+    run.append(record("j1"))
+    with run.ledger_path.open("a") as handle:
+        handle.write('{"run_id": "r", "job_')
+    assert [t.job_id for t in run.trials()] == ["j1"]
+    run.repair_torn_tail()
+    assert run.ledger_path.read_text().endswith("\n")
+    assert (tmp_path / "run" / "trials.torn").read_text() == '{"run_id": "r", "job_\n'
+    run.append(record("j2"))
+    assert [t.job_id for t in RunDir(tmp_path / "run").trials()] == ["j1", "j2"]
+
+
+def test_protocol_mismatch(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.create(meta("p1"), b"controls")
+    assert run.check_protocol("p1").run_id == "r"
+    with pytest.raises(ProtocolMismatch, match="belongs to protocol p1"):
+        run.check_protocol("p2")

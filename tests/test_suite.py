@@ -1,0 +1,117 @@
+"""Sealing and verifying suites: digests written, one changed byte caught, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.errors import ArchiveError, DigestMismatch, UserError
+from runner.hashing import sha256_file
+from runner.sealing import pin_suite_digest, seal_target
+from runner.suite import load_suite, read_tasks, seal
+from tests.helpers import make_suite, repo_task
+
+ARMS = [{"name": "c", "control": True, "agent": {"type": "scripted", "action": "noop"}}]
+
+
+def test_seal_writes_digests_and_pins_controls(tmp_path: Path) -> None:
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS, seal=False)
+    from runner.controls import load_controls
+
+    digest, written = seal_target(controls, load_controls)
+    tasks_path = tmp_path / "suite" / "tasks.jsonl"
+    assert written == [tasks_path, controls]
+    assert sha256_file(tasks_path) == digest
+    line = json.loads(tasks_path.read_text())
+    assert line["repo_sha256"] == sha256_file(tmp_path / "suite" / "fixtures" / "t1.tar")
+    assert digest in controls.read_text()
+    suite = load_suite(tasks_path, digest)
+    assert [t.id for t in suite.tasks] == ["t1"]
+    assert seal(tasks_path) == digest  # sealing twice changes nothing
+
+
+def test_one_changed_byte_is_a_digest_mismatch(tmp_path: Path) -> None:
+    make_suite(tmp_path, [repo_task("t1")], ARMS)
+    tasks_path = tmp_path / "suite" / "tasks.jsonl"
+    digest = sha256_file(tasks_path)
+    hidden = tmp_path / "suite" / "hidden" / "t1.tar"
+    pinned = sha256_file(hidden)
+    data = bytearray(hidden.read_bytes())
+    data[-1] ^= 1
+    hidden.write_bytes(bytes(data))
+    with pytest.raises(DigestMismatch) as excinfo:
+        load_suite(tasks_path, digest)
+    message = str(excinfo.value)
+    assert str(hidden) in message and pinned in message and sha256_file(hidden) in message
+    # And a changed tasks.jsonl is caught against the controls' pin.
+    tasks_path.write_text(tasks_path.read_text().replace("Fix add()", "Fix add() now"))
+    with pytest.raises(DigestMismatch, match="tasks.jsonl"):
+        load_suite(tasks_path, digest)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("{not json", "tasks.jsonl:1: not valid JSON"),
+        (
+            '{"id": "a", "kind": "ordinary", "prompt": "p", "repo": "r.tar", "hidden": "h.tar", "hidden_test": "t", "colour": 1}',
+            "tasks.jsonl:1: colour: unknown key",
+        ),
+        (
+            '{"id": "a", "kind": "ordinary", "prompt": "p", "repo": "r.tar"}',
+            "needs 'hidden' and 'hidden_test'",
+        ),
+        (
+            '{"id": "a", "kind": "sideways", "prompt": "p", "expect": 1, "metrics": ["exact_match"], "deadline_s": 5}',
+            "tasks.jsonl:1: kind",
+        ),
+        ('{"id": "a", "kind": "ordinary", "prompt": "p"}', "needs 'repo'"),
+        ("[1, 2]", "must be a JSON object"),
+    ],
+)
+def test_bad_task_lines(tmp_path: Path, line: str, expected: str) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(UserError) as excinfo:
+        read_tasks(path)
+    assert expected in str(excinfo.value)
+    assert "\n" not in str(excinfo.value)
+
+
+def test_unsealed_or_unsafe_archives(tmp_path: Path) -> None:
+    make_suite(tmp_path, [repo_task("t1")], ARMS, seal=False)
+    tasks_path = tmp_path / "suite" / "tasks.jsonl"
+    with pytest.raises(UserError, match="repo_sha256 is empty; run `deltarun seal`"):
+        load_suite(tasks_path, None)
+    import tarfile
+
+    with tarfile.open(tmp_path / "suite" / "fixtures" / "t1.tar", "w") as archive:
+        info = tarfile.TarInfo("evil")
+        info.type = tarfile.SYMTYPE
+        info.linkname = "/etc/shadow"
+        archive.addfile(info)
+    with pytest.raises(ArchiveError, match="symbolic link"):
+        seal(tasks_path)
+
+
+def test_duplicate_ids(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    line = json.dumps({"id": "a", "kind": "negative", "prompt": "p", "repo": "r.tar"})
+    path.write_text(line + "\n" + line + "\n")
+    with pytest.raises(UserError, match="tasks.jsonl:2: id: 'a' appears twice"):
+        read_tasks(path)
+
+
+def test_pin_suite_digest_flow_and_block_forms() -> None:
+    flow = 'protocol_id: x\nsuite: {file: s/tasks.jsonl, sha256: ""}  # pinned\narms: []\n'
+    assert pin_suite_digest(flow, "ab" * 32) == (
+        f"protocol_id: x\nsuite: {{file: s/tasks.jsonl, sha256: {'ab' * 32}}}  # pinned\narms: []\n"
+    )
+    block = "suite:\n  file: s/tasks.jsonl\n  sha256: ''\narms: []\n"
+    assert (
+        pin_suite_digest(block, "cd" * 32)
+        == f"suite:\n  file: s/tasks.jsonl\n  sha256: {'cd' * 32}\narms: []\n"
+    )
+    assert pin_suite_digest("suite: {file: x}\n", "ab") is None
