@@ -144,7 +144,6 @@ class Replay:
                 output_cap=ctx.output_cap,
             )
         )
-        ctx.sandbox.run(ExecRequest(argv=["rm", "-f", f"{IO_DIR}/agent.diff"], timeout_s=10))
         return AgentResult(
             exit_code=result.exit_code,
             timed_out=result.timed_out,

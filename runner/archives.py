@@ -213,6 +213,49 @@ def members_from_dir(root: Path) -> list[Member]:
     return members
 
 
+def layered_tar(layers: Iterable[tuple[Iterable[Member], int, int]]) -> bytes:
+    """One tar from several member lists with per-layer file owners; later layers win.
+
+    Directories are always owned by the first layer's owner, so a directory
+    that a later layer shares with an earlier one keeps its original owner.
+    """
+    merged: dict[str, tuple[Member, int, int]] = {}
+    dir_owner: tuple[int, int] | None = None
+    for members, uid, gid in layers:
+        if dir_owner is None:
+            dir_owner = (uid, gid)
+        for member in members:
+            merged[member.path] = (member, uid, gid)
+    buffer = io.BytesIO()
+    dirs_done: set[str] = set()
+    owner = dir_owner or (0, 0)
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+
+        def add_dir(rel: str) -> None:
+            if rel in dirs_done or not rel:
+                return
+            add_dir(posixpath.dirname(rel))
+            dirs_done.add(rel)
+            info = tarfile.TarInfo(rel)
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o755
+            info.uid, info.gid = owner
+            archive.addfile(info)
+
+        for path in sorted(merged):
+            member, uid, gid = merged[path]
+            if member.is_dir:
+                add_dir(path)
+                continue
+            add_dir(posixpath.dirname(path))
+            info = tarfile.TarInfo(path)
+            info.size = len(member.data)
+            info.mode = 0o755 if member.executable else 0o644
+            info.uid, info.gid = uid, gid
+            archive.addfile(info, io.BytesIO(member.data))
+    return buffer.getvalue()
+
+
 def single_file_tar(name: str, data: bytes, *, uid: int, gid: int, mode: int = 0o644) -> bytes:
     """A tar holding one file, for prompts and patches copied into a sandbox."""
     buffer = io.BytesIO()

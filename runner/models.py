@@ -140,7 +140,9 @@ class Trial(Strict):
     patch_truncated: bool = False
     answer: Any = None
     verify_exit_code: int | None = None
+    verify_log: str = ""
     agent_exit_code: int | None = None
+    agent_log: str = ""
     error: str | None = None
     worker: str
     image_digest: str = ""

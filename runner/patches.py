@@ -61,3 +61,24 @@ def drop_forbidden(patch: str, forbidden: Iterable[str]) -> tuple[str, list[str]
         else:
             kept.append(chunk)
     return "".join(kept), dropped
+
+
+def _conflicts(path: str, protected: set[str]) -> bool:
+    if path in protected:
+        return True
+    return any(h.startswith(path + "/") or path.startswith(h + "/") for h in protected)
+
+
+def drop_protected(patch: str, protected: Iterable[str]) -> tuple[str, list[str]]:
+    """Remove the file chunks that touch a protected file (a hidden test), its parents or
+    anything under it. The hidden file then stands as written, whatever the patch did there."""
+    guarded = set(protected)
+    kept: list[str] = []
+    dropped: list[str] = []
+    for chunk in split_files(patch):
+        bad = sorted(p for p in chunk_paths(chunk) if _conflicts(p, guarded))
+        if bad:
+            dropped.extend(bad)
+        else:
+            kept.append(chunk)
+    return "".join(kept), dropped

@@ -108,25 +108,36 @@ def check_archive(path: Path, caps: ArchiveCaps | None = None) -> list[Member]:
 def seal(tasks_path: Path) -> str:
     """Check every task and archive, write their digests into the lines, return the suite digest.
 
-    The file is replaced atomically, so an interrupted seal leaves the old file.
+    A line whose digests are already right is kept byte for byte; a line that
+    changes is rewritten as canonical JSON with only its digests changed. The
+    file is replaced atomically, so an interrupted seal leaves the old file.
     """
     tasks = read_tasks(tasks_path)
+    raw_lines = [
+        line for line in tasks_path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
     lines: list[str] = []
-    for task in tasks:
-        data = task.model_dump(mode="json", by_alias=True, exclude_defaults=False)
-        for field, relative, _pinned in _archive_files(task):
+    for task, line in zip(tasks, raw_lines, strict=True):
+        data = json.loads(line)
+        changed = False
+        for field, relative, pinned in _archive_files(task):
             archive = (tasks_path.parent / relative).resolve()
             check_archive(archive)
-            data[f"{field}_sha256"] = sha256_file(archive)
-        data = {k: v for k, v in data.items() if v is not None}
-        lines.append(json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+            digest = sha256_file(archive)
+            if digest != pinned:
+                data[f"{field}_sha256"] = digest
+                changed = True
+        if changed:
+            line = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        lines.append(line)
     body = ("\n".join(lines) + "\n").encode("utf-8")
-    tmp = tasks_path.with_name(tasks_path.name + ".tmp")
-    with tmp.open("wb") as handle:
-        handle.write(body)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, tasks_path)
+    if body != tasks_path.read_bytes():
+        tmp = tasks_path.with_name(tasks_path.name + ".tmp")
+        with tmp.open("wb") as handle:
+            handle.write(body)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, tasks_path)
     return sha256_bytes(body)
 
 

@@ -15,21 +15,22 @@ pass. Both sandboxes are removed in ``finally``, on every path.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from runner.agents import AGENT_ENV, Agent, AgentContext, AgentResult
-from runner.archives import Member, build_tar, single_file_tar
+from runner.agents import AGENT_ENV, PROMPT_FILE, Agent, AgentContext, AgentResult
+from runner.archives import Member, build_tar, layered_tar, single_file_tar
 from runner.controls import Controls, parse_size
 from runner.errors import DeltarunError, InfraError
 from runner.hashing import sha256_bytes
 from runner.metrics import score_answer
 from runner.models import AnswerTask, Job, Outcome, RepoTask, Task, TaskKind, Trial, task_timeout
 from runner.outcomes import classify
-from runner.patches import drop_forbidden
+from runner.patches import drop_forbidden, drop_protected
 from runner.sandbox.base import (
     AGENT_UID,
     BASELINE_DIR,
@@ -45,6 +46,10 @@ from runner.sandbox.base import (
 
 # Patches up to this size are verified; the record stores at most caps.patch_bytes.
 MAX_VERIFY_PATCH_BYTES = 64 << 20
+# A prompt up to this size travels in one environment string (Linux allows 128 KiB).
+MAX_ENV_PROMPT_BYTES = 100 << 10
+# Exit code of the verify step when the agent's patch does not apply (a miss).
+PATCH_FAILED_EXIT = 97
 SANDBOX_LIFETIME_MARGIN_S = 120.0
 _GIT_ENV = {
     "GIT_DIR": f"{BASELINE_DIR}/git",
@@ -101,6 +106,7 @@ class _Facts:
     passed: bool = False
     timed_out: bool = False
     verify_exit_code: int | None = None
+    verify_log: str = ""
     image_digest: str = ""
     error: str | None = None
 
@@ -168,6 +174,8 @@ def _record(
         patch_truncated=facts.patch_truncated or len(patch_bytes) > cap,
         answer=result.answer if result.answer_present else None,
         verify_exit_code=facts.verify_exit_code,
+        verify_log=facts.verify_log,
+        agent_log=result.log[-env.controls.runtime.caps.output_bytes :],
         agent_exit_code=result.exit_code,
         error=facts.error,
         worker=env.worker,
@@ -201,13 +209,7 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: _Facts
     with env.sandboxes.open(spec) as sandbox:
         facts.image_digest = sandbox.image_digest
         _copy_in(sandbox, fixture, exclude=forbidden)
-        _baseline(sandbox)
-        sandbox.put_archive(
-            IO_DIR,
-            single_file_tar(
-                "prompt.txt", task.prompt.encode(), uid=AGENT_UID, gid=AGENT_UID, mode=0o444
-            ),
-        )
+        _baseline(sandbox, task.prompt)
         agent_t0 = time.monotonic()
         result = agent.run(AgentContext(sandbox, task, timeout_s, forbidden, output_cap))
         agent_wall = time.monotonic() - agent_t0
@@ -215,7 +217,6 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: _Facts
         if result.timed_out:
             facts.timed_out = True
             return
-        _stop_agent_processes(sandbox)
         if isinstance(task, RepoTask):
             patch, truncated = _take_patch(sandbox)
             kept, dropped = drop_forbidden(patch, forbidden)
@@ -240,15 +241,17 @@ def _copy_in(sandbox: Sandbox, fixture: list[Member], exclude: tuple[str, ...] =
         )
 
 
-def _root(sandbox: Sandbox, script: str, timeout_s: float = 120.0, cap: int = 1 << 16) -> bytes:
+def _root(
+    sandbox: Sandbox, script: str, timeout_s: float = 120.0, env: dict[str, str] | None = None
+) -> bytes:
     """Run a harness shell script as root (no capabilities); an infra error if it fails."""
     result = sandbox.run(
         ExecRequest(
             argv=["sh", "-c", script],
             user=ROOT_USER,
-            env=_GIT_ENV,
+            env={**_GIT_ENV, **(env or {})},
             timeout_s=timeout_s,
-            output_cap=cap,
+            output_cap=1 << 16,
         )
     )
     if result.exit_code != 0 or result.timed_out:
@@ -257,18 +260,35 @@ def _root(sandbox: Sandbox, script: str, timeout_s: float = 120.0, cap: int = 1 
     return result.output
 
 
-def _baseline(sandbox: Sandbox) -> None:
-    """Commit the workspace as it was given into /baseline, which the agent cannot read."""
+def _baseline(sandbox: Sandbox, prompt: str) -> None:
+    """Commit the workspace as given into /baseline (root-only) and write the prompt file.
+
+    One exec instead of two: the prompt travels in the environment of this root
+    process, which has ended before the agent starts. A prompt too large for
+    one environment string is copied in as a file instead.
+    """
     git = "git " + " ".join(_GIT_FLAGS)
-    _root(
-        sandbox,
+    script = (
         f"{git} init -q && {git} add -A && {git} -c user.name=deltarun "
-        "-c user.email=deltarun@localhost commit -q --no-verify --allow-empty -m baseline",
+        "-c user.email=deltarun@localhost commit -q --no-verify --allow-empty -m baseline"
+    )
+    data = prompt.encode("utf-8")
+    if len(data) <= MAX_ENV_PROMPT_BYTES:
+        script += f' && printf %s "$DELTARUN_PROMPT" > {PROMPT_FILE} && chmod 0444 {PROMPT_FILE}'
+        _root(sandbox, script, env={"DELTARUN_PROMPT": prompt})
+        return
+    _root(sandbox, script)
+    sandbox.put_archive(
+        IO_DIR,
+        single_file_tar("prompt.txt", data, uid=0, gid=0, mode=0o444),
     )
 
 
-def _stop_agent_processes(sandbox: Sandbox) -> None:
-    """Kill whatever the agent left running, then make its files readable for the diff."""
+def _make_readable(sandbox: Sandbox) -> None:
+    """Kill what the agent left running and make its files readable to the harness.
+
+    Only needed when the agent hid files from the diff (for example ``chmod 000``).
+    """
     sandbox.run(
         ExecRequest(
             argv=[
@@ -284,22 +304,30 @@ def _stop_agent_processes(sandbox: Sandbox) -> None:
 
 
 def _take_patch(sandbox: Sandbox) -> tuple[str, bool]:
-    """The agent's changes as a binary-safe git diff against the baseline."""
+    """The agent's changes as a binary-safe git diff against the baseline.
+
+    Agent processes that outlived the agent command may still run: they cannot
+    touch the root-owned baseline or signal this root process, and they die with
+    the sandbox right after. If the agent made files unreadable, they are made
+    readable (as the agent user) and the diff is taken again.
+    """
     git = "git " + " ".join(_GIT_FLAGS)
-    result = sandbox.run(
-        ExecRequest(
-            argv=[
-                "sh",
-                "-c",
-                f"{git} add -A && {git} diff --cached --binary --no-color "
-                "--no-ext-diff --no-textconv --no-renames HEAD",
-            ],
-            user=ROOT_USER,
-            env=_GIT_ENV,
-            timeout_s=120,
-            output_cap=MAX_VERIFY_PATCH_BYTES,
-        )
+    request = ExecRequest(
+        argv=[
+            "sh",
+            "-c",
+            f"{git} add -A && {git} diff --cached --binary --no-color "
+            "--no-ext-diff --no-textconv --no-renames HEAD",
+        ],
+        user=ROOT_USER,
+        env=_GIT_ENV,
+        timeout_s=120,
+        output_cap=MAX_VERIFY_PATCH_BYTES,
     )
+    result = sandbox.run(request)
+    if result.exit_code != 0 and not result.output_truncated:
+        _make_readable(sandbox)
+        result = sandbox.run(request)
     if result.exit_code != 0 and not result.output_truncated:
         raise InfraError(f"taking the patch failed (exit {result.exit_code})")
     return result.output.decode("utf-8", "surrogateescape"), result.output_truncated
@@ -311,43 +339,36 @@ def _verify(job: Job, task: RepoTask, env: TrialEnv, fixture: list[Member], fact
     hidden = env.inputs.hidden(task)
     verify_timeout = controls.runtime.verify_timeout_s
     spec = _spec(job, image_of(task, controls), env, verify_timeout, False)
+    hidden_files = {m.path for m in hidden if not m.is_dir}
+    # Hidden files stand as written: patch chunks at their paths are dropped.
+    patch, _overridden = drop_protected(facts.patch, hidden_files)
+    patch_name = f".deltarun-{secrets.token_hex(8)}.patch"
+    layers: list[tuple[list[Member], int, int]] = [(fixture, AGENT_UID, AGENT_UID)]
+    if patch:
+        data = patch.encode("utf-8", "surrogateescape")
+        layers.append(([Member(patch_name, False, data, False)], AGENT_UID, AGENT_UID))
+    layers.append((hidden, 0, 0))  # root-owned: the code under test cannot rewrite them
+    assert task.hidden_test is not None
+    apply = (
+        f"git apply --whitespace=nowarn {patch_name} || "
+        f"{{ echo 'deltarun: the patch does not apply' >&2; exit {PATCH_FAILED_EXIT}; }}; "
+        f"rm -f {patch_name}; "
+        if patch
+        else ""
+    )
+    script = f'{apply}exec sh -c "$DELTARUN_HIDDEN_TEST"'
     with env.sandboxes.open(spec) as sandbox:
-        _copy_in(sandbox, fixture)
-        if facts.patch:
-            sandbox.put_archive(
-                IO_DIR,
-                single_file_tar(
-                    "patch.diff",
-                    facts.patch.encode("utf-8", "surrogateescape"),
-                    uid=AGENT_UID,
-                    gid=AGENT_UID,
-                ),
-            )
-            applied = sandbox.run(
-                ExecRequest(
-                    argv=["git", "apply", "--whitespace=nowarn", f"{IO_DIR}/patch.diff"],
-                    env=AGENT_ENV,
-                    timeout_s=120,
-                )
-            )
-            if applied.exit_code != 0:
-                facts.verify_exit_code = None
-                return  # a patch that does not apply is the agent's miss
-        hidden_paths = sorted(m.path for m in hidden if not m.is_dir)
-        if hidden_paths:
-            # The agent's files at the hidden tests' paths are removed, then overwritten.
-            sandbox.run(
-                ExecRequest(argv=["rm", "-rf", "--", *hidden_paths], env=AGENT_ENV, timeout_s=60)
-            )
-            sandbox.put_archive(WORKSPACE, build_tar(hidden, uid=0, gid=0))
-        assert task.hidden_test is not None
+        sandbox.put_archive(WORKSPACE, layered_tar(layers))
         result = sandbox.run(
             ExecRequest(
-                argv=["sh", "-c", task.hidden_test],
-                env=AGENT_ENV,
+                argv=["sh", "-c", script],
+                env={**AGENT_ENV, "DELTARUN_HIDDEN_TEST": task.hidden_test},
                 timeout_s=verify_timeout,
                 output_cap=controls.runtime.caps.output_bytes,
             )
+        )
+        facts.verify_log = result.output[-controls.runtime.caps.output_bytes :].decode(
+            "utf-8", "replace"
         )
         if result.timed_out:
             facts.timed_out = True

@@ -47,7 +47,7 @@ def test_one_changed_byte_is_a_digest_mismatch(tmp_path: Path) -> None:
     assert str(hidden) in message and pinned in message and sha256_file(hidden) in message
     # And a changed tasks.jsonl is caught against the controls' pin.
     tasks_path.write_text(tasks_path.read_text().replace("Fix add()", "Fix add() now"))
-    with pytest.raises(DigestMismatch, match="tasks.jsonl"):
+    with pytest.raises(DigestMismatch, match=r"tasks\.jsonl"):
         load_suite(tasks_path, digest)
 
 
@@ -100,7 +100,7 @@ def test_duplicate_ids(tmp_path: Path) -> None:
     path = tmp_path / "tasks.jsonl"
     line = json.dumps({"id": "a", "kind": "negative", "prompt": "p", "repo": "r.tar"})
     path.write_text(line + "\n" + line + "\n")
-    with pytest.raises(UserError, match="tasks.jsonl:2: id: 'a' appears twice"):
+    with pytest.raises(UserError, match=r"tasks\.jsonl:2: id: 'a' appears twice"):
         read_tasks(path)
 
 

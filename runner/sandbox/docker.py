@@ -157,7 +157,8 @@ class DockerSession:
         try:
             mounts = [
                 self._volume(WORKSPACE, limits.workspace_bytes, labels, "0755"),
-                self._volume(IO_DIR, limits.io_bytes, labels, "0755"),
+                # Sticky and world-writable: root writes the prompt, the agent its answer.
+                self._volume(IO_DIR, limits.io_bytes, labels, "1777"),
             ]
             if spec.with_agent_dir:
                 mounts.append(self._volume(AGENT_DIR, 256 << 20, labels, "0755"))

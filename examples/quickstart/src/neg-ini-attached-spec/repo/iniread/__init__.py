@@ -1,0 +1,5 @@
+"""iniread: a small, strict INI reader."""
+
+from iniread.parser import IniError, parse
+
+__all__ = ["IniError", "parse"]

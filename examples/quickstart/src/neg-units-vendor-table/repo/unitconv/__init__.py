@@ -1,0 +1,5 @@
+"""unitconv: convert between metric and US customary units."""
+
+from unitconv.convert import IncompatibleUnits, convert
+
+__all__ = ["IncompatibleUnits", "convert"]

@@ -1,0 +1,5 @@
+"""minitpl: a tiny ``{{ name }}`` template engine."""
+
+from minitpl.template import Template, TemplateError, render
+
+__all__ = ["Template", "TemplateError", "render"]
