@@ -32,8 +32,11 @@ from tests.helpers import PY_IMAGE, make_suite, repo_task  # noqa: E402
 
 def raw_rate(runs: int, parallel: int) -> float:
     def one(_: int) -> None:
-        subprocess.run(["docker", "run", "--rm", "--network", "none", PY_IMAGE, "true"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["docker", "run", "--rm", "--network", "none", PY_IMAGE, "true"],
+            check=True,
+            capture_output=True,
+        )
 
     one(0)  # warm-up
     start = time.perf_counter()
@@ -46,12 +49,17 @@ def trial_rate(tasks: int, parallel: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         suite_tasks = [{**repo_task(f"t{i}"), "hidden_test": "true"} for i in range(tasks)]
-        controls = make_suite(root, suite_tasks, [
-            {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
-        ])
+        controls = make_suite(
+            root,
+            suite_tasks,
+            [
+                {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+            ],
+        )
         client = connect()
-        prepared = prepare(controls, root / "run", resume=False,
-                           image_digest=lambda image: image_id(client, image))
+        prepared = prepare(
+            controls, root / "run", resume=False, image_digest=lambda image: image_id(client, image)
+        )
         factory = DockerSandboxFactory(client)
         env = TrialEnv(prepared.loaded.controls, LocalInputs(prepared.suite), factory, "bench")
         records: list[object] = []
@@ -61,8 +69,9 @@ def trial_rate(tasks: int, parallel: int) -> float:
 
         run_one(prepared.todo[0])  # warm-up, not counted
         start = time.perf_counter()
-        run_local(prepared.todo, run_one, records.append, parallel=parallel,
-                  on_interrupt=factory.kill_all)
+        run_local(
+            prepared.todo, run_one, records.append, parallel=parallel, on_interrupt=factory.kill_all
+        )
         elapsed = time.perf_counter() - start
         failed = [r for r in records if getattr(r, "error", None)]
         if failed:
@@ -79,8 +88,10 @@ def main() -> None:
     trials = trial_rate(args.tasks, args.parallel)
     floor = raw / 2
     print(f"overhead: raw docker run --rm: {raw:.2f} runs/s at -j {args.parallel}")
-    print(f"overhead: deltarun trials:     {trials:.2f} trials/s at -j {args.parallel} "
-          f"({args.tasks} trials, 2 sandboxes each)")
+    print(
+        f"overhead: deltarun trials:     {trials:.2f} trials/s at -j {args.parallel} "
+        f"({args.tasks} trials, 2 sandboxes each)"
+    )
     print(f"overhead: floor (raw/2):       {floor:.2f} trials/s")
     print(f"overhead: ratio trials/floor:  {trials / floor:.2f}  (goal >= 0.90)")
 
