@@ -186,13 +186,16 @@ def _record(
     )
 
 
-def _spec(job: Job, image: str, env: TrialEnv, lifetime: float, agent_dir: bool) -> SandboxSpec:
+def _spec(
+    job: Job, image: str, env: TrialEnv, lifetime: float, agent_dir: bool, io: bool = True
+) -> SandboxSpec:
     return SandboxSpec(
         image=image,
         limits=limits_of(env.controls),
         lifetime_s=lifetime + SANDBOX_LIFETIME_MARGIN_S,
         labels={"run": job.run_id, "job": job.job_id},
         with_agent_dir=agent_dir,
+        with_io=io,
         network=env.controls.runtime.network,
     )
 
@@ -338,7 +341,7 @@ def _verify(job: Job, task: RepoTask, env: TrialEnv, fixture: list[Member], fact
     controls = env.controls
     hidden = env.inputs.hidden(task)
     verify_timeout = controls.runtime.verify_timeout_s
-    spec = _spec(job, image_of(task, controls), env, verify_timeout, False)
+    spec = _spec(job, image_of(task, controls), env, verify_timeout, False, io=False)
     hidden_files = {m.path for m in hidden if not m.is_dir}
     # Hidden files stand as written: patch chunks at their paths are dropped.
     patch, _overridden = drop_protected(facts.patch, hidden_files)

@@ -43,6 +43,7 @@ class SandboxSpec:
     lifetime_s: float
     labels: Mapping[str, str]
     with_agent_dir: bool = False
+    with_io: bool = True  # /io and /baseline: only the agent phase needs them
     network: str = "none"
 
 

@@ -155,11 +155,16 @@ class DockerSession:
         labels = self._labels()
         digest = self.factory.image_digest(spec.image)
         try:
-            mounts = [
-                self._volume(WORKSPACE, limits.workspace_bytes, labels, "0755"),
+            mounts = [self._volume(WORKSPACE, limits.workspace_bytes, labels, "0755")]
+            tmpfs = {
+                "/tmp": f"rw,nosuid,nodev,size={limits.tmp_bytes},mode=1777",
+                "/home/agent": f"rw,nosuid,nodev,size={limits.tmp_bytes},"
+                f"uid={AGENT_UID},gid={AGENT_UID},mode=0700",
+            }
+            if spec.with_io:
                 # Sticky and world-writable: root writes the prompt, the agent its answer.
-                self._volume(IO_DIR, limits.io_bytes, labels, "1777"),
-            ]
+                mounts.append(self._volume(IO_DIR, limits.io_bytes, labels, "1777"))
+                tmpfs[BASELINE_DIR] = f"rw,nosuid,nodev,size={limits.workspace_bytes},mode=0700"
             if spec.with_agent_dir:
                 mounts.append(self._volume(AGENT_DIR, 256 << 20, labels, "0755"))
             host_config = client.create_host_config(
@@ -168,12 +173,7 @@ class DockerSession:
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 read_only=True,
-                tmpfs={
-                    "/tmp": f"rw,nosuid,nodev,size={limits.tmp_bytes},mode=1777",
-                    "/home/agent": f"rw,nosuid,nodev,size={limits.tmp_bytes},"
-                    f"uid={AGENT_UID},gid={AGENT_UID},mode=0700",
-                    BASELINE_DIR: f"rw,nosuid,nodev,size={limits.workspace_bytes},mode=0700",
-                },
+                tmpfs=tmpfs,
                 mem_limit=limits.memory_bytes,
                 memswap_limit=limits.memory_bytes,
                 nano_cpus=limits.nano_cpus,
