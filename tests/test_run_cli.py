@@ -66,7 +66,7 @@ def test_tampered_fixture_stops_before_any_container(tmp_path: Path, docker_api:
     data = bytearray(fixture.read_bytes())
     data[600] ^= 0x01  # one changed byte inside the first member's content
     fixture.write_bytes(bytes(data))
-    since = int(time.time()) - 1
+    since = f"{time.time():.6f}"  # sub-second: earlier tests' containers are not counted
     result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
     assert result.returncode == 3, result.stderr
     assert "t1.tar" in result.stderr and "digest mismatch" in result.stderr
