@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from runner.archives import build_tar, members_from_dir, single_file_tar
+from runner.archives import Member, build_tar, members_from_dir, single_file_tar
 from runner.controls import AgentSpec, CommandAgent, PatchAgent, ScriptedAgent
 from runner.models import Task
 from runner.patches import drop_forbidden
@@ -101,26 +101,30 @@ class Scripted:
 
 
 class Replay:
-    """Replays recorded outputs: a diff applied with ``git apply`` as the agent user."""
+    """Replays recorded outputs: a diff applied with ``git apply`` as the agent user.
+
+    ``files`` is the arm's directory as read (locally, or from the archive a
+    remote worker fetched): ``<task_id>.abstain``, ``.answer.json`` or ``.diff``.
+    """
 
     needs_agent_dir = False
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, members: list[Member]) -> None:
+        self.files = {m.path: m.data for m in members if not m.is_dir}
 
     def run(self, ctx: AgentContext) -> AgentResult:
-        base = self.directory / ctx.task.id
-        abstain = base.with_suffix(".abstain")
-        answer_file = base.with_suffix(".answer.json")
-        diff = base.with_suffix(".diff")
-        if abstain.is_file():
-            reason = abstain.read_text(encoding="utf-8", errors="replace").strip()
+        task_id = ctx.task.id
+        abstain = self.files.get(f"{task_id}.abstain")
+        answer = self.files.get(f"{task_id}.answer.json")
+        diff = self.files.get(f"{task_id}.diff")
+        if abstain is not None:
+            reason = abstain.decode("utf-8", "replace").strip()
             return AgentResult(abstain_reason=reason or "abstained")
-        if answer_file.is_file():
-            return _parse_answer(answer_file.read_bytes(), truncated=False)
-        if not diff.is_file():
+        if answer is not None:
+            return _parse_answer(answer, truncated=False)
+        if diff is None:
             return AgentResult(log="no recorded output for this task")
-        text = diff.read_text(encoding="utf-8", errors="surrogateescape")
+        text = diff.decode("utf-8", "surrogateescape")
         _kept, dropped = drop_forbidden(text, ctx.forbidden_paths)
         if dropped:
             # A recorded patch that writes a forbidden path is refused whole.
@@ -157,11 +161,10 @@ class Command:
 
     needs_agent_dir = True
 
-    def __init__(self, directory: Path, argv: list[str]) -> None:
-        self.directory = directory
+    def __init__(self, members: list[Member], argv: list[str]) -> None:
         self.argv = argv
         # Root-owned and read-only: the agent can run its program, not change it.
-        self._tar = build_tar(members_from_dir(directory), uid=0, gid=0, writable=False)
+        self._tar = build_tar(members, uid=0, gid=0, writable=False)
 
     def run(self, ctx: AgentContext) -> AgentResult:
         ctx.sandbox.put_archive(AGENT_DIR, self._tar)
@@ -213,12 +216,19 @@ def _replace(result: AgentResult, **changes: Any) -> AgentResult:
     return replace(result, **changes)
 
 
-def make_agent(spec: AgentSpec, base_dir: Path) -> Agent:
-    """The agent for an arm's spec; directories are relative to controls.yaml."""
+def make_agent(spec: AgentSpec, members: list[Member] | None) -> Agent:
+    """The agent for an arm's spec; ``members`` is the content of its directory, if any."""
     if isinstance(spec, ScriptedAgent):
         return Scripted(spec.action)
     if isinstance(spec, PatchAgent):
-        return Replay((base_dir / spec.dir).resolve())
+        return Replay(members or [])
     if isinstance(spec, CommandAgent):
-        return Command((base_dir / spec.dir).resolve(), spec.argv)
+        return Command(members or [], spec.argv)
     raise TypeError(f"unknown agent spec {spec!r}")
+
+
+def agent_members(spec: AgentSpec, base_dir: Path) -> list[Member] | None:
+    """Read an arm's agent directory (relative to controls.yaml) on this machine."""
+    if isinstance(spec, PatchAgent | CommandAgent):
+        return members_from_dir((base_dir / spec.dir).resolve())
+    return None

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import ArchiveError
+from runner.hashing import sha256_bytes, sha256_json
 
 
 @dataclass(frozen=True)
@@ -254,6 +255,24 @@ def layered_tar(layers: Iterable[tuple[Iterable[Member], int, int]]) -> bytes:
             info.uid, info.gid = uid, gid
             archive.addfile(info, io.BytesIO(member.data))
     return buffer.getvalue()
+
+
+def tree_digest(members: Iterable[Member]) -> str:
+    """Digest of a file tree: every relative path, its executable bit and its bytes.
+
+    The same digest whether the tree is read from a directory on the coordinator
+    or from the archive a remote worker fetched, so the worker can check that
+    what it runs is what the protocol hash pinned.
+    """
+    entries = []
+    for member in sorted(members, key=lambda m: m.path):
+        if member.is_dir:
+            entries.append([member.path, "dir", ""])
+        else:
+            entries.append(
+                [member.path, "x" if member.executable else "-", sha256_bytes(member.data)]
+            )
+    return sha256_json(entries)
 
 
 def single_file_tar(name: str, data: bytes, *, uid: int, gid: int, mode: int = 0o644) -> bytes:

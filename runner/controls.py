@@ -16,8 +16,9 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from runner.errors import UserError
-from runner.hashing import dir_digest, sha256_json
+from runner.archives import members_from_dir, tree_digest
+from runner.errors import ArchiveError, UserError
+from runner.hashing import sha256_json
 from runner.models import Strict
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
@@ -253,7 +254,7 @@ def load_controls(path: Path) -> LoadedControls:
                 "fix the path (relative to controls.yaml)"
             )
         try:
-            loaded.agent_dir_digests[arm.name] = dir_digest(directory)
-        except ValueError as exc:
+            loaded.agent_dir_digests[arm.name] = tree_digest(members_from_dir(directory))
+        except ArchiveError as exc:
             raise UserError(f"{path}: arms[{index}].agent.dir: {exc}") from exc
     return loaded

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -40,27 +39,3 @@ def canonical_json(value: Any) -> str:
 def sha256_json(value: Any) -> str:
     """Hex SHA-256 of the canonical JSON of ``value``."""
     return sha256_bytes(canonical_json(value).encode("utf-8"))
-
-
-def dir_digest(root: Path) -> str:
-    """Digest of a directory tree: every relative path, its executable bit and its bytes.
-
-    Symbolic links are refused rather than followed, so the digest means exactly
-    the bytes that will be copied into a sandbox.
-    """
-    entries: list[list[str]] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            full = Path(dirpath) / name
-            rel = full.relative_to(root).as_posix()
-            if full.is_symlink():
-                raise ValueError(f"{full}: symbolic links are not allowed in an agent directory")
-            if full.is_dir():
-                entries.append([rel, "dir", ""])
-            elif full.is_file():
-                executable = "x" if os.access(full, os.X_OK) else "-"
-                entries.append([rel, executable, sha256_file(full)])
-            else:
-                raise ValueError(f"{full}: only regular files and directories are allowed")
-    return sha256_json(entries)

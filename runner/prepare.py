@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner import __version__
-from runner.agents import Agent, make_agent
+from runner.agents import Agent, agent_members, make_agent
 from runner.controls import LoadedControls, load_controls, scored_channel_problems
 from runner.errors import DigestMismatch, UserError
 from runner.models import Job, Task
@@ -93,7 +93,10 @@ def prepare(
     )
     recorded = run_dir.recorded_ids()
     todo = [job for job in jobs if job.job_id not in recorded]
-    agents = {arm.name: make_agent(arm.agent, loaded.base) for arm in controls.arms}
+    agents = {
+        arm.name: make_agent(arm.agent, agent_members(arm.agent, loaded.base))
+        for arm in controls.arms
+    }
     return PreparedRun(
         loaded=loaded,
         suite=suite,

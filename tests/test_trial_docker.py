@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runner.agents import make_agent
+from runner.agents import agent_members, make_agent
 from runner.controls import load_controls
 from runner.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
@@ -33,7 +33,12 @@ def run_one(docker_api: Any, controls_path: Path, task_id: str, arm: str) -> Tri
         arm=arm,
         repeat=0,
     )
-    trial = execute_trial(job, suite.task(task_id), make_agent(spec.agent, loaded.base), env)
+    trial = execute_trial(
+        job,
+        suite.task(task_id),
+        make_agent(spec.agent, agent_members(spec.agent, loaded.base)),
+        env,
+    )
     assert leftover_sandboxes(docker_api, run="run-under-test") == ([], [])
     return trial
 
