@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker images demo test lint bench gc clean
+.PHONY: help setup docker redis images worker-images demo test lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -18,17 +18,23 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) docker  ## create .venv with deltarun and its test tools; start Docker
 
+redis:  ## install redis-server (Debian) for the distribution tests and benchmarks
+	@bash scripts/ensure-redis.sh
+
 docker:  ## install (Debian docker.io) and start the Docker engine when it is missing
 	@bash scripts/ensure-docker.sh
 
 images: docker  ## build the sandbox images (idempotent, fast when present)
 	@bash scripts/build-images.sh
 
+worker-images: images  ## build the worker and Redis images used by compose.yaml
+	@bash scripts/build-worker-images.sh
+
 demo: setup images  ## run the quickstart suite on the local pool and print the headline
 	$(VENV)/bin/deltarun run examples/quickstart/controls.yaml \
 		--out runs/quickstart-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
 
-test: setup images  ## run the whole test suite (real Docker; CI=true forbids skips)
+test: setup redis images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
 	$(PY) -m pytest -q tests
 
 lint: $(STAMP)  ## ruff and mypy
@@ -36,7 +42,7 @@ lint: $(STAMP)  ## ruff and mypy
 	$(VENV)/bin/ruff format --check runner tests bench
 	$(VENV)/bin/mypy
 
-bench: setup images  ## benchmarks, each against a baseline measured in the same run
+bench: setup redis images  ## benchmarks, each against a baseline measured in the same run
 	$(PY) bench/overhead.py
 
 gc: setup  ## remove deltarun sandboxes left past their deadline

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     add_completion=False,
+    pretty_exceptions_enable=False,
     no_args_is_help=True,
     help="Run coding agents on sealed suites in Docker sandboxes; report the delta vs a control.",
 )
@@ -59,8 +60,19 @@ def run(
     resume: Annotated[
         bool, typer.Option("--resume", help="Run only jobs without a record")
     ] = False,
+    broker: Annotated[
+        str | None,
+        typer.Option("--broker", help="Redis URL: publish jobs to Celery workers instead"),
+    ] = None,
+    visibility_timeout: Annotated[
+        int, typer.Option("--visibility-timeout", help="Seconds before Redis redelivers")
+    ] = 7200,
 ) -> None:
-    """Run every (task, arm, repeat) job and write the report."""
+    """Run every (task, arm, repeat) job and write the report.
+
+    Without --broker, trials run here, -j at a time. With --broker, jobs go to
+    `deltarun worker` processes through Celery on Redis and records stream back.
+    """
     from runner.inputs import LocalInputs
     from runner.prepare import prepare
     from runner.reporting import write_report
@@ -74,32 +86,25 @@ def run(
             clients.append(connect())
         return image_id(clients[0], image)
 
+    if broker is not None:
+        from runner.distributed.worker import connect_redis
+
+        connect_redis(broker)  # one line and exit 1 before anything is written
+
     prepared = prepare(controls, out_dir, resume=resume, image_digest=image_digest)
-    factory = DockerSandboxFactory(
-        clients[0] if clients else connect(),
-        worker=socket.gethostname(),
-    )
-    env = TrialEnv(
-        controls=prepared.loaded.controls,
-        inputs=LocalInputs(prepared.suite),
-        sandboxes=factory,
-        worker=factory.worker,
-    )
     meta = prepared.meta
     total = len(prepared.jobs)
     done = total - len(prepared.todo)
+    where = f"broker {_redact(broker)}" if broker else f"-j {parallel}"
     err.print(
         f"run {meta.run_id}: {total} jobs ({done} recorded, {len(prepared.todo)} to run), "
-        f"-j {parallel}, protocol {meta.protocol_sha256[:12]}, suite {meta.suite_sha256[:12]}"
+        f"{where}, protocol {meta.protocol_sha256[:12]}, suite {meta.suite_sha256[:12]}"
     )
     passes: Counter[str] = Counter(t.arm for t in prepared.run_dir.trials() if t.passed)
     finished: Counter[str] = Counter(t.arm for t in prepared.run_dir.trials())
 
     def describe() -> str:
         return " · ".join(f"{arm} {passes[arm]}/{finished[arm]}" for arm in meta.arms)
-
-    def run_one(job: Job) -> Trial:
-        return execute_trial(job, prepared.tasks[job.task_id], prepared.agents[job.arm], env)
 
     tty = err.is_terminal
     with Progress(
@@ -113,7 +118,8 @@ def run(
         bar = progress.add_task(describe(), total=total, completed=done)
 
         def record(trial: Trial) -> None:
-            prepared.run_dir.append(trial)
+            if not prepared.run_dir.append(trial):
+                return  # a duplicate: kept aside for audit, never counted
             finished[trial.arm] += 1
             passes[trial.arm] += int(trial.passed)
             progress.update(bar, advance=1, description=describe())
@@ -127,9 +133,34 @@ def run(
                 )
 
         try:
-            run_local(
-                prepared.todo, run_one, record, parallel=parallel, on_interrupt=factory.kill_all
-            )
+            if broker is not None:
+                from runner.distributed.coordinator import run_celery
+
+                run_celery(
+                    prepared,
+                    broker_url=broker,
+                    record=record,
+                    visibility_timeout_s=visibility_timeout,
+                    warn=lambda line: err.print(f"deltarun: warning: {line}", highlight=False),
+                )
+            else:
+                factory = DockerSandboxFactory(
+                    clients[0] if clients else connect(), worker=socket.gethostname()
+                )
+                env = TrialEnv(
+                    controls=prepared.loaded.controls,
+                    inputs=LocalInputs(prepared.suite),
+                    sandboxes=factory,
+                    worker=factory.worker,
+                )
+
+                def run_one(job: Job) -> Trial:
+                    task, agent = prepared.tasks[job.task_id], prepared.agents[job.arm]
+                    return execute_trial(job, task, agent, env)
+
+                run_local(
+                    prepared.todo, run_one, record, parallel=parallel, on_interrupt=factory.kill_all
+                )
         except Interrupted:
             raise RunInterrupted(
                 f"interrupted: {sum(finished.values())}/{total} jobs recorded in "
@@ -139,11 +170,84 @@ def run(
     _print_headline(built.scores.deltas, paths)
 
 
+def _redact(url: str) -> str:
+    """A broker URL without its password, for logs."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url
+
+
 def _print_headline(deltas: Sequence[PairedDelta], paths: list[Path]) -> None:
     for delta in deltas:
         out.print(headline(delta), highlight=False)
     for path in paths:
         out.print(f"report: {path}", highlight=False)
+
+
+@app.command()
+def worker(
+    broker: Annotated[str, typer.Option("--broker", help="Redis URL, e.g. redis://HOST:6379/0")],
+    concurrency: Annotated[int, typer.Option("-c", "--concurrency", min=1)] = 2,
+    queues: Annotated[
+        str,
+        typer.Option("-Q", "--queues", help="Comma-separated sandbox images this worker serves"),
+    ] = "deltarun/sandbox-python:bookworm",
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="Worker name (default: $DELTARUN_WORKER_NAME or host)"),
+    ] = None,
+    visibility_timeout: Annotated[
+        int, typer.Option("--visibility-timeout", help="Seconds before Redis redelivers")
+    ] = 7200,
+) -> None:
+    """Serve trials from Celery: checks Redis, Docker and the images first, reaps leftovers."""
+    import logging
+    import os
+
+    from runner.distributed import keys
+    from runner.distributed.worker import connect_redis, worker_app, worker_name
+    from runner.sandbox.docker import connect, image_id
+    from runner.sandbox.reaper import reap_orphans
+
+    if name:
+        os.environ["DELTARUN_WORKER_NAME"] = name
+    me = worker_name()
+    connect_redis(broker)
+    client = connect()
+    images = [q.strip() for q in queues.split(",") if q.strip()]
+    if not images:
+        raise UsageError("-Q: name at least one sandbox image")
+    for image in images:
+        image_id(client, image)  # a missing image is one line before any job is taken
+    for line in reap_orphans(client, me):
+        err.print(f"reaper: {line}", highlight=False)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("deltarun").setLevel(logging.INFO)
+    app_ = worker_app(broker, visibility_timeout)
+    app_.conf.worker_hijack_root_logger = False
+    err.print(
+        f"deltarun worker {me}: -c {concurrency}, images {', '.join(images)}, "
+        f"visibility timeout {visibility_timeout}s",
+        highlight=False,
+    )
+    app_.worker_main(
+        [
+            "worker",
+            "--concurrency",
+            str(concurrency),
+            "--queues",
+            ",".join(keys.queue_for_image(i) for i in images),
+            "--hostname",
+            f"deltarun-{os.getpid()}@{me}",
+            "--loglevel",
+            "WARNING",
+            "--pool",
+            "prefork",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
 
 
 @app.command()

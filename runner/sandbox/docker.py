@@ -18,6 +18,7 @@ what a crashed worker left behind; labels are not visible inside.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -133,6 +134,8 @@ class DockerSession:
     def _labels(self) -> dict[str, str]:
         labels = {f"{LABEL_PREFIX}{k}": v for k, v in self.spec.labels.items()}
         labels[f"{LABEL_PREFIX}worker"] = self.factory.worker
+        # The owning process: a reaper on the same host removes sandboxes whose owner died.
+        labels[f"{LABEL_PREFIX}pid"] = str(os.getpid())
         labels[f"{LABEL_PREFIX}deadline"] = str(int(time.time() + self.spec.lifetime_s + 60))
         return labels
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import docker
@@ -53,4 +54,41 @@ def reap(
                 lines[-1] += " (in use; try again later)"
     if not lines:
         lines.append("nothing to remove")
+    return lines
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_orphans(client: docker.APIClient, worker: str) -> list[str]:
+    """Remove this worker's sandboxes whose owning process has died (same host, same name)."""
+    lines: list[str] = []
+    selector = [f"{LABEL_PREFIX}worker={worker}"]
+    for container in client.containers(all=True, filters={"label": selector}):
+        labels = container.get("Labels") or {}
+        pid = int(labels.get(f"{LABEL_PREFIX}pid", "0") or 0)
+        if pid and _alive(pid):
+            continue
+        try:
+            client.remove_container(container["Id"], force=True, v=True)
+            lines.append(f"removed orphaned container {container['Id'][:12]} (pid {pid} gone)")
+        except docker.errors.APIError:
+            pass
+    volumes = (client.volumes(filters={"label": selector}) or {}).get("Volumes") or []
+    for volume in volumes:
+        pid = int((volume.get("Labels") or {}).get(f"{LABEL_PREFIX}pid", "0") or 0)
+        if pid and _alive(pid):
+            continue
+        try:
+            client.remove_volume(volume["Name"], force=True)
+            lines.append(f"removed orphaned volume {volume['Name']}")
+        except docker.errors.APIError:
+            pass
     return lines

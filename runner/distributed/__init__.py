@@ -1,0 +1,10 @@
+"""Distribution over Celery on Redis: Celery is the transport, Redis keeps leases and records.
+
+- ``keys``: every Redis key deltarun uses, in one place.
+- ``celery_app``: the Celery application and its settings (why each one is set).
+- ``blobs``: content-addressed archives in Redis, cached and verified on the worker's disk.
+- ``bundle``: the protocol bundle a worker needs to run a job of a protocol.
+- ``ledger``: leases, the done set and the record stream.
+- ``worker``: the Celery task (a thin adapter around ``execute_trial``) and worker start-up.
+- ``coordinator``: publishing jobs and collecting records into ``trials.jsonl``.
+"""

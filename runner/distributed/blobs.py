@@ -1,0 +1,77 @@
+"""Content-addressed archives: uploaded once to Redis, fetched and cached on a worker's disk.
+
+A blob is keyed by the SHA-256 of its bytes and re-hashed whenever it is read,
+from Redis or from the cache, so a worker never runs a byte the protocol did
+not pin. A worker never needs the coordinator's filesystem.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import redis
+
+from runner.distributed import keys
+from runner.errors import DigestMismatch, InfraError
+from runner.hashing import sha256_bytes, sha256_file
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("DELTARUN_CACHE")
+    base = Path(env) if env else Path.home() / ".cache" / "deltarun"
+    return base / "blobs"
+
+
+class BlobStore:
+    """Blobs in Redis with a verified on-disk cache."""
+
+    def __init__(self, client: redis.Redis, cache_dir: Path | None = None) -> None:
+        self.client = client
+        self.cache_dir = cache_dir or default_cache_dir()
+        self._lock = threading.Lock()
+
+    def upload(self, data: bytes) -> str:
+        """Store ``data`` once; returns its SHA-256."""
+        digest = sha256_bytes(data)
+        key = keys.blob(digest)
+        if not self.client.exists(key):
+            self.client.set(key, data, nx=True)
+        return digest
+
+    def upload_file(self, path: Path, expected: str | None = None) -> str:
+        data = path.read_bytes()
+        digest = sha256_bytes(data)
+        if expected and digest != expected:
+            raise DigestMismatch(f"{path}: digest mismatch: pinned {expected}, file has {digest}")
+        return self.upload(data)
+
+    def path(self, digest: str) -> Path:
+        """A verified local file holding the blob, fetched from Redis on first use."""
+        target = self.cache_dir / digest[:2] / digest
+        with self._lock:
+            if target.is_file():
+                if sha256_file(target) == digest:
+                    return target
+                target.unlink()  # a corrupted cache entry is fetched again
+            data = self.client.get(keys.blob(digest))
+            if data is None:
+                raise InfraError(
+                    f"blob {digest[:12]} is not in Redis; the coordinator publishes it: "
+                    "re-run `deltarun run --resume` for the run"
+                )
+            assert isinstance(data, bytes)
+            actual = sha256_bytes(data)
+            if actual != digest:
+                raise DigestMismatch(f"blob {digest}: Redis holds bytes with digest {actual}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, target)
+            return target
+
+    def read(self, digest: str) -> bytes:
+        return self.path(digest).read_bytes()

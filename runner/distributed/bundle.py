@@ -1,0 +1,139 @@
+"""The protocol bundle: what a worker needs to run any job of one protocol.
+
+Published by the coordinator under ``deltarun:protocol:<hash>``; every part is
+checked on the worker against the chain of digests the protocol hash pins:
+protocol hash → controls (+ agent-directory digests) → suite digest → task
+lines → archive digests. A worker therefore runs exactly what the coordinator
+sealed, or refuses.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+
+from runner.agents import Agent, agent_members, make_agent
+from runner.archives import Member, build_tar, read_members, tree_digest
+from runner.controls import Controls, LoadedControls, protocol_hash
+from runner.distributed import keys
+from runner.distributed.blobs import BlobStore
+from runner.errors import DigestMismatch, ProtocolMismatch
+from runner.models import RepoTask, Task
+from runner.suite import Suite, parse_task_line
+
+
+class UnknownProtocol(ProtocolMismatch):
+    """A job names a protocol hash that Redis holds no bundle for."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    protocol_sha256: str
+    controls: dict[str, Any]
+    agent_dir_digests: dict[str, str]
+    suite_blob: str
+    agent_blobs: dict[str, str]
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, sort_keys=True)
+
+
+def publish(loaded: LoadedControls, suite: Suite, blobs: BlobStore) -> Bundle:
+    """Upload the suite, its archives and the agent directories; store the bundle."""
+    suite_blob = blobs.upload_file(suite.path, expected=suite.sha256)
+    for task in suite.tasks:
+        if isinstance(task, RepoTask):
+            blobs.upload_file(suite.archive_path(task.repo), expected=task.repo_sha256)
+            if task.hidden is not None:
+                blobs.upload_file(suite.archive_path(task.hidden), expected=task.hidden_sha256)
+    agent_blobs: dict[str, str] = {}
+    for arm in loaded.controls.arms:
+        members = agent_members(arm.agent, loaded.base)
+        if members is not None:
+            agent_blobs[arm.name] = blobs.upload(build_tar(members, uid=0, gid=0))
+    bundle = Bundle(
+        protocol_sha256=loaded.protocol_sha256,
+        controls=loaded.controls.model_dump(mode="json", by_alias=True),
+        agent_dir_digests=dict(sorted(loaded.agent_dir_digests.items())),
+        suite_blob=suite_blob,
+        agent_blobs=agent_blobs,
+    )
+    blobs.client.set(keys.protocol(bundle.protocol_sha256), bundle.to_json())
+    return bundle
+
+
+class RemoteInputs:
+    """``TrialInputs`` from the blob store; hidden archives are fetched only when verifying."""
+
+    def __init__(self, blobs: BlobStore) -> None:
+        self.blobs = blobs
+        self._cache: dict[str, list[Member]] = {}
+
+    def _members(self, digest: str) -> list[Member]:
+        if digest not in self._cache:
+            if len(self._cache) > 64:
+                self._cache.clear()
+            self._cache[digest] = read_members(self.blobs.path(digest))
+        return self._cache[digest]
+
+    def fixture(self, task: RepoTask) -> list[Member]:
+        return self._members(task.repo_sha256)
+
+    def hidden(self, task: RepoTask) -> list[Member]:
+        return self._members(task.hidden_sha256) if task.hidden is not None else []
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A verified protocol on a worker: controls, tasks by id and agents by arm."""
+
+    sha256: str
+    controls: Controls
+    tasks: dict[str, Task]
+    agents: dict[str, Agent]
+
+
+def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protocol:
+    """Fetch and verify the bundle of a protocol hash."""
+    raw = client.get(keys.protocol(protocol_sha256))
+    if raw is None:
+        raise UnknownProtocol(
+            f"protocol {protocol_sha256[:12]} is unknown to this Redis; its coordinator "
+            "publishes it: re-run `deltarun run --resume` for that run"
+        )
+    try:
+        bundle = Bundle(**json.loads(raw))
+        controls = Controls.model_validate(bundle.controls)
+    except (TypeError, ValueError, ValidationError) as exc:
+        raise ProtocolMismatch(
+            f"protocol {protocol_sha256[:12]}: unreadable bundle ({exc})"
+        ) from exc
+    if protocol_hash(controls, bundle.agent_dir_digests) != protocol_sha256:
+        raise ProtocolMismatch(f"protocol {protocol_sha256[:12]}: bundle does not hash to its key")
+    suite_bytes = blobs.read(bundle.suite_blob)
+    if controls.suite.sha256 and bundle.suite_blob != controls.suite.sha256:
+        raise DigestMismatch(
+            f"protocol {protocol_sha256[:12]}: suite blob {bundle.suite_blob[:12]} is not the "
+            f"pinned suite {controls.suite.sha256[:12]}"
+        )
+    tasks: dict[str, Task] = {}
+    for number, line in enumerate(suite_bytes.decode("utf-8").splitlines(), start=1):
+        if line.strip():
+            task = parse_task_line(line, f"suite {bundle.suite_blob[:12]}:{number}")
+            tasks[task.id] = task
+    agents: dict[str, Agent] = {}
+    for arm in controls.arms:
+        members: list[Member] | None = None
+        if arm.name in bundle.agent_blobs:
+            members = read_members(blobs.path(bundle.agent_blobs[arm.name]))
+            if tree_digest(members) != bundle.agent_dir_digests.get(arm.name):
+                raise DigestMismatch(
+                    f"protocol {protocol_sha256[:12]}: agent directory of arm {arm.name!r} "
+                    "does not match its pinned digest"
+                )
+        agents[arm.name] = make_agent(arm.agent, members)
+    return Protocol(protocol_sha256, controls, tasks, agents)

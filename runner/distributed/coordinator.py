@@ -1,0 +1,157 @@
+"""The coordinator side: publish the protocol and the jobs, collect records into the ledger.
+
+Celery is the transport, not the ledger: ``trials.jsonl`` keeps the first
+record per job id. The coordinator re-enqueues a job a worker started whose
+lease expired without a record, and survives its own restart: the stream
+cursor is saved in the run directory, and ``--resume`` first collects every
+record that arrived while it was away, then enqueues only jobs that are
+neither recorded nor leased.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+from pydantic import ValidationError
+
+from runner.distributed import bundle as bundles
+from runner.distributed import keys
+from runner.distributed.blobs import BlobStore
+from runner.distributed.celery_app import make_app, required_visibility_s
+from runner.distributed.ledger import RedisLedger
+from runner.distributed.worker import connect_redis
+from runner.errors import UserError
+from runner.executors.local import Interrupted
+from runner.models import Job, Trial, task_timeout
+from runner.prepare import PreparedRun
+from runner.trial import SANDBOX_LIFETIME_MARGIN_S, image_of
+
+log = logging.getLogger("deltarun.coordinator")
+CURSOR_FILE = "stream.cursor"
+REQUEUE_CHECK_S = float(os.environ.get("DELTARUN_REQUEUE_CHECK_S", "5"))
+REDIS_OUTAGE_S = 600.0
+
+
+def longest_trial_s(prepared: PreparedRun) -> float:
+    controls = prepared.loaded.controls
+    longest = max(task_timeout(t, controls.runtime.timeout_s) for t in prepared.suite.tasks)
+    return longest + controls.runtime.verify_timeout_s + 2 * SANDBOX_LIFETIME_MARGIN_S
+
+
+def _read_cursor(path: Path) -> str:
+    try:
+        return path.read_text().strip() or "0-0"
+    except FileNotFoundError:
+        return "0-0"
+
+
+def run_celery(
+    prepared: PreparedRun,
+    *,
+    broker_url: str,
+    record: Callable[[Trial], None],
+    visibility_timeout_s: int,
+    warn: Callable[[str], None],
+    task_name: str = keys.TRIAL_TASK,
+) -> None:
+    """Publish every job without a record and collect records until each job has one."""
+    client = connect_redis(broker_url)
+    needed = required_visibility_s(longest_trial_s(prepared))
+    if needed > visibility_timeout_s:
+        warn(
+            f"the longest trial needs a visibility timeout of {needed}s, above "
+            f"{visibility_timeout_s}s: start workers with --visibility-timeout {needed} "
+            "or a trial still running may be delivered twice (it is then skipped, not counted)"
+        )
+    blobs = BlobStore(client)
+    bundles.publish(prepared.loaded, prepared.suite, blobs)
+    app = make_app(broker_url, visibility_timeout_s)
+    run_id = prepared.meta.run_id
+    ledger = RedisLedger(client, run_id)
+    cursor_path = prepared.run_dir.path / CURSOR_FILE
+    cursor = _read_cursor(cursor_path)
+    pending: dict[str, Job] = {job.job_id: job for job in prepared.todo}
+    controls = prepared.loaded.controls
+
+    def collect(block_ms: int | None) -> int:
+        nonlocal cursor
+        entries = ledger.read(cursor, block_ms=block_ms)
+        for entry_id, raw in entries:
+            cursor = entry_id
+            try:
+                trial = Trial.model_validate_json(raw)
+            except ValidationError as exc:
+                warn(f"stream {keys.records(run_id)} entry {entry_id}: not a trial record ({exc})")
+                continue
+            if trial.protocol_sha256 != prepared.meta.protocol_sha256:
+                warn(f"record of job {trial.job_id[:12]} belongs to another protocol; ignored")
+                continue
+            record(trial)
+            pending.pop(trial.job_id, None)
+        if entries:
+            tmp = cursor_path.with_suffix(".tmp")
+            tmp.write_text(cursor + "\n")
+            tmp.replace(cursor_path)
+        return len(entries)
+
+    def send(jobs: list[Job]) -> None:
+        with app.producer_or_acquire() as producer:
+            for job in jobs:
+                image = image_of(prepared.tasks[job.task_id], controls)
+                app.send_task(
+                    task_name,
+                    args=[{"job": job.model_dump(mode="json")}],
+                    queue=keys.queue_for_image(image),
+                    task_id=f"{job.job_id[:32]}-{uuid.uuid4().hex[:8]}",
+                    producer=producer,
+                )
+
+    def requeue_stalled() -> None:
+        ids = list(pending)
+        stalled: list[str] = []
+        for start in range(0, len(ids), 1000):
+            stalled += ledger.stalled(ids[start : start + 1000])
+        if stalled:
+            ledger.forget_start(stalled)
+            warn(f"re-enqueued {len(stalled)} job(s) whose worker stopped renewing its lease")
+            send([pending[job_id] for job_id in stalled])
+
+    try:
+        while collect(block_ms=None):  # records that arrived while this coordinator was away
+            pass
+        ids = list(pending)
+        busy: set[str] = set()
+        for start in range(0, len(ids), 1000):
+            busy |= ledger.leased_or_done(ids[start : start + 1000])
+        send([job for job_id, job in pending.items() if job_id not in busy])
+        last_check = time.monotonic()
+        outage_since: float | None = None
+        while pending:
+            try:
+                collect(block_ms=1000)
+                if time.monotonic() - last_check >= REQUEUE_CHECK_S:
+                    last_check = time.monotonic()
+                    requeue_stalled()
+                outage_since = None
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                # Redis restarting: records, leases and queues survive in its append-only file.
+                now = time.monotonic()
+                if outage_since is None:
+                    outage_since = now
+                    warn(f"Redis unavailable ({exc}); waiting for it to come back")
+                if now - outage_since > REDIS_OUTAGE_S:
+                    raise
+                time.sleep(1.0)
+    except KeyboardInterrupt:
+        raise Interrupted() from None
+    except redis.RedisError as exc:
+        raise UserError(
+            f"lost Redis at {broker_url} ({exc}); every record so far is kept: "
+            "restart Redis and continue with --resume"
+        ) from exc

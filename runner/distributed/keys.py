@@ -1,0 +1,42 @@
+"""Redis key names. Everything deltarun writes to Redis starts with ``deltarun:``."""
+
+from __future__ import annotations
+
+PREFIX = "deltarun"
+TRIAL_TASK = "deltarun.trial"
+BENCH_TASK = "deltarun.bench_trial_without_docker"
+
+
+def blob(sha256: str) -> str:
+    """An archive's bytes, keyed by their SHA-256."""
+    return f"{PREFIX}:blob:{sha256}"
+
+
+def protocol(sha256: str) -> str:
+    """The protocol bundle (controls, suite and agent blobs) of a protocol hash."""
+    return f"{PREFIX}:protocol:{sha256}"
+
+
+def lease(run_id: str, job_id: str) -> str:
+    """Held (with an expiry, renewed) by the worker running a job."""
+    return f"{PREFIX}:lease:{run_id}:{job_id}"
+
+
+def started(run_id: str) -> str:
+    """Hash job id → worker: jobs a worker has started (cleared on re-enqueue)."""
+    return f"{PREFIX}:started:{run_id}"
+
+
+def done(run_id: str) -> str:
+    """Hash job id → worker of the first record published for the job."""
+    return f"{PREFIX}:done:{run_id}"
+
+
+def records(run_id: str) -> str:
+    """Stream of every record workers published for a run (duplicates included)."""
+    return f"{PREFIX}:records:{run_id}"
+
+
+def queue_for_image(image: str) -> str:
+    """Jobs route to one queue per sandbox image: a worker takes only jobs whose image it has."""
+    return f"{PREFIX}.{image}"

@@ -1,0 +1,193 @@
+"""Real Redis servers and real `deltarun worker` processes for the distribution tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from tests.helpers import ADD_GOLD, make_suite, repo_task, write_agent
+
+ROOT = Path(__file__).resolve().parents[1]
+DELTARUN = str(ROOT / ".venv" / "bin" / "deltarun")
+# Short leases and frequent checks so that recovery happens within seconds in tests.
+FAST_ENV = {"DELTARUN_LEASE_TTL_S": "4", "DELTARUN_REQUEUE_CHECK_S": "1"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server on a free loopback port with the append-only file on."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.directory),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+                "--maxmemory-policy",
+                "noeviction",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                if self.client().ping():
+                    return
+            except redis.RedisError:
+                time.sleep(0.1)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()  # SIGTERM: Redis flushes its append-only file and exits
+            self.process.wait(timeout=20)
+        self.process = None
+
+
+class Proc:
+    """A deltarun subprocess in its own session, killed with its children at the end."""
+
+    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.log = log
+        self.handle = log.open("ab")
+        self.process = subprocess.Popen(
+            [DELTARUN, *args],
+            stdout=self.handle,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **FAST_ENV, **(env or {})},
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def kill(self, sig: int = signal.SIGKILL, group: bool = False) -> None:
+        try:
+            if group:
+                os.killpg(self.process.pid, sig)
+            else:
+                os.kill(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self) -> None:
+        self.kill(signal.SIGKILL, group=True)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        self.handle.close()
+
+
+def start_worker(
+    server: RedisServer, log: Path, *extra: str, name: str = "w1", env: dict[str, str] | None = None
+) -> Proc:
+    worker = Proc(
+        ["worker", "--broker", server.url, "--name", name, *extra],
+        log,
+        env={"DELTARUN_CACHE": str(log.parent / f"cache-{name}"), **(env or {})},
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if "deltarun worker" in worker.text() and "[queues]" in worker.text():
+            return worker
+        if worker.process.poll() is not None:
+            raise RuntimeError(f"worker exited: {worker.text()}")
+        time.sleep(0.2)
+    raise RuntimeError(f"worker did not start: {worker.text()}")
+
+
+def slow_suite(root: Path, tasks: int = 6, sleep_s: float = 2.0) -> Path:
+    """Deterministic: the control misses every task, the candidate fixes each after a pause."""
+    slow = write_agent(root, "slow", f"sleep {sleep_s}\nsed -i 's/a - b/a + b/' calc/__init__.py\n")
+    (root / "gold").mkdir(exist_ok=True)
+    for i in range(tasks):
+        (root / "gold" / f"t{i}.diff").write_text(ADD_GOLD)
+    return make_suite(
+        root,
+        [repo_task(f"t{i}") for i in range(tasks)],
+        [
+            {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+            {"name": "slow", "agent": slow},
+        ],
+    )
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def leases(client: redis.Redis) -> dict[str, str]:
+    return {k.decode(): (client.get(k) or b"").decode() for k in client.keys("deltarun:lease:*")}
+
+
+def ledger_lines(run: Path) -> list[dict[str, Any]]:
+    path = run / "trials.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def essence(run: Path) -> dict[str, Any]:
+    """The report without what legitimately differs between two runs (ids, times, hosts)."""
+    report = json.loads((run / "report.json").read_text())
+    report.pop("pins")
+    for arm in report["arms"]:
+        arm.pop("wall_s_per_task")
+    for delta in report["deltas"]:
+        delta.pop("control_run_id")
+        delta.pop("candidate_run_id")
+        delta.pop("suite_id")
+        delta["control_aggregate"].pop("wall_s_per_task")
+        delta["candidate_aggregate"].pop("wall_s_per_task")
+    return report
