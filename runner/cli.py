@@ -120,6 +120,14 @@ def run(
         def record(trial: Trial) -> None:
             if not prepared.run_dir.append(trial):
                 return  # a duplicate: kept aside for audit, never counted
+            counted(trial)
+
+        def record_batch(fresh: list[Trial], duplicates: list[Trial]) -> None:
+            prepared.run_dir.write_records(fresh, duplicates)
+            for trial in fresh:
+                counted(trial)
+
+        def counted(trial: Trial) -> None:
             finished[trial.arm] += 1
             passes[trial.arm] += int(trial.passed)
             progress.update(bar, advance=1, description=describe())
@@ -139,7 +147,7 @@ def run(
                 run_celery(
                     prepared,
                     broker_url=broker,
-                    record=record,
+                    record=record_batch,
                     visibility_timeout_s=visibility_timeout,
                     warn=lambda line: err.print(f"deltarun: warning: {line}", highlight=False),
                 )

@@ -174,6 +174,23 @@ class RunDir:
             self._recorded.add(trial.job_id)
             return fresh
 
+    def write_records(self, fresh: list[Trial], duplicates: list[Trial]) -> None:
+        """Append a batch whose freshness the caller decided, with one fsync per file.
+
+        Used by the Celery coordinator, which knows which jobs are still pending and
+        so needs no in-memory set of every recorded id (memory stays flat).
+        """
+        with self._lock:
+            for target, batch in ((self.ledger_path, fresh), (self.path / DUPLICATES, duplicates)):
+                if not batch:
+                    continue
+                with target.open("a", encoding="utf-8") as handle:
+                    handle.write("".join(t.model_dump_json() + "\n" for t in batch))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            if self._recorded is not None:
+                self._recorded.update(t.job_id for t in fresh)
+
     def ledger_sha256(self) -> str:
         return sha256_file(self.ledger_path)
 

@@ -55,12 +55,17 @@ def run_celery(
     prepared: PreparedRun,
     *,
     broker_url: str,
-    record: Callable[[Trial], None],
+    record: Callable[[list[Trial], list[Trial]], None],
     visibility_timeout_s: int,
     warn: Callable[[str], None],
     task_name: str = keys.TRIAL_TASK,
 ) -> None:
-    """Publish every job without a record and collect records until each job has one."""
+    """Publish every job without a record and collect records until each job has one.
+
+    ``record(fresh, duplicates)`` receives each batch read from the stream: the
+    first record of a pending job is fresh, any later one a duplicate. The
+    cursor is saved only after the batch is recorded, so a crash re-reads, never skips.
+    """
     client = connect_redis(broker_url)
     needed = required_visibility_s(longest_trial_s(prepared))
     if needed > visibility_timeout_s:
@@ -82,8 +87,9 @@ def run_celery(
     def collect(block_ms: int | None) -> int:
         nonlocal cursor
         entries = ledger.read(cursor, block_ms=block_ms)
+        fresh: list[Trial] = []
+        duplicates: list[Trial] = []
         for entry_id, raw in entries:
-            cursor = entry_id
             try:
                 trial = Trial.model_validate_json(raw)
             except ValidationError as exc:
@@ -92,9 +98,14 @@ def run_celery(
             if trial.protocol_sha256 != prepared.meta.protocol_sha256:
                 warn(f"record of job {trial.job_id[:12]} belongs to another protocol; ignored")
                 continue
-            record(trial)
-            pending.pop(trial.job_id, None)
+            if pending.pop(trial.job_id, None) is not None:
+                fresh.append(trial)
+            else:
+                duplicates.append(trial)
+        if fresh or duplicates:
+            record(fresh, duplicates)
         if entries:
+            cursor = entries[-1][0]
             tmp = cursor_path.with_suffix(".tmp")
             tmp.write_text(cursor + "\n")
             tmp.replace(cursor_path)
