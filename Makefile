@@ -27,7 +27,7 @@ docker:  ## install (Debian docker.io) and start the Docker engine when it is mi
 images: docker  ## build the sandbox images (idempotent, fast when present)
 	@bash scripts/build-images.sh
 
-worker-images: images  ## build the worker and Redis images used by compose.yaml
+worker-images: $(STAMP) images  ## build the worker and Redis images used by compose.yaml
 	@bash scripts/build-worker-images.sh
 
 demo: setup images  ## run the quickstart suite on the local pool and print the headline

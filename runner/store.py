@@ -188,8 +188,7 @@ class RunDir:
                     handle.write("".join(t.model_dump_json() + "\n" for t in batch))
                     handle.flush()
                     os.fsync(handle.fileno())
-            if self._recorded is not None:
-                self._recorded.update(t.job_id for t in fresh)
+            self._recorded = None  # re-read on demand: no set of every id kept in memory
 
     def ledger_sha256(self) -> str:
         return sha256_file(self.ledger_path)

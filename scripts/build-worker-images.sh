@@ -21,6 +21,11 @@ die() { echo "build-worker-images: $*" >&2; exit 1; }
 sha() { sha256sum | cut -c1-64; }
 have_label() { docker image inspect -f '{{ index .Config.Labels "deltarun.inputs" }}' "$1" 2>/dev/null || true; }
 
+# One build at a time (parallel test sessions may all call this): the prune at
+# the end must not meet another build's intermediate images.
+exec 9>"${TMPDIR:-/tmp}/deltarun-worker-images.lock"
+flock 9
+
 command -v docker >/dev/null || die "docker is not installed; run 'make docker'"
 docker info >/dev/null 2>&1 || die "the Docker engine is not reachable; run 'make docker'"
 
@@ -31,7 +36,7 @@ base_id="$(docker image inspect -f '{{.Id}}' "$BASE_TAG" 2>/dev/null)" \
 
 if [ -x .venv/bin/python ]; then PY="$PWD/.venv/bin/python"; else PY=python3; fi
 
-CTX="$(mktemp -d /tmp/deltarun-worker-ctx.XXXXXX)"
+CTX="$(mktemp -d "${TMPDIR:-/tmp}/deltarun-worker-ctx.XXXXXX")"
 trap 'rm -rf "$CTX"' EXIT
 
 # A snapshot of the package sources: the hash and the wheel come from the same

@@ -30,8 +30,9 @@ def free_port() -> int:
 class RedisServer:
     """A redis-server on a free loopback port with the append-only file on."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, fsync: str = "always") -> None:
         self.directory = directory
+        self.fsync = fsync
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 

@@ -90,6 +90,7 @@ def make_suite(
             write_tar(suite / task["repo"], (fixtures or {}).get(task["id"], ADD_FIXTURE))
         if task.get("hidden"):
             write_tar(suite / task["hidden"], (hidden or {}).get(task["id"], ADD_HIDDEN))
+    suite.mkdir(parents=True, exist_ok=True)
     (suite / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
     controls = {
         "protocol_id": "test",

@@ -6,7 +6,6 @@ job and a report identical (ids and times aside) to the local executor's.
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess

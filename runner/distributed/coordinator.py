@@ -14,7 +14,8 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 from pathlib import Path
 
 import redis
@@ -121,13 +122,19 @@ def run_celery(
                     queue=keys.queue_for_image(image),
                     task_id=f"{job.job_id[:32]}-{uuid.uuid4().hex[:8]}",
                     producer=producer,
+                    argsrepr=job.job_id[:12],  # not a repr of the whole payload per message
                 )
 
+    def chunks() -> Iterator[list[str]]:
+        """Pending job ids, 1000 at a time, without copying the whole set."""
+        it = iter(pending)
+        while chunk := list(islice(it, 1000)):
+            yield chunk
+
     def requeue_stalled() -> None:
-        ids = list(pending)
         stalled: list[str] = []
-        for start in range(0, len(ids), 1000):
-            stalled += ledger.stalled(ids[start : start + 1000])
+        for chunk in chunks():
+            stalled += ledger.stalled(chunk)
         if stalled:
             ledger.forget_start(stalled)
             warn(f"re-enqueued {len(stalled)} job(s) whose worker stopped renewing its lease")
@@ -136,11 +143,9 @@ def run_celery(
     try:
         while collect(block_ms=None):  # records that arrived while this coordinator was away
             pass
-        ids = list(pending)
-        busy: set[str] = set()
-        for start in range(0, len(ids), 1000):
-            busy |= ledger.leased_or_done(ids[start : start + 1000])
-        send([job for job_id, job in pending.items() if job_id not in busy])
+        for chunk in chunks():
+            busy = ledger.leased_or_done(chunk)
+            send([pending[job_id] for job_id in chunk if job_id not in busy])
         last_check = time.monotonic()
         outage_since: float | None = None
         while pending:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -31,6 +32,16 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+_ACQUIRE = """
+if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
+  return 'done'
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[3]) then
+  redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
+  return 'ok'
+end
+return 'leased'
+"""
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
@@ -45,52 +56,52 @@ class RedisLedger:
     def __init__(self, client: redis.Redis, run_id: str) -> None:
         self.client = client
         self.run_id = run_id
+        # Scripts run by digest (EVALSHA) after the first call: no script text per job.
+        self._acquire = client.register_script(_ACQUIRE)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
 
     # -- worker side --------------------------------------------------------------
     def is_done(self, job_id: str) -> bool:
         return bool(self.client.hexists(keys.done(self.run_id), job_id))
 
-    def acquire(self, job_id: str, holder: str) -> bool:
-        """Take the job's lease; False when another holder has it."""
-        ok = self.client.set(keys.lease(self.run_id, job_id), holder, nx=True, ex=LEASE_TTL_S)
-        if ok:
-            self.client.hset(keys.started(self.run_id), job_id, holder)
-        return bool(ok)
+    def acquire(self, job_id: str, holder: str) -> str:
+        """One round trip: ``done`` if recorded, ``ok`` if the lease is ours now, or ``leased``."""
+        result = self._acquire(
+            keys=[
+                keys.lease(self.run_id, job_id),
+                keys.started(self.run_id),
+                keys.done(self.run_id),
+            ],
+            args=[holder, job_id, LEASE_TTL_S],
+        )
+        return result.decode() if isinstance(result, bytes) else str(result)
 
     def renew(self, job_id: str, holder: str) -> bool:
         key = keys.lease(self.run_id, job_id)
-        return bool(self.client.eval(_RENEW, 1, key, holder, LEASE_TTL_S))
+        return bool(self._renew(keys=[key], args=[holder, LEASE_TTL_S]))
 
     def release(self, job_id: str, holder: str) -> None:
-        self.client.eval(_RELEASE, 1, keys.lease(self.run_id, job_id), holder)
+        self._release(keys=[keys.lease(self.run_id, job_id)], args=[holder])
 
-    def publish(self, trial: Trial) -> bool:
-        """Publish a record; True when it is the first for its job."""
+    def publish(self, trial: Trial, holder: str) -> bool:
+        """Publish a record and release the lease in one round trip; True if it is the first."""
         pipe = self.client.pipeline(transaction=True)
         pipe.hsetnx(keys.done(self.run_id), trial.job_id, trial.worker)
         pipe.xadd(keys.records(self.run_id), {"trial": trial.model_dump_json()})
-        first, _ = pipe.execute()
+        self._release(keys=[keys.lease(self.run_id, trial.job_id)], args=[holder], client=pipe)
+        first, _, _ = pipe.execute()
         return bool(first)
 
     @contextmanager
     def held(self, job_id: str, holder: str) -> Iterator[None]:
-        """Renew the lease in the background while the body runs; release it after."""
-        stop = threading.Event()
-
-        def renew() -> None:
-            while not stop.wait(RENEW_EVERY_S):
-                try:
-                    self.renew(job_id, holder)
-                except redis.RedisError:
-                    pass  # Redis restarting: try again at the next tick
-
-        thread = threading.Thread(target=renew, name=f"lease-{job_id[:8]}", daemon=True)
-        thread.start()
+        """Keep the lease renewed (by this process's keeper thread) while the body runs."""
+        keeper = LeaseKeeper.instance()
+        keeper.add(self, job_id, holder)
         try:
             yield
         finally:
-            stop.set()
-            thread.join(timeout=5)
+            keeper.discard(self, job_id)
 
     # -- coordinator side ----------------------------------------------------------
     def read(
@@ -140,3 +151,48 @@ class RedisLedger:
             for index, job_id in enumerate(job_ids)
             if flags[2 * index] or flags[2 * index + 1]
         }
+
+
+class LeaseKeeper:
+    """One daemon thread per process that renews every lease the process holds.
+
+    One thread for all leases, rather than one per trial, keeps the per-job cost
+    of a lease to two Redis round trips (take with the done check; release with
+    the record).
+    """
+
+    _instance: LeaseKeeper | None = None
+    _instance_pid = 0
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[str, str], tuple[RedisLedger, str]] = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="lease-keeper", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def instance(cls) -> LeaseKeeper:
+        # A forked pool child must not reuse its parent's (dead) thread.
+        if cls._instance is None or cls._instance_pid != os.getpid():
+            cls._instance = LeaseKeeper()
+            cls._instance_pid = os.getpid()
+        return cls._instance
+
+    def add(self, ledger: RedisLedger, job_id: str, holder: str) -> None:
+        with self._lock:
+            self._held[(ledger.run_id, job_id)] = (ledger, holder)
+
+    def discard(self, ledger: RedisLedger, job_id: str) -> None:
+        with self._lock:
+            self._held.pop((ledger.run_id, job_id), None)
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(RENEW_EVERY_S)
+            with self._lock:
+                held = list(self._held.items())
+            for (_run, job_id), (ledger, holder) in held:
+                try:
+                    ledger.renew(job_id, holder)
+                except redis.RedisError:
+                    pass  # Redis restarting: try again at the next tick

@@ -122,10 +122,11 @@ def handle(state: WorkerState, payload: dict[str, Any], body: TrialBody) -> str:
     """Run one job message. Returns what happened, for the log."""
     job = Job.model_validate(payload["job"])
     ledger = RedisLedger(state.redis, job.run_id)
-    if _retrying(lambda: ledger.is_done(job.job_id), "done check"):
-        return f"skip {job.job_id[:12]}: already recorded"
     holder = f"{state.name}:{os.getpid()}"
-    if not _retrying(lambda: ledger.acquire(job.job_id, holder), "lease"):
+    taken = _retrying(lambda: ledger.acquire(job.job_id, holder), "lease")
+    if taken == "done":
+        return f"skip {job.job_id[:12]}: already recorded"
+    if taken != "ok":
         return f"skip {job.job_id[:12]}: leased by another worker"
     try:
         with ledger.held(job.job_id, holder):
@@ -141,12 +142,13 @@ def handle(state: WorkerState, payload: dict[str, Any], body: TrialBody) -> str:
                 worker=state.name,
             )
             trial = body(job, task, agent, env)
-            first = _retrying(lambda: ledger.publish(trial), "publish")
-    finally:
+            first = _retrying(lambda: ledger.publish(trial, holder), "publish")
+    except BaseException:
         try:
             ledger.release(job.job_id, holder)
         except redis.RedisError:
             pass  # the lease expires by itself
+        raise
     dup = "" if first else " (duplicate, kept aside)"
     return (
         f"trial {job.job_id[:12]} {job.arm} {job.task_id}: {trial.outcome.value} "

@@ -52,6 +52,16 @@ WATCHDOG_GRACE_S = 10.0
 _API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
 
+def process_identity(pid: int) -> str:
+    """``pid:start-time``: tells a live owner from a reused pid (a restarted worker container)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return f"{pid}:{fields[19]}"  # field 22 of stat: start time since boot
+    except (OSError, IndexError):
+        return f"{pid}:0"
+
+
 def connect(api_timeout_s: int = 60) -> docker.APIClient:
     """A low-level Engine API client; raises ``UserError`` with a fix when Docker is absent."""
     try:
@@ -135,7 +145,7 @@ class DockerSession:
         labels = {f"{LABEL_PREFIX}{k}": v for k, v in self.spec.labels.items()}
         labels[f"{LABEL_PREFIX}worker"] = self.factory.worker
         # The owning process: a reaper on the same host removes sandboxes whose owner died.
-        labels[f"{LABEL_PREFIX}pid"] = str(os.getpid())
+        labels[f"{LABEL_PREFIX}pid"] = process_identity(os.getpid())
         labels[f"{LABEL_PREFIX}deadline"] = str(int(time.time() + self.spec.lifetime_s + 60))
         return labels
 

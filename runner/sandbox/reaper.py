@@ -8,7 +8,7 @@ import time
 import docker
 import docker.errors
 
-from runner.sandbox.docker import LABEL_PREFIX
+from runner.sandbox.docker import LABEL_PREFIX, process_identity
 
 
 def reap(
@@ -57,14 +57,18 @@ def reap(
     return lines
 
 
-def _alive(pid: int) -> bool:
+def _alive(identity: str) -> bool:
+    """Is the process named by a ``pid:start-time`` label still the one that made the sandbox?"""
+    pid_text, _, start = identity.partition(":")
+    if not pid_text.isdigit():
+        return False
     try:
-        os.kill(pid, 0)
+        os.kill(int(pid_text), 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return process_identity(int(pid_text)) == identity or not start or start == "0"
 
 
 def reap_orphans(client: docker.APIClient, worker: str) -> list[str]:
@@ -73,7 +77,7 @@ def reap_orphans(client: docker.APIClient, worker: str) -> list[str]:
     selector = [f"{LABEL_PREFIX}worker={worker}"]
     for container in client.containers(all=True, filters={"label": selector}):
         labels = container.get("Labels") or {}
-        pid = int(labels.get(f"{LABEL_PREFIX}pid", "0") or 0)
+        pid = labels.get(f"{LABEL_PREFIX}pid", "")
         if pid and _alive(pid):
             continue
         try:
@@ -83,7 +87,7 @@ def reap_orphans(client: docker.APIClient, worker: str) -> list[str]:
             pass
     volumes = (client.volumes(filters={"label": selector}) or {}).get("Volumes") or []
     for volume in volumes:
-        pid = int((volume.get("Labels") or {}).get(f"{LABEL_PREFIX}pid", "0") or 0)
+        pid = (volume.get("Labels") or {}).get(f"{LABEL_PREFIX}pid", "")
         if pid and _alive(pid):
             continue
         try:

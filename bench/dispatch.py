@@ -1,0 +1,220 @@
+"""Dispatch overhead: jobs/s through deltarun's Celery path against a bare Celery no-op task.
+
+Both on the same fresh Redis with the same Celery settings, measured in this
+run. deltarun's path includes everything but Docker: protocol and blobs in
+Redis, leases, the done set, the record stream and the coordinator's fsync'd
+ledger. Its trial body is the bench-only ``bench_trial_without_docker``. The
+baseline task only increments a counter. Printed for 1 and 2 worker processes,
+with the ratio (goal >= 0.8).
+
+Also: the coordinator's peak memory while collecting 10,000 and 100,000 records
+from the stream (goal: flat in the number of records).
+
+    python bench/dispatch.py [--jobs 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+from runner.distributed import keys  # noqa: E402
+from runner.distributed.coordinator import run_celery  # noqa: E402
+from runner.prepare import prepare  # noqa: E402
+from tests.distributed_support import RedisServer, start_worker  # noqa: E402
+from tests.helpers import make_suite  # noqa: E402
+
+VENV = ROOT / ".venv" / "bin"
+
+
+def answer_suite(root: Path, repeats: int) -> Path:
+    task = {
+        "id": "q",
+        "kind": "ordinary",
+        "prompt": "p",
+        "expect": 1,
+        "metrics": ["exact_match"],
+        "deadline_s": 5,
+    }
+    return make_suite(
+        root,
+        [task],
+        [
+            {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+        ],
+        runtime={"repeats": repeats},
+    )
+
+
+def deltarun_rate(server: RedisServer, work: Path, jobs: int, concurrency: int) -> float:
+    root = Path(tempfile.mkdtemp(dir=work))
+    controls = answer_suite(root, jobs)
+    prepared = prepare(controls, root / "run", resume=False, image_digest=lambda image: "sha256:x")
+    worker = start_worker(
+        server, root / "worker.log", "-c", str(concurrency), name=f"b{concurrency}"
+    )
+    try:
+        start = time.perf_counter()
+        run_celery(
+            prepared,
+            broker_url=server.url,
+            record=lambda fresh, dups: prepared.run_dir.write_records(fresh, dups),
+            visibility_timeout_s=7200,
+            warn=lambda line: None,
+            task_name=keys.BENCH_TASK,
+        )
+        elapsed = time.perf_counter() - start
+    finally:
+        worker.stop()
+    recorded = len(prepared.run_dir.ledger_path.read_text().splitlines())
+    assert recorded == jobs, f"{recorded} records for {jobs} jobs"
+    return jobs / elapsed
+
+
+def bare_rate(server: RedisServer, work: Path, jobs: int, concurrency: int) -> float:
+    env = {**os.environ, "BENCH_BROKER": server.url, "PYTHONPATH": str(ROOT / "bench")}
+    log = (work / f"bare-{concurrency}.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            str(VENV / "celery"),
+            "-A",
+            "_bare_celery",
+            "worker",
+            "-c",
+            str(concurrency),
+            "--loglevel",
+            "WARNING",
+            "--without-gossip",
+            "--without-mingle",
+            "-P",
+            "prefork",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT / "bench",
+    )
+    client = server.client()
+    counter = f"bench:bare:{concurrency}:{time.time()}"
+    try:
+        sys.path.insert(0, str(ROOT / "bench"))
+        os.environ["BENCH_BROKER"] = server.url
+        import _bare_celery
+
+        _bare_celery.app.send_task("bench.bare_noop", args=[counter + ":warm"])
+        deadline = time.time() + 60
+        while not client.get(counter + ":warm") and time.time() < deadline:
+            time.sleep(0.05)
+        start = time.perf_counter()
+        with _bare_celery.app.producer_or_acquire() as producer:
+            for _ in range(jobs):
+                _bare_celery.app.send_task("bench.bare_noop", args=[counter], producer=producer)
+        while int(client.get(counter) or 0) < jobs:
+            time.sleep(0.01)
+        return jobs / (time.perf_counter() - start)
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
+
+
+def collect_memory(records: int) -> float:
+    """Peak RSS (MiB) of a coordinator process that collects ``records`` records."""
+    code = f"""
+import resource, sys, tempfile, json
+from pathlib import Path
+sys.path.insert(0, {str(ROOT)!r})
+from bench.dispatch import answer_suite
+from runner.prepare import prepare
+from runner.distributed.coordinator import run_celery
+from runner.distributed import keys
+from runner.models import Trial
+import redis
+url = sys.argv[1]
+root = Path(tempfile.mkdtemp())
+prepared = prepare(answer_suite(root, {records}), root / "run", resume=False,
+                   image_digest=lambda image: "sha256:x")
+client = redis.Redis.from_url(url)
+run_id = prepared.meta.run_id
+pipe = client.pipeline(transaction=False)
+for i, job in enumerate(prepared.jobs):
+    trial = Trial(run_id=run_id, job_id=job.job_id, protocol_sha256=job.protocol_sha256,
+                  task_id=job.task_id, arm=job.arm, repeat=job.repeat, task_kind="ordinary",
+                  outcome="miss", passed=False, timeout=False, tool_violation=False,
+                  abstained=False, wall_s=0.0, worker="bench", started_at="s", finished_at="f")
+    pipe.hset(keys.done(run_id), job.job_id, "bench")
+    pipe.xadd(keys.records(run_id), {{"trial": trial.model_dump_json()}})
+    if i % 1000 == 999:
+        pipe.execute()
+pipe.execute()
+del pipe, trial
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+run_celery(prepared, broker_url=url,
+           record=lambda fresh, dups: prepared.run_dir.write_records(fresh, dups),
+           visibility_timeout_s=7200, warn=lambda line: None)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+lines = sum(1 for _ in open(prepared.run_dir.ledger_path))
+assert lines == {records}, lines
+print(json.dumps({{"before": before / 1024, "after": after / 1024}}))
+"""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = RedisServer(Path(tmp) / "redis")
+        server.start()
+        try:
+            out = subprocess.run(
+                [sys.executable, "-c", code, server.url],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=ROOT,
+            )
+        finally:
+            server.stop()
+    import json
+
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    return float(data["after"]) - float(data["before"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--memory-records", type=int, default=100_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        # everysec, as compose.yaml runs Redis: fsync on every write would dominate both paths.
+        server = RedisServer(work / "redis", fsync="everysec")
+        server.start()
+        try:
+            for concurrency in (1, 2):
+                bare = bare_rate(server, work, args.jobs, concurrency)
+                ours = deltarun_rate(server, work, args.jobs, concurrency)
+                print(
+                    f"dispatch: -c {concurrency}: bare Celery no-op {bare:7.1f} jobs/s, "
+                    f"deltarun path {ours:7.1f} jobs/s, ratio {ours / bare:.2f} (goal >= 0.80)"
+                )
+        finally:
+            server.stop()
+    small = collect_memory(args.memory_records // 10)
+    large = collect_memory(args.memory_records)
+    print(
+        f"dispatch: coordinator memory growth while collecting records: "
+        f"{args.memory_records // 10:,} -> {small:.1f} MiB, {args.memory_records:,} -> "
+        f"{large:.1f} MiB (flat means the two are close)"
+    )
+    _ = resource
+
+
+if __name__ == "__main__":
+    main()
