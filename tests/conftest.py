@@ -70,3 +70,15 @@ def run_cli(
         timeout=timeout,
         env={**os.environ, "COLUMNS": "200"},
     )
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory: pytest.TempPathFactory, docker_api: object) -> dict[str, object]:
+    """The local executor's report on the deterministic suite of the distribution tests."""
+    from tests.distributed_support import essence, slow_suite
+
+    root = tmp_path_factory.mktemp("reference")
+    controls = slow_suite(root, sleep_s=0.5)
+    result = run_cli("run", str(controls), "--out", str(root / "run"), "-j", "2")
+    assert result.returncode == 0, result.stderr
+    return essence(root / "run")

@@ -46,16 +46,6 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory, docker_api: Any) -> dict[str, Any]:
-    """The local executor's report on the deterministic suite."""
-    root = tmp_path_factory.mktemp("reference")
-    controls = slow_suite(root, sleep_s=0.5)
-    result = run_cli("run", str(controls), "--out", str(root / "run"), "-j", "2")
-    assert result.returncode == 0, result.stderr
-    return essence(root / "run")
-
-
 class Run:
     def __init__(self, tmp_path: Path, server: RedisServer, sleep_s: float = 2.0) -> None:
         self.tmp = tmp_path

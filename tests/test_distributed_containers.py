@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import IN_CI
 from tests.distributed_support import Proc, essence, leases, ledger_lines, slow_suite, wait_for
-from tests.test_distributed import JOBS, reference  # noqa: F401  (the module fixture)
+from tests.test_distributed import JOBS
 
 pytestmark = pytest.mark.docker
 WORKER_IMAGE = "deltarun/worker:latest"
@@ -120,7 +120,7 @@ def test_three_worker_containers_one_killed(
     tmp_path: Path,
     cluster: Cluster,
     reference: dict[str, Any],
-    docker_api: Any,  # noqa: F811
+    docker_api: Any,
 ) -> None:
     controls = slow_suite(tmp_path, sleep_s=2.0)
     out = tmp_path / "run"
