@@ -44,6 +44,7 @@ lint: $(STAMP)  ## ruff and mypy
 
 bench: setup redis images  ## benchmarks, each against a baseline measured in the same run
 	$(PY) bench/overhead.py
+	$(PY) bench/dispatch.py
 
 gc: setup  ## remove deltarun sandboxes left past their deadline
 	$(VENV)/bin/deltarun gc
