@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from runner.archives import is_forbidden
 
@@ -49,13 +49,13 @@ def patch_paths(patch: str) -> set[str]:
     return paths
 
 
-def drop_forbidden(patch: str, forbidden: Iterable[str]) -> tuple[str, list[str]]:
-    """Remove the file chunks that touch a forbidden path; return the rest and what was dropped."""
-    forbidden = list(forbidden)
+def drop_chunks(patch: str, bad_path: Callable[[str], bool]) -> tuple[str, list[str]]:
+    """Remove every file chunk that names a path ``bad_path`` rejects; return the rest and
+    the rejected paths."""
     kept: list[str] = []
     dropped: list[str] = []
     for chunk in split_files(patch):
-        bad = sorted(p for p in chunk_paths(chunk) if is_forbidden(p, forbidden))
+        bad = sorted(p for p in chunk_paths(chunk) if bad_path(p))
         if bad:
             dropped.extend(bad)
         else:
@@ -63,22 +63,20 @@ def drop_forbidden(patch: str, forbidden: Iterable[str]) -> tuple[str, list[str]
     return "".join(kept), dropped
 
 
-def _conflicts(path: str, protected: set[str]) -> bool:
-    if path in protected:
-        return True
-    return any(h.startswith(path + "/") or path.startswith(h + "/") for h in protected)
+def drop_forbidden(patch: str, forbidden: Iterable[str]) -> tuple[str, list[str]]:
+    """Remove the file chunks that touch a forbidden path; return the rest and what was dropped."""
+    entries = list(forbidden)
+    return drop_chunks(patch, lambda path: is_forbidden(path, entries))
 
 
 def drop_protected(patch: str, protected: Iterable[str]) -> tuple[str, list[str]]:
     """Remove the file chunks that touch a protected file (a hidden test), its parents or
     anything under it. The hidden file then stands as written, whatever the patch did there."""
     guarded = set(protected)
-    kept: list[str] = []
-    dropped: list[str] = []
-    for chunk in split_files(patch):
-        bad = sorted(p for p in chunk_paths(chunk) if _conflicts(p, guarded))
-        if bad:
-            dropped.extend(bad)
-        else:
-            kept.append(chunk)
-    return "".join(kept), dropped
+
+    def conflicts(path: str) -> bool:
+        return path in guarded or any(
+            h.startswith(path + "/") or path.startswith(h + "/") for h in guarded
+        )
+
+    return drop_chunks(patch, conflicts)
