@@ -76,10 +76,35 @@ class Runtime(Strict):
     caps: Caps = Field(default_factory=Caps)
 
 
+DEFAULT_GRADING_PATHS = [
+    "conftest.py",
+    "pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "*.pth",
+    "pytest.py",
+    "py.py",
+    "pytest/*",
+    "_pytest/*",
+    "pluggy/*",
+]
+
+
 class Tools(Strict):
     allowlist: list[str] = Field(default_factory=list, description="Tools an agent may call.")
     forbidden_paths: list[str] = Field(
         default_factory=lambda: [".git/"], description="Paths absent from the agent's workspace."
+    )
+    grading_paths: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_GRADING_PATHS),
+        description=(
+            "Patterns of files that steer the test runner (conftest.py, pytest.ini, a module "
+            "shadowing pytest...). The agent's changes to them are dropped before the hidden "
+            "test runs and counted as tool violations. A pattern without '/' matches any "
+            "file of that name; one with '/' matches the path from the repository root."
+        ),
     )
 
 

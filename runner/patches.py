@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Callable, Iterable
 
@@ -80,3 +81,13 @@ def drop_protected(patch: str, protected: Iterable[str]) -> tuple[str, list[str]
         )
 
     return drop_chunks(patch, conflicts)
+
+
+def is_grading_path(path: str, patterns: Iterable[str]) -> bool:
+    """True when ``path`` matches a grading pattern (see ``Tools.grading_paths``)."""
+    name = path.rsplit("/", 1)[-1]
+    for pattern in patterns:
+        target = path if "/" in pattern else name
+        if fnmatch.fnmatchcase(target, pattern):
+            return True
+    return False

@@ -30,7 +30,7 @@ from runner.hashing import sha256_bytes
 from runner.metrics import score_answer
 from runner.models import AnswerTask, Job, Outcome, RepoTask, Task, TaskKind, Trial, task_timeout
 from runner.outcomes import classify
-from runner.patches import drop_forbidden, drop_protected
+from runner.patches import drop_chunks, drop_forbidden, drop_protected, is_grading_path
 from runner.sandbox.base import (
     AGENT_UID,
     BASELINE_DIR,
@@ -345,6 +345,12 @@ def _verify(job: Job, task: RepoTask, env: TrialEnv, fixture: list[Member], fact
     hidden_files = {m.path for m in hidden if not m.is_dir}
     # Hidden files stand as written: patch chunks at their paths are dropped.
     patch, _overridden = drop_protected(facts.patch, hidden_files)
+    # Files that steer the test runner keep the fixture's version: the verdict with
+    # a tampering patch equals the verdict without it.
+    grading = controls.tools.grading_paths
+    patch, tampered = drop_chunks(patch, lambda path: is_grading_path(path, grading))
+    if tampered:
+        facts.tool_violation = True
     patch_name = f".deltarun-{secrets.token_hex(8)}.patch"
     layers: list[tuple[list[Member], int, int]] = [(fixture, AGENT_UID, AGENT_UID)]
     if patch:
