@@ -40,13 +40,6 @@ def docker_api() -> Iterator[object]:
     yield docker.APIClient(version="auto", timeout=60, **docker.utils.kwargs_from_env())
 
 
-@pytest.fixture
-def no_leftovers(docker_api: object) -> Iterator[None]:
-    """Asserts that a test leaves no deltarun container or volume behind."""
-    yield
-    assert leftover_sandboxes(docker_api) == ([], []), "sandboxes left behind"
-
-
 def leftover_sandboxes(api: object, run: str | None = None) -> tuple[list[str], list[str]]:
     label = "deltarun.deadline" if run is None else f"deltarun.run={run}"
     containers = [c["Id"][:12] for c in api.containers(all=True, filters={"label": label})]  # type: ignore[attr-defined]

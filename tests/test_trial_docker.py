@@ -96,7 +96,7 @@ def test_sleeping_agent_times_out_and_leaves_nothing(tmp_path: Path, docker_api:
     assert trial.outcome is Outcome.TIMEOUT
     assert trial.timeout and not trial.passed and trial.error is None
     assert trial.wall_s < 60
-    assert leftover_sandboxes(docker_api) == ([], [])
+    assert leftover_sandboxes(docker_api, run="run-under-test") == ([], [])
 
 
 def test_abstention_is_read_from_the_abstain_file(tmp_path: Path, docker_api: Any) -> None:
@@ -173,3 +173,31 @@ def test_docker_refusing_a_limit_is_a_clear_error(tmp_path: Path, docker_api: An
     trial = run_one(docker_api, controls, "t1", "ctrl")
     assert trial.outcome is Outcome.ERROR
     assert trial.error is not None and "memory" in trial.error.lower()
+
+
+def test_background_processes_do_not_outlive_the_phase(tmp_path: Path, docker_api: Any) -> None:
+    evader = write_agent(
+        tmp_path,
+        "evader",
+        "setsid nohup sh -c 'sleep 1000' >/dev/null 2>&1 &\n"
+        "(sh -c 'sleep 1000 &' &)\n"
+        "trap '' TERM\n"
+        "exit 0\n",
+    )
+    stubborn = write_agent(
+        tmp_path, "stubborn", "trap '' TERM INT HUP\nwhile :; do sleep 1; done\n"
+    )
+    controls = make_suite(
+        tmp_path,
+        [repo_task("t1", timeout_s=3)],
+        [
+            {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+            {"name": "evader", "agent": evader},
+            {"name": "stubborn", "agent": stubborn},
+        ],
+    )
+    evaded = run_one(docker_api, controls, "t1", "evader")  # asserts no sandbox is left
+    assert evaded.outcome is Outcome.MISS and evaded.error is None
+    ignored = run_one(docker_api, controls, "t1", "stubborn")
+    assert ignored.outcome is Outcome.TIMEOUT and ignored.wall_s < 60
+    assert leftover_sandboxes(docker_api, run="run-under-test") == ([], [])
