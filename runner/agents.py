@@ -72,6 +72,7 @@ class AgentResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     log: str = ""
+    log_truncated: bool = False
 
     @property
     def abstained(self) -> bool:
@@ -179,6 +180,7 @@ class Command:
             timed_out=result.timed_out,
             oom_killed=result.oom_killed,
             log=log,
+            log_truncated=result.output_truncated,
         )
         if result.timed_out:
             return base

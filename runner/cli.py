@@ -73,11 +73,12 @@ def run(
     Without --broker, trials run here, -j at a time. With --broker, jobs go to
     `deltarun worker` processes through Celery on Redis and records stream back.
     """
+    from runner.controls import Controls
     from runner.inputs import LocalInputs
     from runner.prepare import prepare
     from runner.reporting import write_report
     from runner.sandbox.docker import DockerSandboxFactory, connect, image_id
-    from runner.trial import TrialEnv, execute_trial
+    from runner.trial import TrialEnv, execute_trial, preflight_spec
 
     clients: list[APIClient] = []  # connected lazily: digests are checked before Docker
 
@@ -91,7 +92,17 @@ def run(
 
         connect_redis(broker)  # one line and exit 1 before anything is written
 
-    prepared = prepare(controls, out_dir, resume=resume, image_digest=image_digest)
+    def preflight(run_controls: Controls, image: str) -> None:
+        checker = DockerSandboxFactory(clients[0] if clients else connect())
+        checker.preflight(preflight_spec(run_controls, image))
+
+    prepared = prepare(
+        controls,
+        out_dir,
+        resume=resume,
+        image_digest=image_digest,
+        preflight=None if broker is not None else preflight,  # workers check their own
+    )
     meta = prepared.meta
     total = len(prepared.jobs)
     done = total - len(prepared.todo)
@@ -215,7 +226,8 @@ def worker(
 
     from runner.distributed import keys
     from runner.distributed.worker import connect_redis, worker_app, worker_name
-    from runner.sandbox.docker import connect, image_id
+    from runner.sandbox.base import Limits, SandboxSpec
+    from runner.sandbox.docker import DockerSandboxFactory, connect, image_id
     from runner.sandbox.reaper import reap_orphans
 
     if name:
@@ -226,8 +238,19 @@ def worker(
     images = [q.strip() for q in queues.split(",") if q.strip()]
     if not images:
         raise UsageError("-Q: name at least one sandbox image")
+    factory = DockerSandboxFactory(client, worker=me)
     for image in images:
         image_id(client, image)  # a missing image is one line before any job is taken
+        factory.preflight(
+            SandboxSpec(
+                image=image,
+                limits=Limits(
+                    memory_bytes=1 << 30, nano_cpus=10**9, pids=256, workspace_bytes=512 << 20
+                ),
+                lifetime_s=60,
+                labels={"run": "preflight", "job": "preflight"},
+            )
+        )
     for line in reap_orphans(client, me):
         err.print(f"reaper: {line}", highlight=False)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")

@@ -74,6 +74,13 @@ class Runtime(Strict):
         description="Sandbox image of tasks that name none (answer tasks).",
     )
     caps: Caps = Field(default_factory=Caps)
+    oci_runtime: str | None = Field(
+        default=None,
+        description=(
+            "OCI runtime of the sandboxes: unset uses the engine's default (runc); "
+            "'runsc' selects gVisor where it is installed, for a kernel boundary per sandbox."
+        ),
+    )
 
 
 DEFAULT_GRADING_PATHS = [

@@ -141,8 +141,11 @@ class Trial(Strict):
     answer: Any = None
     verify_exit_code: int | None = None
     verify_log: str = ""
+    verify_log_truncated: bool = False
     agent_exit_code: int | None = None
     agent_log: str = ""
+    agent_log_truncated: bool = False
+    oom_killed: bool = False
     error: str | None = None
     worker: str
     image_digest: str = ""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from runner import __version__
 from runner.agents import Agent, agent_members, make_agent
-from runner.controls import LoadedControls, load_controls, scored_channel_problems
+from runner.controls import Controls, LoadedControls, load_controls, scored_channel_problems
 from runner.errors import DigestMismatch, UserError
 from runner.models import Job, Task
 from runner.plan import plan_jobs
@@ -41,7 +41,12 @@ def images_used(loaded: LoadedControls, suite: Suite) -> set[str]:
 
 
 def prepare(
-    controls_path: Path, out: Path, *, resume: bool, image_digest: Callable[[str], str]
+    controls_path: Path,
+    out: Path,
+    *,
+    resume: bool,
+    image_digest: Callable[[str], str],
+    preflight: Callable[[Controls, str], None] | None = None,
 ) -> PreparedRun:
     """Check everything and plan the jobs still to run."""
     loaded = load_controls(controls_path)
@@ -59,6 +64,9 @@ def prepare(
         problems = scored_channel_problems(controls, used, digests)
         if problems:
             raise UserError(f"{controls_path}: channel scored refuses to start: {problems[0]}")
+    if preflight is not None:
+        for image in sorted(used):
+            preflight(controls, image)  # limits and image checked before anything is written
     protocol = loaded.protocol_sha256
     run_dir = RunDir(out)
     if run_dir.exists():

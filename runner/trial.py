@@ -107,6 +107,8 @@ class _Facts:
     timed_out: bool = False
     verify_exit_code: int | None = None
     verify_log: str = ""
+    verify_log_truncated: bool = False
+    verify_oom_killed: bool = False
     image_digest: str = ""
     error: str | None = None
 
@@ -175,7 +177,11 @@ def _record(
         answer=result.answer if result.answer_present else None,
         verify_exit_code=facts.verify_exit_code,
         verify_log=facts.verify_log,
+        verify_log_truncated=facts.verify_log_truncated,
         agent_log=result.log[-env.controls.runtime.caps.output_bytes :],
+        agent_log_truncated=result.log_truncated
+        or len(result.log) > env.controls.runtime.caps.output_bytes,
+        oom_killed=result.oom_killed or facts.verify_oom_killed,
         agent_exit_code=result.exit_code,
         error=facts.error,
         worker=env.worker,
@@ -183,6 +189,18 @@ def _record(
         attempt=retries + 1,
         started_at=started_at.isoformat(),
         finished_at=env.clock().isoformat(),
+    )
+
+
+def preflight_spec(controls: Controls, image: str) -> SandboxSpec:
+    """The spec of the start-up check: the run's limits, runtime and network."""
+    return SandboxSpec(
+        image=image,
+        limits=limits_of(controls),
+        lifetime_s=60,
+        labels={"run": "preflight", "job": "preflight"},
+        network=controls.runtime.network,
+        oci_runtime=controls.runtime.oci_runtime,
     )
 
 
@@ -197,6 +215,7 @@ def _spec(
         with_agent_dir=agent_dir,
         with_io=io,
         network=env.controls.runtime.network,
+        oci_runtime=env.controls.runtime.oci_runtime,
     )
 
 
@@ -379,6 +398,8 @@ def _verify(job: Job, task: RepoTask, env: TrialEnv, fixture: list[Member], fact
         facts.verify_log = result.output[-controls.runtime.caps.output_bytes :].decode(
             "utf-8", "replace"
         )
+        facts.verify_log_truncated = result.output_truncated
+        facts.verify_oom_killed = result.oom_killed
         if result.timed_out:
             facts.timed_out = True
             return

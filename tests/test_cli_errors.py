@@ -92,3 +92,21 @@ def test_schema_is_json_schema() -> None:
     assert result.returncode == 0
     schema = json.loads(result.stdout)
     assert "arms" in schema["properties"] and schema["additionalProperties"] is False
+
+
+@pytest.mark.docker
+def test_image_without_harness_tools_is_refused_at_start(tmp_path: Path, docker_api: Any) -> None:
+    # The Debian base image has git and timeout but no agent user (uid 1000).
+    task = {**repo_task("t1"), "image": "deltarun/base:bookworm"}
+    controls = make_suite(tmp_path, [task], ARMS)
+    result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
+    assert_one_line(result, 1, "deltarun/base:bookworm", "agent user with uid 1000", "make images")
+    assert not (tmp_path / "run").exists()  # nothing written, no trial ran
+
+
+@pytest.mark.docker
+def test_limit_the_engine_rejects_is_refused_at_start(tmp_path: Path, docker_api: Any) -> None:
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS, runtime={"limits": {"memory": "1k"}})
+    result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
+    assert_one_line(result, 1, "runtime.limits")
+    assert not (tmp_path / "run").exists()

@@ -45,6 +45,7 @@ class SandboxSpec:
     with_agent_dir: bool = False
     with_io: bool = True  # /io and /baseline: only the agent phase needs them
     network: str = "none"
+    oci_runtime: str | None = None
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,13 @@ what a crashed worker left behind; labels are not visible inside.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import docker
@@ -106,6 +107,34 @@ class DockerSandboxFactory:
         if image not in self._image_ids:
             self._image_ids[image] = image_id(self.client, image)
         return self._image_ids[image]
+
+    def preflight(self, spec: SandboxSpec) -> None:
+        """One sandbox with the run's limits, before any trial: the engine accepts the limits
+        and the image has what the harness needs (``timeout``, ``git``, uid 1000). One line
+        (``UserError``) naming the image and the fix otherwise."""
+        with self.open(spec) as sandbox:
+            script = (
+                "command -v timeout >/dev/null || echo 'coreutils timeout'; "
+                "command -v git >/dev/null || echo git; "
+                "command -v sh >/dev/null || echo sh; "
+                "[ \"$(id -u agent 2>/dev/null)\" = 1000 ] || echo 'an agent user with uid 1000'"
+            )
+            try:
+                exec_id = self.client.exec_create(sandbox.container, ["sh", "-c", script])["Id"]
+                out = self.client.exec_start(exec_id)
+                code = self.client.exec_inspect(exec_id).get("ExitCode")
+            except _API_ERRORS as exc:
+                raise UserError(
+                    f"sandbox image {spec.image!r} cannot run the harness ({exc}); it needs sh, "
+                    "coreutils timeout, git and an agent user with uid 1000: build it from "
+                    "worker_images/python"
+                ) from exc
+            missing = out.decode("utf-8", "replace").strip().splitlines() if out else []
+            if code != 0 or missing:
+                raise UserError(
+                    f"sandbox image {spec.image!r} lacks {', '.join(missing) or 'a working sh'}; "
+                    "build it from worker_images/python (`make images`) or add them"
+                )
 
     def kill_all(self) -> None:
         """Kill every live sandbox of this factory (Ctrl-C); their sessions remove them."""
@@ -193,6 +222,7 @@ class DockerSession:
                 pids_limit=limits.pids,
                 ulimits=[Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile)],
                 init=True,
+                runtime=spec.oci_runtime,
                 log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
             )
             created = client.create_container(
@@ -278,6 +308,9 @@ class DockerSandbox:
         timeout = max(1.0, request.timeout_s)
         argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{timeout:.3f}", *request.argv]
         started = time.monotonic()
+        # Started before the first call: a stalled engine is caught wherever it stalls.
+        deadline = timeout + KILL_GRACE_S + WATCHDOG_GRACE_S
+        watchdog = _Watchdog(self.client, self.container, deadline)
         try:
             exec_id = self.client.exec_create(
                 self.container,
@@ -289,27 +322,29 @@ class DockerSandbox:
                 stderr=True,
             )["Id"]
             stream = self.client.exec_start(exec_id, stream=True)
-        except _API_ERRORS as exc:
-            raise SandboxError(f"Docker failed to start a command: {exc}") from exc
-        watchdog = _Watchdog(self.client, self.container, timeout + KILL_GRACE_S + WATCHDOG_GRACE_S)
-        try:
+            watchdog.attach(stream)
             output, truncated = _collect(stream, request.output_cap)
         except _API_ERRORS as exc:
-            if not watchdog.fired:
-                raise SandboxError(f"Docker failed while a command ran: {exc}") from exc
-            output, truncated = b"", False
+            if watchdog.fired:
+                raise SandboxError(_stalled(deadline)) from exc
+            raise SandboxError(f"Docker failed while a command ran: {exc}") from exc
         finally:
             watchdog.cancel()
+        if watchdog.fired:
+            # The in-container `timeout` ends every command by its deadline; only a
+            # stalled engine lets one run past it. That is infrastructure, not the agent.
+            raise SandboxError(_stalled(deadline))
         duration = time.monotonic() - started
-        exit_code = self._exit_code(exec_id) if not watchdog.fired else None
-        timed_out = watchdog.fired or (exit_code in (124, 137) and duration >= timeout - 0.05)
+        exit_code = self._exit_code(exec_id)
+        timed_out = exit_code in (124, 137) and duration >= timeout - 0.05
+        killed = exit_code == 137 and not timed_out
         return ExecResult(
             exit_code=exit_code,
             output=output,
             output_truncated=truncated,
             timed_out=timed_out,
             duration_s=duration,
-            oom_killed=self._oom_killed(),
+            oom_killed=killed and self.oom_kills() > 0,
         )
 
     def _exit_code(self, exec_id: str) -> int | None:
@@ -319,12 +354,19 @@ class DockerSandbox:
             raise SandboxError(f"Docker failed to report a command's exit: {exc}") from exc
         return None if code is None else int(code)
 
-    def _oom_killed(self) -> bool:
+    def oom_kills(self) -> int:
+        """How many processes the kernel's OOM killer ended in this sandbox (cgroup v1 or v2)."""
+        script = (
+            "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control "
+            "2>/dev/null | awk '$1 == \"oom_kill\" {n += $2} END {print n + 0}'"
+        )
         try:
-            state: Mapping[str, Any] = self.client.inspect_container(self.container)["State"]
+            exec_id = self.client.exec_create(self.container, ["sh", "-c", script], user=ROOT_USER)
+            out = self.client.exec_start(exec_id["Id"])
         except _API_ERRORS:
-            return False
-        return bool(state.get("OOMKilled"))
+            return 0
+        text = out.decode("ascii", "replace").strip() if isinstance(out, bytes) else ""
+        return int(text) if text.isdigit() else 0
 
     def run_root(self, argv: list[str], timeout_s: float = 60.0) -> ExecResult:
         """Run a harness command as root (still without capabilities)."""
@@ -348,23 +390,48 @@ def _collect(stream: Iterator[bytes], cap: int) -> tuple[bytes, bool]:
     return b"".join(parts), truncated
 
 
+def _stalled(deadline: float) -> str:
+    return (
+        f"Docker did not end a command within {deadline:.0f}s (a stalled engine?); "
+        "the sandbox was abandoned to `deltarun gc`"
+    )
+
+
 class _Watchdog:
-    """Kills the container if a command outlives its deadline plus a grace."""
+    """Ends a command that outlives its deadline plus a grace, whatever the engine does.
+
+    Firing closes the command's output stream (which unblocks the reader even if
+    the engine stalls) and asks the engine, from a separate thread, to kill the
+    container: a stalled kill cannot hold the trial.
+    """
 
     def __init__(self, client: docker.APIClient, container: str, after_s: float) -> None:
         self.fired = False
         self._client = client
         self._container = container
+        self._stream: Any = None
         self._timer = threading.Timer(after_s, self._fire)
         self._timer.daemon = True
         self._timer.start()
 
+    def attach(self, stream: Any) -> None:
+        self._stream = stream
+        if self.fired:
+            self._close()
+
+    def _close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self._stream is not None:
+                self._stream.close()
+
     def _fire(self) -> None:
         self.fired = True
-        try:
+        self._close()
+        threading.Thread(target=self._kill, daemon=True).start()
+
+    def _kill(self) -> None:
+        with contextlib.suppress(*_API_ERRORS):
             self._client.kill(self._container)
-        except _API_ERRORS:
-            pass
 
     def cancel(self) -> None:
         self._timer.cancel()
