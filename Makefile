@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis images worker-images demo test lint bench gc clean
+.PHONY: help setup docker redis images worker-images demo test adversarial lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ demo: setup images  ## run the quickstart suite on the local pool and print the 
 
 test: setup redis images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
 	$(PY) -m pytest -q tests
+
+adversarial: setup images  ## the adversarial suite alone, with its table (attack, tried, happened, held)
+	$(PY) -m pytest -q tests/adversarial
 
 lint: $(STAMP)  ## ruff and mypy
 	$(VENV)/bin/ruff check runner tests bench

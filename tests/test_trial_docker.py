@@ -20,14 +20,16 @@ from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task, write_ag
 pytestmark = pytest.mark.docker
 
 
-def run_one(docker_api: Any, controls_path: Path, task_id: str, arm: str) -> Trial:
+def run_one(
+    docker_api: Any, controls_path: Path, task_id: str, arm: str, run_id: str = "run-under-test"
+) -> Trial:
     loaded = load_controls(controls_path)
     suite = load_suite(loaded.suite_path, loaded.controls.suite.sha256)
     spec = next(a for a in loaded.controls.arms if a.name == arm)
     env = TrialEnv(loaded.controls, LocalInputs(suite), DockerSandboxFactory(docker_api), "test")
     job = Job(
         job_id=f"job-{task_id}-{arm}",
-        run_id="run-under-test",
+        run_id=run_id,
         protocol_sha256="p" * 64,
         task_id=task_id,
         arm=arm,
@@ -39,7 +41,7 @@ def run_one(docker_api: Any, controls_path: Path, task_id: str, arm: str) -> Tri
         make_agent(spec.agent, agent_members(spec.agent, loaded.base)),
         env,
     )
-    assert leftover_sandboxes(docker_api, run="run-under-test") == ([], [])
+    assert leftover_sandboxes(docker_api, run=run_id) == ([], [])
     return trial
 
 

@@ -6,6 +6,7 @@ hidden test pass anyway; the trial must end as the untampered agent's `miss`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +73,17 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_tampering_does_not_change_the_verdict(case: str, suite: Path, docker_api: Any) -> None:
+def test_tampering_does_not_change_the_verdict(
+    case: str, suite: Path, docker_api: Any, held: Callable[[str, str, str], None]
+) -> None:
     baseline = run_one(docker_api, suite, "t1", "ctrl")
     tampered = run_one(docker_api, suite, "t1", case)
+    held(
+        f"grading: {case}",
+        ", ".join(path for path, _ in CASES[case]),
+        f"verdict {tampered.outcome.value} (untampered: {baseline.outcome.value}), "
+        f"tool_violation={tampered.tool_violation}",
+    )
     assert baseline.outcome is Outcome.MISS
     assert tampered.outcome is baseline.outcome, (
         tampered.verify_log[-2000:],

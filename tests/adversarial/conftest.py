@@ -1,0 +1,55 @@
+"""The adversarial suite: one hostile agent per attack, each run through `execute_trial`.
+
+Every test calls `held(attack, tried, happened)`; the terminal summary prints the
+table (attack, what was tried, what happened, held yes/no). `make adversarial`
+runs only this folder; `make test` runs it with everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+import pytest
+
+_ROWS: dict[str, dict[str, str]] = {}
+
+
+@pytest.fixture
+def held(request: pytest.FixtureRequest) -> Callable[[str, str, str], None]:
+    """Record this test's row of the table; 'held' is filled from the test's result."""
+
+    def record(attack: str, tried: str, happened: str) -> None:
+        _ROWS[request.node.nodeid] = {"attack": attack, "tried": tried, "happened": happened}
+
+    return record
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and item.nodeid in _ROWS:
+        _ROWS[item.nodeid]["held"] = "yes" if report.passed else "NO"
+    elif report.when == "call" and report.failed:
+        _ROWS.setdefault(item.nodeid, {"attack": item.name, "tried": "", "happened": "failed"})
+        _ROWS[item.nodeid]["held"] = "NO"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _ROWS:
+        return
+    rows = [r for _, r in sorted(_ROWS.items())]
+    widths = {
+        k: max(len(k), *(len(r.get(k, "")) for r in rows))
+        for k in ("attack", "tried", "happened", "held")
+    }
+    widths["tried"] = min(widths["tried"], 60)
+    widths["happened"] = min(widths["happened"], 70)
+    line = "  ".join(f"{{{k}:<{w}}}" for k, w in widths.items())
+    terminalreporter.section("adversarial suite")
+    terminalreporter.write_line(
+        line.format(attack="attack", tried="what was tried", happened="what happened", held="held")
+    )
+    for row in rows:
+        terminalreporter.write_line(line.format(**{k: row.get(k, "")[: widths[k]] for k in widths}))
