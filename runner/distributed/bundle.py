@@ -16,6 +16,7 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
+from runner import __version__
 from runner.agents import Agent, agent_members, make_agent
 from runner.archives import Member, build_tar, read_members, tree_digest
 from runner.controls import Controls, LoadedControls, protocol_hash
@@ -37,6 +38,7 @@ class Bundle:
     agent_dir_digests: dict[str, str]
     suite_blob: str
     agent_blobs: dict[str, str]
+    deltarun_version: str = __version__
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)
@@ -107,8 +109,18 @@ def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protoco
         )
     try:
         bundle = Bundle(**json.loads(raw))
+    except (TypeError, ValueError) as exc:
+        raise ProtocolMismatch(
+            f"protocol {protocol_sha256[:12]}: unreadable bundle ({exc})"
+        ) from exc
+    if bundle.deltarun_version != __version__:
+        raise ProtocolMismatch(
+            f"protocol {protocol_sha256[:12]} was published by deltarun {bundle.deltarun_version}, "
+            f"this worker runs {__version__}; run the same version on workers and coordinator"
+        )
+    try:
         controls = Controls.model_validate(bundle.controls)
-    except (TypeError, ValueError, ValidationError) as exc:
+    except ValidationError as exc:
         raise ProtocolMismatch(
             f"protocol {protocol_sha256[:12]}: unreadable bundle ({exc})"
         ) from exc
