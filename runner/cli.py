@@ -11,7 +11,6 @@ import json
 import socket
 import sys
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -23,10 +22,11 @@ from runner.errors import DeltarunError, RunInterrupted, UsageError, UserError
 from runner.executors.local import Interrupted, run_local
 from runner.models import Job, Trial
 from runner.report import headline
-from runner.scoring import PairedDelta
 
 if TYPE_CHECKING:
     from docker import APIClient
+
+    from runner.reporting import BuiltReport
 
 app = typer.Typer(
     add_completion=False,
@@ -186,7 +186,7 @@ def run(
                 f"{prepared.run_dir.ledger_path}; continue with --resume"
             ) from None
     built, paths = write_report(prepared.run_dir)
-    _print_headline(built.scores.deltas, paths)
+    _print_headline(built, paths)
 
 
 def _redact(url: str) -> str:
@@ -197,9 +197,20 @@ def _redact(url: str) -> str:
     return url
 
 
-def _print_headline(deltas: Sequence[PairedDelta], paths: list[Path]) -> None:
-    for delta in deltas:
-        out.print(headline(delta), highlight=False)
+def _print_headline(built: BuiltReport, paths: list[Path]) -> None:
+    """The summary line(s): withheld when two or more checklist rows fail."""
+    failing = [row.item for row in built.rows if not row.ok]
+    if built.withheld:
+        out.print(
+            f"headline withheld: {len(failing)} checklist rows fail ({'; '.join(failing)}); "
+            "see the report",
+            highlight=False,
+        )
+    else:
+        for delta in built.scores.deltas:
+            out.print(headline(delta), highlight=False)
+        if failing:
+            out.print(f"verdict: demo (failing: {'; '.join(failing)})", highlight=False)
     for path in paths:
         out.print(f"report: {path}", highlight=False)
 
@@ -288,19 +299,25 @@ def report(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> No
     from runner.store import RunDir
 
     built, paths = write_report(RunDir(run_dir))
-    _print_headline(built.scores.deltas, paths)
+    _print_headline(built, paths)
 
 
 @app.command()
-def replay(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> None:
+def replay(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory")],
+    accept_edits: Annotated[
+        bool,
+        typer.Option("--accept-edits", help="Rebuild after ledger edits; the report says so"),
+    ] = False,
+) -> None:
     """Re-check the stored digests and rebuild the report byte for byte (exit 3 if it differs)."""
     from runner.reporting import replay as do_replay
     from runner.store import RunDir
 
-    built = do_replay(RunDir(run_dir))
-    for delta in built.scores.deltas:
-        out.print(headline(delta), highlight=False)
-    out.print(f"replay of {run_dir}: identical", highlight=False)
+    built = do_replay(RunDir(run_dir), accept_edits=accept_edits)
+    _print_headline(built, [])
+    state = "rebuilt, stamped as edited" if accept_edits else "identical"
+    out.print(f"replay of {run_dir}: {state}", highlight=False)
 
 
 @app.command()

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from runner.checklist import Row, verdict, withhold_headline
 from runner.models import Trial
 from runner.scoring import ArmSummary, PairedDelta, Rate, Scores
 
@@ -33,6 +34,7 @@ class Pins:
     ledger_sha256: str
     deltarun_version: str
     python_version: str
+    edited_from: str | None = None  # the ledger digest first reported, when edits were accepted
 
 
 def _r(value: float | None, digits: int = 6) -> float | None:
@@ -113,7 +115,9 @@ def _scorecard(d: PairedDelta, pins: Pins, summaries: dict[str, ArmSummary]) -> 
     }
 
 
-def report_json(scores: Scores, pins: Pins, trials: Sequence[Trial]) -> dict[str, Any]:
+def report_json(
+    scores: Scores, pins: Pins, trials: Sequence[Trial], rows: Sequence[Row] = ()
+) -> dict[str, Any]:
     """The machine-readable report."""
     summaries = {s.arm: s for s in scores.summaries}
     per_task: dict[str, dict[str, list[str]]] = {}
@@ -122,6 +126,12 @@ def report_json(scores: Scores, pins: Pins, trials: Sequence[Trial]) -> dict[str
     return {
         "schema_version": SCHEMA_VERSION,
         "stamp": EXPLORATORY_STAMP if pins.channel != "scored" else None,
+        "edited": None
+        if pins.edited_from is None
+        else {"reported_ledger_sha256": pins.edited_from, "ledger_sha256": pins.ledger_sha256},
+        "verdict": verdict(rows) if rows else None,
+        "headline_withheld": withhold_headline(rows) if rows else False,
+        "checklist": [{"item": r.item, "ok": r.ok, "detail": r.detail} for r in rows],
         "pins": {
             "protocol_id": pins.protocol_id,
             "protocol_sha256": pins.protocol_sha256,
@@ -182,6 +192,20 @@ def report_markdown(scores: Scores, pins: Pins, report: dict[str, Any]) -> str:
     lines: list[str] = [f"# deltarun report: {pins.protocol_id}", ""]
     if pins.channel != "scored":
         lines += [f"> **{EXPLORATORY_STAMP}**", ""]
+    if pins.edited_from is not None:
+        lines += [
+            f"> **edited after the run**: the ledger reported as `{pins.edited_from}` now has "
+            f"digest `{pins.ledger_sha256}`; the edits were accepted with `--accept-edits`",
+            "",
+        ]
+    checklist = report.get("checklist") or []
+    if report.get("verdict"):
+        failing = [row["item"] for row in checklist if not row["ok"]]
+        lines += [
+            f"**Verdict: {report['verdict']}**"
+            + (f" (failing: {'; '.join(failing)})" if failing else ""),
+            "",
+        ]
     lines += ["## Pins", "", "| pin | value |", "|---|---|"]
     lines += [
         f"| protocol | `{pins.protocol_id}` `{pins.protocol_sha256}` |",
@@ -198,7 +222,13 @@ def report_markdown(scores: Scores, pins: Pins, report: dict[str, Any]) -> str:
     lines += [f"| deltarun / Python | {pins.deltarun_version} / {pins.python_version} |", ""]
 
     lines += ["## Headline", ""]
-    lines += [f"- {headline(d)}" for d in scores.deltas] or ["- no candidate arm"]
+    if report.get("headline_withheld"):
+        lines += [
+            "- withheld: two or more checklist rows fail (see Checklist); the deltas "
+            "below are for inspection, not for quoting"
+        ]
+    else:
+        lines += [f"- {headline(d)}" for d in scores.deltas] or ["- no candidate arm"]
     lines += ["", "## Arms", ""]
     lines += [
         "| arm | n | pass rate [Wilson 95%] | timeouts | tool violations | errors "
@@ -244,4 +274,10 @@ def report_markdown(scores: Scores, pins: Pins, report: dict[str, Any]) -> str:
         cells = [", ".join(by_arm.get(arm, ["—"])) for arm in arms]
         lines.append(f"| {task_id} | " + " | ".join(cells) + " |")
     lines.append("")
+    if checklist:
+        lines += ["## Checklist", "", "| | item | detail |", "|---|---|---|"]
+        for row in checklist:
+            mark = "yes" if row["ok"] else "**no**"
+            lines.append(f"| {mark} | {row['item']} | {row['detail']} |")
+        lines.append("")
     return "\n".join(lines)

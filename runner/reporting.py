@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.checklist import Row, evaluate, withhold_headline
 from runner.controls import Controls, parse_controls, protocol_hash
 from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
 from runner.report import Pins, dumps_json, report_json, report_markdown
 from runner.scoring import Scores, score
 from runner.store import RunDir
+
+EDITS_FILE = "edits.json"
 
 
 @dataclass(frozen=True)
@@ -17,6 +21,25 @@ class BuiltReport:
     scores: Scores
     markdown: str
     json_text: str
+    rows: tuple[Row, ...] = ()
+
+    @property
+    def withheld(self) -> bool:
+        return withhold_headline(self.rows)
+
+
+def _edited_from(run_dir: RunDir) -> str | None:
+    """The ledger digest first reported, when later edits were accepted."""
+    path = run_dir.path / EDITS_FILE
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("ledger_sha256") != run_dir.ledger_sha256():
+        raise DigestMismatch(
+            f"{run_dir.ledger_path}: edited again after the edits accepted in {path}; "
+            "replay with --accept-edits to accept these too"
+        )
+    return str(data["reported_ledger_sha256"])
 
 
 def _stored_controls(run_dir: RunDir) -> Controls:
@@ -47,6 +70,15 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         )
     task_ids = [t["id"] for t in meta.tasks]
     scores = score(trials, meta.arms, meta.control_arm, task_ids)
+    edited_from = _edited_from(run_dir)
+    rows = evaluate(
+        controls,
+        meta.suite_sha256,
+        scores,
+        trials,
+        negative_tasks=sum(t["kind"] == "negative" for t in meta.tasks),
+        edited=edited_from is not None,
+    )
     pins = Pins(
         protocol_id=meta.protocol_id,
         protocol_sha256=meta.protocol_sha256,
@@ -59,9 +91,10 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         ledger_sha256=run_dir.ledger_sha256(),
         deltarun_version=meta.deltarun_version,
         python_version=meta.python_version,
+        edited_from=edited_from,
     )
-    data = report_json(scores, pins, trials)
-    return BuiltReport(scores, report_markdown(scores, pins, data), dumps_json(data))
+    data = report_json(scores, pins, trials, rows)
+    return BuiltReport(scores, report_markdown(scores, pins, data), dumps_json(data), tuple(rows))
 
 
 def write_report(run_dir: RunDir) -> tuple[BuiltReport, list[Path]]:
@@ -73,17 +106,51 @@ def write_report(run_dir: RunDir) -> tuple[BuiltReport, list[Path]]:
     return built, paths
 
 
-def replay(run_dir: RunDir) -> BuiltReport:
-    """Rebuild the report and require it to equal the stored files byte for byte."""
+def replay(run_dir: RunDir, accept_edits: bool = False) -> BuiltReport:
+    """Rebuild the report and require it to equal the stored files byte for byte.
+
+    A ledger edited since the report was written fails with exit 3, unless
+    ``accept_edits``: then the edit is recorded in ``edits.json`` and the rebuilt
+    report carries a stamp saying so (and its checklist fails the replay row).
+    """
+    stored_json = run_dir.path / "report.json"
+    reported = None
+    if stored_json.is_file():
+        try:
+            reported = json.loads(stored_json.read_text(encoding="utf-8"))["pins"]["ledger_sha256"]
+        except (ValueError, KeyError, TypeError):
+            reported = None
+    current = run_dir.ledger_sha256()
+    if reported is not None and reported != current and not (run_dir.path / EDITS_FILE).exists():
+        if not accept_edits:
+            raise DigestMismatch(
+                f"{run_dir.ledger_path}: digest {current} differs from the {reported} the report "
+                "was built from; the ledger was edited after the run (pass --accept-edits to "
+                "rebuild a report stamped as edited)"
+            )
+        run_dir.write_file(
+            EDITS_FILE,
+            json.dumps(
+                {"reported_ledger_sha256": reported, "ledger_sha256": current},
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n",
+        )
+    elif accept_edits and (run_dir.path / EDITS_FILE).exists():
+        data = json.loads((run_dir.path / EDITS_FILE).read_text(encoding="utf-8"))
+        if data.get("ledger_sha256") != current:
+            data["ledger_sha256"] = current
+            run_dir.write_file(EDITS_FILE, json.dumps(data, indent=2, sort_keys=True) + "\n")
     built = build_report(run_dir)
     for name, text in (("report.md", built.markdown), ("report.json", built.json_text)):
         path = run_dir.path / name
-        if not path.is_file():
+        if not path.is_file() or accept_edits:
             run_dir.write_file(name, text)
             continue
         if path.read_text(encoding="utf-8") != text:
             raise DigestMismatch(
-                f"{path}: the replayed report differs from the stored one; the ledger or the "
-                "report was changed after the run"
+                f"{path}: the replayed report differs from the stored one; the report or the "
+                "run directory was changed after the run"
             )
     return built

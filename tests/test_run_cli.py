@@ -38,12 +38,17 @@ def test_run_report_replay(tmp_path: Path, docker_api: Any) -> None:
     out = tmp_path / "run"
     result = run_cli("run", str(controls), "--out", str(out), "-j", "2")
     assert result.returncode == 0, result.stderr
-    assert "gold vs ctrl: +100.0 pp" in result.stdout
+    # No negative controls and the exploratory channel: two checklist rows fail.
+    assert "headline withheld: 2 checklist rows fail" in result.stdout
+    assert "refusal slice present" in result.stdout and "pp" not in result.stdout
     records = ledger(out)
     assert len(records) == 4 and len({r["job_id"] for r in records}) == 4
     assert {(r["arm"], r["outcome"]) for r in records} == {("ctrl", "miss"), ("gold", "success")}
     report = json.loads((out / "report.json").read_text())
     assert report["deltas"][0]["aggregate_delta"]["mean"] == 1.0
+    assert report["verdict"] == "demo" and report["headline_withheld"] is True
+    failing = {row["item"] for row in report["checklist"] if not row["ok"]}
+    assert failing == {"refusal slice present", "channel scored"}
     assert report["pins"]["suite_sha256"] == report["deltas"][0]["suite_id"]
     before = (out / "report.md").read_bytes()
     replayed = run_cli("replay", str(out))
@@ -57,7 +62,17 @@ def test_run_report_replay(tmp_path: Path, docker_api: Any) -> None:
     (out / "trials.jsonl").write_text("\n".join(lines) + "\n")
     tampered = run_cli("replay", str(out))
     assert tampered.returncode == 3
-    assert "Traceback" not in tampered.stderr
+    assert "Traceback" not in tampered.stderr and "--accept-edits" in tampered.stderr
+    accepted = run_cli("replay", str(out), "--accept-edits")
+    assert accepted.returncode == 0, accepted.stderr
+    stamped = (out / "report.md").read_text()
+    assert "edited after the run" in stamped
+    report = json.loads((out / "report.json").read_text())
+    assert report["edited"]["reported_ledger_sha256"] != report["edited"]["ledger_sha256"]
+    assert not next(r for r in report["checklist"] if r["item"].startswith("replay"))["ok"]
+    again = run_cli("replay", str(out))  # the accepted state replays identically
+    assert again.returncode == 0, again.stderr
+    assert (out / "report.md").read_text() == stamped
 
 
 def test_tampered_fixture_stops_before_any_container(tmp_path: Path, docker_api: Any) -> None:

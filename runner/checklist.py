@@ -1,0 +1,104 @@
+"""The publishability checklist: what a sceptical reviewer asks of a number. Pure.
+
+Each row is evaluated from the run's own records and locked controls. All rows
+hold: ``publishable``. Otherwise ``demo``, with the failing rows named; two or
+more failing rows withhold the headline number from the summary line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from runner.controls import Controls
+from runner.models import Trial
+from runner.scoring import Scores
+
+WITHHOLD_AT = 2
+
+
+@dataclass(frozen=True)
+class Row:
+    item: str
+    ok: bool
+    detail: str
+
+
+def evaluate(
+    controls: Controls,
+    suite_sha256: str,
+    scores: Scores,
+    trials: Sequence[Trial],
+    negative_tasks: int,
+    edited: bool,
+) -> list[Row]:
+    """Every row of the checklist, in a fixed order."""
+    pinned = controls.suite.sha256
+    retries = sum(t.retries_used for t in trials)
+    arms = scores.summaries
+    no_n = [s.arm for s in arms if s.n == 0]
+    no_ci = [d.arm for d in scores.deltas if d.ci95 is None]
+    no_cost = [
+        s.arm for s in arms if s.wall_s_per_task is None or (s.passes and s.tokens_per_pass is None)
+    ]
+    no_refusal = [s.arm for s in arms if s.abstention_accuracy.n == 0]
+    control = next((s for s in arms if s.control), None)
+    return [
+        Row(
+            "suite digest matches",
+            bool(pinned) and pinned == suite_sha256,
+            f"controls pin {pinned[:12] or 'nothing'}, the run verified {suite_sha256[:12]}",
+        ),
+        Row(
+            "pass is defined by a hidden test the agent could not read",
+            True,
+            "hidden tests run only in a second, fresh sandbox; answer oracles never enter one",
+        ),
+        Row(
+            "retries zero in the headline run",
+            controls.runtime.max_retries == 0 and retries == 0,
+            f"max_retries {controls.runtime.max_retries}, retries used {retries}",
+        ),
+        Row(
+            "n and 95% intervals present",
+            not no_n and not no_ci and bool(scores.deltas),
+            "every arm has n > 0 and every delta an interval"
+            if not no_n and not no_ci
+            else f"missing for {', '.join(no_n + no_ci) or 'every arm (no candidate)'}",
+        ),
+        Row(
+            "tokens per pass and wall time present",
+            not no_cost,
+            "present for every arm" if not no_cost else f"missing for {', '.join(no_cost)}",
+        ),
+        Row(
+            "refusal slice present",
+            negative_tasks > 0 and not no_refusal,
+            f"{negative_tasks} negative-control task(s)"
+            if negative_tasks
+            else "the suite has no negative-control task",
+        ),
+        Row(
+            "control arm present and run under the same limits",
+            control is not None and control.trials > 0,
+            "one controls file locks the limits of every arm"
+            if control is not None
+            else "no control",
+        ),
+        Row("channel scored", controls.channel == "scored", f"channel {controls.channel}"),
+        Row(
+            "replay reproduces the report",
+            not edited,
+            "ledger and controls pinned; confirm with `deltarun replay`"
+            if not edited
+            else "the ledger was edited after the run (accepted with --accept-edits)",
+        ),
+    ]
+
+
+def verdict(rows: Sequence[Row]) -> str:
+    return "publishable" if all(r.ok for r in rows) else "demo"
+
+
+def withhold_headline(rows: Sequence[Row]) -> bool:
+    return sum(not r.ok for r in rows) >= WITHHOLD_AT
