@@ -363,6 +363,9 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("deltarun: interrupted", highlight=False)
         sys.exit(130)
+    except OSError as exc:  # a file or device problem the code did not foresee: still one line
+        err.print(f"deltarun: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.BadParameter, typer.Abort) as exc:

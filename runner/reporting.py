@@ -59,9 +59,12 @@ def build_report(run_dir: RunDir) -> BuiltReport:
     trials = run_dir.trials()
     for trial in trials:
         if trial.protocol_sha256 != meta.protocol_sha256 or trial.run_id != meta.run_id:
+            line = run_dir.line_of.get(trial.job_id, 0)
             raise ProtocolMismatch(
-                f"{run_dir.ledger_path}: job {trial.job_id[:12]} belongs to another run or "
-                "protocol; the ledger was edited or mixed"
+                f"{run_dir.ledger_path}:{line}: record of job {trial.job_id[:12]} belongs to "
+                f"protocol {trial.protocol_sha256[:12]} / run {trial.run_id}, not this run's "
+                f"{meta.protocol_sha256[:12]} / {meta.run_id}; remove the line or use its own "
+                "run directory"
             )
     if not any(t.arm == meta.control_arm for t in trials):
         raise NoControlArm(

@@ -74,6 +74,7 @@ class RunDir:
         self.path = path
         self._lock = threading.Lock()
         self._recorded: set[str] | None = None
+        self.line_of: dict[str, int] = {}  # job id → ledger line, for error messages
 
     @property
     def ledger_path(self) -> Path:
@@ -125,12 +126,21 @@ class RunDir:
             os.fsync(handle.fileno())
 
     def iter_lines(self) -> Iterator[tuple[int, str]]:
+        """Numbered ledger lines. A missing ledger or a truncated last line is an error
+        naming the file and line (``run --resume`` sets a truncated line aside first)."""
         path = self.ledger_path
         if not path.is_file():
-            return
+            raise UserError(
+                f"{path}: missing; this run directory has no ledger (restore it from a copy)"
+            )
         with path.open(encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
-                if line.endswith("\n") and line.strip():
+                if not line.endswith("\n"):
+                    raise UserError(
+                        f"{path}:{number}: truncated record (a crash mid-write?); "
+                        "`deltarun run --resume` sets it aside and runs that job again"
+                    )
+                if line.strip():
                     yield number, line
 
     def trials(self) -> list[Trial]:
@@ -149,6 +159,7 @@ class RunDir:
                 continue
             seen.add(trial.job_id)
             trials.append(trial)
+            self.line_of[trial.job_id] = number
         return trials
 
     def recorded_ids(self) -> set[str]:
@@ -191,7 +202,13 @@ class RunDir:
             self._recorded = None  # re-read on demand: no set of every id kept in memory
 
     def ledger_sha256(self) -> str:
-        return sha256_file(self.ledger_path)
+        try:
+            return sha256_file(self.ledger_path)
+        except FileNotFoundError as exc:
+            raise UserError(
+                f"{self.ledger_path}: missing; this run directory has no ledger "
+                "(restore it from a copy)"
+            ) from exc
 
     def write_file(self, name: str, text: str) -> Path:
         path = self.path / name

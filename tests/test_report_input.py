@@ -1,0 +1,94 @@
+"""Bad run directories: one line naming the file and line, the right exit code, no traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runner.controls import parse_controls, protocol_hash
+from runner.models import Outcome
+from runner.store import RunDir, RunMeta
+from tests.conftest import run_cli
+from tests.test_scoring import trial
+
+CONTROLS = """\
+protocol_id: p
+suite: {file: t, sha256: ""}
+arms:
+  - {name: ctrl, control: true, agent: {type: scripted, action: noop}}
+  - {name: cand, agent: {type: scripted, action: abstain}}
+"""
+
+
+def make_run(root: Path) -> Path:
+    protocol = protocol_hash(parse_controls(CONTROLS, "c"), {})
+    run = RunDir(root / "run")
+    run.create(
+        RunMeta(
+            run_id="r",
+            protocol_id="p",
+            protocol_sha256=protocol,
+            suite_sha256="s",
+            channel="exploratory",
+            control_arm="ctrl",
+            arms=["ctrl", "cand"],
+            tasks=[{"id": "a", "kind": "ordinary"}],
+            image_digests={},
+            agent_dir_digests={},
+            created_at="x",
+            deltarun_version="0",
+            python_version="3",
+        ),
+        CONTROLS.encode(),
+    )
+    for arm, outcome in (("ctrl", Outcome.MISS), ("cand", Outcome.SUCCESS)):
+        t = trial("a", arm, outcome).model_copy(update={"protocol_sha256": protocol})
+        run.append(t)
+    return run.path
+
+
+def one_line(result: object, code: int, *needles: str) -> None:
+    assert result.returncode == code, result.stderr  # type: ignore[attr-defined]
+    err = result.stderr.strip()  # type: ignore[attr-defined]
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    for needle in needles:
+        assert needle in err, err
+
+
+def test_good_run_reports(tmp_path: Path) -> None:
+    result = run_cli("report", str(make_run(tmp_path)))
+    assert result.returncode == 0, result.stderr
+
+
+def test_truncated_line(tmp_path: Path) -> None:
+    path = make_run(tmp_path)
+    with (path / "trials.jsonl").open("a") as handle:
+        handle.write('{"run_id": "r", "jo')
+    one_line(run_cli("report", str(path)), 1, "trials.jsonl:3", "truncated record", "--resume")
+
+
+def test_missing_ledger(tmp_path: Path) -> None:
+    path = make_run(tmp_path)
+    (path / "trials.jsonl").unlink()
+    one_line(run_cli("replay", str(path)), 1, "trials.jsonl", "missing")
+
+
+def test_record_of_another_protocol(tmp_path: Path) -> None:
+    path = make_run(tmp_path)
+    lines = (path / "trials.jsonl").read_text().splitlines()
+    other = json.loads(lines[1])
+    other["protocol_sha256"] = "f" * 64
+    lines[1] = json.dumps(other)
+    (path / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    one_line(run_cli("report", str(path)), 3, "trials.jsonl:2", "ffffffffffff")
+
+
+def test_garbage_line(tmp_path: Path) -> None:
+    path = make_run(tmp_path)
+    with (path / "trials.jsonl").open("a") as handle:
+        handle.write("not json at all\n")
+    one_line(run_cli("report", str(path)), 1, "trials.jsonl:3", "not a valid trial record")
+
+
+def test_not_a_run_directory(tmp_path: Path) -> None:
+    one_line(run_cli("report", str(tmp_path)), 1, "not a run directory")
