@@ -335,18 +335,20 @@ def gc(
 
 @app.command()
 def schema(
-    what: Annotated[str, typer.Argument(help="controls | task | trial")],
+    what: Annotated[str, typer.Argument(help="controls | task | trial | report")],
 ) -> None:
     """Print the JSON Schema of a file format, for editors."""
     from pydantic import TypeAdapter
 
     from runner.controls import Controls
     from runner.models import AnswerTask, RepoTask
+    from runner.report_schema import ReportJSON
 
     models: dict[str, TypeAdapter[object]] = {
         "controls": TypeAdapter(Controls),
         "task": TypeAdapter(RepoTask | AnswerTask),
         "trial": TypeAdapter(Trial),
+        "report": TypeAdapter(ReportJSON),
     }
     if what not in models:
         raise UsageError(f"unknown schema {what!r}; choose one of {', '.join(models)}")

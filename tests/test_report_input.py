@@ -92,3 +92,22 @@ def test_garbage_line(tmp_path: Path) -> None:
 
 def test_not_a_run_directory(tmp_path: Path) -> None:
     one_line(run_cli("report", str(tmp_path)), 1, "not a run directory")
+
+
+def test_report_json_matches_the_shipped_schema(tmp_path: Path) -> None:
+    import jsonschema
+
+    from runner.report_schema import ReportJSON
+
+    shipped = Path(__file__).resolve().parents[1] / "runner" / "schemas" / "report.schema.json"
+    schema = json.loads(shipped.read_text())
+    assert schema == json.loads(json.dumps(ReportJSON.model_json_schema())), (
+        "runner/schemas/report.schema.json is stale: regenerate it from runner.report_schema"
+    )
+    path = make_run(tmp_path)
+    assert run_cli("report", str(path)).returncode == 0
+    report = json.loads((path / "report.json").read_text())
+    jsonschema.validate(report, schema)
+    ReportJSON.model_validate(report)
+    printed = run_cli("schema", "report")
+    assert printed.returncode == 0 and json.loads(printed.stdout)["title"] == "ReportJSON"

@@ -1,0 +1,125 @@
+"""The shape of ``report.json`` as models, for ``deltarun schema report`` and validation.
+
+``runner/report.py`` builds the report as plain data (fast, deterministic); these
+models describe it. ``runner/schemas/report.schema.json`` is generated from them
+and shipped; a test keeps the two in step and validates real reports against it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Status = Literal["pass", "fail", "error", "skipped", "inconclusive"]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RateJSON(_M):
+    k: int
+    n: int
+    value: float | None
+    wilson95: tuple[float, float] | None
+
+
+class RefusalJSON(_M):
+    abstention_accuracy: RateJSON
+    invalid_completion_rate: RateJSON
+    false_abstention_rate: RateJSON
+
+
+class ArmJSON(_M):
+    arm: str
+    control: bool
+    trials: int
+    n: int
+    passes: int
+    pass_rate: RateJSON
+    timeout_rate: RateJSON
+    tool_violation_rate: RateJSON
+    error_rate: RateJSON
+    tokens_per_pass: float | None
+    wall_s_per_task: float | None
+    retries_mean: float | None
+    tool_calls_mean: float | None
+    refusal: RefusalJSON
+    outcomes: dict[str, int]
+
+
+class AggregateDeltaJSON(_M):
+    n_tasks: int
+    mean: float | None
+    sd: float | None
+    ci95: tuple[float, float] | None
+    mcnemar_p: float | None
+    helped: int
+    hurt: int
+    same: int
+    inconclusive: int
+
+
+class CaseJSON(_M):
+    case_id: str
+    control_status: Status
+    candidate_status: Status
+    control_score: float | None
+    candidate_score: float | None
+    delta: float | None
+
+
+class ScorecardJSON(_M):
+    """The DeltaScorecard of one candidate against the control."""
+
+    schema_version: int
+    suite_id: str
+    control_arm: str
+    candidate_arm: str
+    control_run_id: str
+    candidate_run_id: str
+    control_aggregate: ArmJSON
+    candidate_aggregate: ArmJSON
+    aggregate_delta: AggregateDeltaJSON
+    per_case: list[CaseJSON]
+
+
+class PinsJSON(_M):
+    protocol_id: str
+    protocol_sha256: str
+    suite_sha256: str
+    channel: Literal["scored", "exploratory"]
+    run_id: str
+    control_arm: str
+    image_digests: dict[str, str]
+    agent_dir_digests: dict[str, str]
+    ledger_sha256: str
+    deltarun_version: str
+    python_version: str
+
+
+class EditedJSON(_M):
+    reported_ledger_sha256: str
+    ledger_sha256: str
+
+
+class ChecklistRowJSON(_M):
+    item: str
+    ok: bool
+    detail: str
+
+
+class ReportJSON(_M):
+    """report.json."""
+
+    schema_version: int
+    stamp: str | None
+    edited: EditedJSON | None
+    verdict: Literal["publishable", "demo"] | None
+    headline_withheld: bool
+    checklist: list[ChecklistRowJSON]
+    pins: PinsJSON
+    arms: list[ArmJSON]
+    deltas: list[ScorecardJSON]
+    per_task: dict[str, dict[str, list[str]]]
