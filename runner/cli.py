@@ -171,6 +171,7 @@ def run(
                     inputs=LocalInputs(prepared.suite),
                     sandboxes=factory,
                     worker=factory.worker,
+                    metrics=prepared.metrics,
                 )
 
                 def run_one(job: Job) -> Trial:

@@ -7,7 +7,7 @@ metric it lists holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jsonschema
@@ -49,7 +49,19 @@ BUILTIN: dict[str, Metric] = {
 }
 
 
-def score_answer(answer: Any, task: AnswerTask, wall_s: float) -> tuple[bool, dict[str, bool]]:
-    """All metrics of a task on one answer; unknown metric names raise ``KeyError``."""
-    results = {name: BUILTIN[name](answer, task, wall_s) for name in task.metrics}
+def score_answer(
+    answer: Any, task: AnswerTask, wall_s: float, registry: Mapping[str, Metric] = BUILTIN
+) -> tuple[bool, dict[str, bool]]:
+    """All metrics of a task on one answer; unknown metric names raise ``KeyError``.
+
+    A metric that raises counts as not holding: user metrics never crash a trial.
+    """
+    results: dict[str, bool] = {}
+    for name in task.metrics:
+        try:
+            results[name] = bool(registry[name](answer, task, wall_s))
+        except KeyError:
+            raise
+        except Exception:
+            results[name] = False
     return all(results.values()), results

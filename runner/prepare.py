@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import platform
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +17,9 @@ from runner import __version__
 from runner.agents import Agent, agent_members, make_agent
 from runner.controls import Controls, LoadedControls, load_controls, scored_channel_problems
 from runner.errors import DigestMismatch, UserError
-from runner.models import Job, Task
+from runner.metric_modules import load_metrics, read_module
+from runner.metrics import Metric
+from runner.models import AnswerTask, Job, Task
 from runner.plan import plan_jobs
 from runner.store import RunDir, RunMeta, new_run_id, now_utc
 from runner.suite import Suite, load_suite
@@ -34,6 +36,8 @@ class PreparedRun:
     todo: list[Job]
     tasks: dict[str, Task]
     agents: dict[str, Agent]
+    metrics: Mapping[str, Metric]
+    metrics_source: bytes | None
 
 
 def images_used(loaded: LoadedControls, suite: Suite) -> set[str]:
@@ -52,6 +56,16 @@ def prepare(
     loaded = load_controls(controls_path)
     controls = loaded.controls
     suite = load_suite(loaded.suite_path, controls.suite.sha256 or None)
+    metrics_source, metrics_origin = read_module(loaded.base, controls.metrics)
+    metrics = load_metrics(controls.metrics, metrics_source, metrics_origin)
+    for number, task in enumerate(suite.tasks, start=1):
+        if isinstance(task, AnswerTask):
+            unknown = [name for name in task.metrics if name not in metrics]
+            if unknown:
+                raise UserError(
+                    f"{suite.path}:{number}: metrics: {unknown[0]!r} is neither built in nor "
+                    "listed under metrics.functions in controls"
+                )
     used = images_used(loaded, suite)
     digests = {image: image_digest(image) for image in sorted(used)}
     for image, pinned in controls.images.items():
@@ -114,6 +128,8 @@ def prepare(
         todo=todo,
         tasks={t.id: t for t in suite.tasks},
         agents=agents,
+        metrics=metrics,
+        metrics_source=metrics_source,
     )
 
 

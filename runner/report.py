@@ -35,6 +35,7 @@ class Pins:
     deltarun_version: str
     python_version: str
     edited_from: str | None = None  # the ledger digest first reported, when edits were accepted
+    metrics: dict[str, Any] | None = None  # the pinned metrics module: module, sha256, functions
 
 
 def _r(value: float | None, digits: int = 6) -> float | None:
@@ -144,6 +145,7 @@ def report_json(
             "ledger_sha256": pins.ledger_sha256,
             "deltarun_version": pins.deltarun_version,
             "python_version": pins.python_version,
+            "metrics": pins.metrics,
         },
         "arms": [_summary(s) for s in scores.summaries],
         "deltas": [_scorecard(d, pins, summaries) for d in scores.deltas],
@@ -219,6 +221,11 @@ def report_markdown(scores: Scores, pins: Pins, report: dict[str, Any]) -> str:
         lines.append(f"| image `{image}` | `{digest}` |")
     for arm, digest in sorted(pins.agent_dir_digests.items()):
         lines.append(f"| agent dir of {arm} | `{digest}` |")
+    if pins.metrics is not None:
+        for name in pins.metrics["functions"]:
+            lines.append(
+                f"| metric `{name}` | `{pins.metrics['module']}` `{pins.metrics['sha256']}` |"
+            )
     lines += [f"| deltarun / Python | {pins.deltarun_version} / {pins.python_version} |", ""]
 
     lines += ["## Headline", ""]

@@ -85,6 +85,12 @@ class ScorecardJSON(_M):
     per_case: list[CaseJSON]
 
 
+class MetricsPinJSON(_M):
+    module: str
+    sha256: str
+    functions: list[str]
+
+
 class PinsJSON(_M):
     protocol_id: str
     protocol_sha256: str
@@ -97,6 +103,7 @@ class PinsJSON(_M):
     ledger_sha256: str
     deltarun_version: str
     python_version: str
+    metrics: MetricsPinJSON | None
 
 
 class EditedJSON(_M):

@@ -95,6 +95,7 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         deltarun_version=meta.deltarun_version,
         python_version=meta.python_version,
         edited_from=edited_from,
+        metrics=None if controls.metrics is None else controls.metrics.model_dump(mode="json"),
     )
     data = report_json(scores, pins, trials, rows)
     return BuiltReport(scores, report_markdown(scores, pins, data), dumps_json(data), tuple(rows))

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -27,7 +27,7 @@ from runner.archives import Member, build_tar, layered_tar, single_file_tar
 from runner.controls import Controls, parse_size
 from runner.errors import DeltarunError, InfraError
 from runner.hashing import sha256_bytes
-from runner.metrics import score_answer
+from runner.metrics import BUILTIN, Metric, score_answer
 from runner.models import AnswerTask, Job, Outcome, RepoTask, Task, TaskKind, Trial, task_timeout
 from runner.outcomes import classify
 from runner.patches import drop_chunks, drop_forbidden, drop_protected, is_grading_path
@@ -79,6 +79,7 @@ class TrialEnv:
     sandboxes: SandboxFactory
     worker: str
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    metrics: Mapping[str, Metric] = field(default_factory=lambda: dict(BUILTIN))
 
 
 def limits_of(controls: Controls) -> Limits:
@@ -249,7 +250,7 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: _Facts
         return
     if isinstance(task, AnswerTask):
         if result.answer_present and not result.answer_invalid:
-            facts.passed, _ = score_answer(result.answer, task, agent_wall)
+            facts.passed, _ = score_answer(result.answer, task, agent_wall, env.metrics)
         return
     if facts.patch_truncated:
         return  # a patch over the verify cap cannot be applied: a miss, and the record says why

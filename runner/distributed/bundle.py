@@ -10,6 +10,7 @@ sealed, or refuses.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,8 @@ from runner.controls import Controls, LoadedControls, protocol_hash
 from runner.distributed import keys
 from runner.distributed.blobs import BlobStore
 from runner.errors import DigestMismatch, ProtocolMismatch
+from runner.metric_modules import load_metrics, read_module
+from runner.metrics import Metric
 from runner.models import RepoTask, Task
 from runner.suite import Suite, parse_task_line
 
@@ -39,6 +42,7 @@ class Bundle:
     suite_blob: str
     agent_blobs: dict[str, str]
     deltarun_version: str = __version__
+    metrics_blob: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)
@@ -57,7 +61,9 @@ def publish(loaded: LoadedControls, suite: Suite, blobs: BlobStore) -> Bundle:
         members = agent_members(arm.agent, loaded.base)
         if members is not None:
             agent_blobs[arm.name] = blobs.upload(build_tar(members, uid=0, gid=0))
+    source, _origin = read_module(loaded.base, loaded.controls.metrics)
     bundle = Bundle(
+        metrics_blob=blobs.upload(source) if source is not None else None,
         protocol_sha256=loaded.protocol_sha256,
         controls=loaded.controls.model_dump(mode="json", by_alias=True),
         agent_dir_digests=dict(sorted(loaded.agent_dir_digests.items())),
@@ -97,6 +103,7 @@ class Protocol:
     controls: Controls
     tasks: dict[str, Task]
     agents: dict[str, Agent]
+    metrics: Mapping[str, Metric]
 
 
 def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protocol:
@@ -148,4 +155,6 @@ def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protoco
                     "does not match its pinned digest"
                 )
         agents[arm.name] = make_agent(arm.agent, members)
-    return Protocol(protocol_sha256, controls, tasks, agents)
+    source = blobs.read(bundle.metrics_blob) if bundle.metrics_blob else None
+    metrics = load_metrics(controls.metrics, source, f"metrics module of {protocol_sha256[:12]}")
+    return Protocol(protocol_sha256, controls, tasks, agents, metrics)

@@ -140,6 +140,7 @@ def handle(state: WorkerState, payload: dict[str, Any], body: TrialBody) -> str:
                 inputs=bundles.RemoteInputs(state.blobs),
                 sandboxes=state.sandboxes() if body is execute_trial else _NoSandboxes(),
                 worker=state.name,
+                metrics=protocol.metrics,
             )
             trial = body(job, task, agent, env)
             first = _retrying(lambda: ledger.publish(trial, holder), "publish")
