@@ -13,6 +13,7 @@ from typing import Any
 
 from runner.checklist import Row, verdict, withhold_headline
 from runner.models import Trial
+from runner.repeats import repeat_stats
 from runner.scoring import ArmSummary, PairedDelta, Rate, Scores
 
 SCHEMA_VERSION = 1
@@ -121,6 +122,9 @@ def report_json(
 ) -> dict[str, Any]:
     """The machine-readable report."""
     summaries = {s.arm: s for s in scores.summaries}
+    by_arm: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_arm.setdefault(t.arm, []).append(t)
     per_task: dict[str, dict[str, list[str]]] = {}
     for t in sorted(trials, key=lambda t: (t.task_id, t.arm, t.repeat)):
         per_task.setdefault(t.task_id, {}).setdefault(t.arm, []).append(t.outcome.value)
@@ -148,6 +152,7 @@ def report_json(
             "metrics": pins.metrics,
         },
         "arms": [_summary(s) for s in scores.summaries],
+        "repeats": {s.arm: repeat_stats(by_arm.get(s.arm, [])) for s in scores.summaries},
         "deltas": [_scorecard(d, pins, summaries) for d in scores.deltas],
         "per_task": per_task,
     }

@@ -117,6 +117,14 @@ class ChecklistRowJSON(_M):
     detail: str
 
 
+class RepeatsJSON(_M):
+    tasks: int
+    repeats_max: int
+    clustered_se: float | None
+    pass_at_k: dict[str, float]
+    pass_hat_k: dict[str, float]
+
+
 class ReportJSON(_M):
     """report.json."""
 
@@ -128,5 +136,6 @@ class ReportJSON(_M):
     checklist: list[ChecklistRowJSON]
     pins: PinsJSON
     arms: list[ArmJSON]
+    repeats: dict[str, RepeatsJSON | None]
     deltas: list[ScorecardJSON]
     per_task: dict[str, dict[str, list[str]]]
