@@ -310,15 +310,44 @@ def replay(
         bool,
         typer.Option("--accept-edits", help="Rebuild after ledger edits; the report says so"),
     ] = False,
+    reverify: Annotated[
+        bool,
+        typer.Option("--reverify", help="Also re-run the hidden tests on the stored patches"),
+    ] = False,
+    parallel: Annotated[int, typer.Option("-j", "--parallel", min=1)] = 2,
 ) -> None:
     """Re-check the stored digests and rebuild the report byte for byte (exit 3 if it differs)."""
     from runner.reporting import replay as do_replay
     from runner.store import RunDir
 
-    built = do_replay(RunDir(run_dir), accept_edits=accept_edits)
+    run = RunDir(run_dir)
+    built = do_replay(run, accept_edits=accept_edits)
     _print_headline(built, [])
     state = "rebuilt, stamped as edited" if accept_edits else "identical"
     out.print(f"replay of {run_dir}: {state}", highlight=False)
+    if reverify:
+        from runner.reverify import reverify_run
+        from runner.sandbox.docker import DockerSandboxFactory, connect
+
+        checked, changed = reverify_run(
+            run,
+            DockerSandboxFactory(connect()),
+            parallel,
+            progress=lambda done, total: (
+                err.print(f"reverify [{done}/{total}]", highlight=False)
+                if not err.is_terminal
+                else None
+            ),
+        )
+        out.print(f"reverify: {checked} verdicts re-run, {len(changed)} changed", highlight=False)
+        for item in changed:
+            t = item.trial
+            was, now = ("pass" if t.passed else "fail"), ("pass" if item.now_passed else "fail")
+            out.print(
+                f"  changed: {t.arm} {t.task_id} repeat {t.repeat}: {was} -> {now} "
+                f"(job {t.job_id[:12]})",
+                highlight=False,
+            )
 
 
 @app.command()

@@ -108,6 +108,7 @@ def prepare(
             created_at=now_utc().isoformat(),
             deltarun_version=__version__,
             python_version=platform.python_version(),
+            controls_path=str(controls_path.resolve()),
         )
         run_dir.create(meta, controls_path.read_bytes())
     jobs = plan_jobs(

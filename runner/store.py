@@ -49,6 +49,7 @@ class RunMeta:
     created_at: str
     deltarun_version: str
     python_version: str
+    controls_path: str = ""  # where the controls (and so the suite) were, for --reverify
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

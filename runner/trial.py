@@ -356,6 +356,33 @@ def _take_patch(sandbox: Sandbox) -> tuple[str, bool]:
     return result.output.decode("utf-8", "surrogateescape"), result.output_truncated
 
 
+def reverify(trial: Trial, task: RepoTask, env: TrialEnv) -> bool | None:
+    """Run the hidden test again on a recorded patch in a fresh sandbox; the new verdict.
+
+    ``None`` when the record has no verdict to re-check (abstained, timed out,
+    errored, or a patch too large to store whole).
+    """
+    if trial.outcome not in (Outcome.SUCCESS, Outcome.MISS) or trial.patch_truncated:
+        return None
+    if trial.patch_sha256 and sha256_bytes(trial.patch.encode("utf-8", "surrogateescape")) != (
+        trial.patch_sha256
+    ):
+        return None
+    job = Job(
+        job_id=trial.job_id,
+        run_id=trial.run_id,
+        protocol_sha256=trial.protocol_sha256,
+        task_id=trial.task_id,
+        arm=trial.arm,
+        repeat=trial.repeat,
+    )
+    facts = _Facts(patch=trial.patch)
+    _verify(job, task, env, env.inputs.fixture(task), facts)
+    if facts.timed_out:
+        return False
+    return facts.passed
+
+
 def _verify(job: Job, task: RepoTask, env: TrialEnv, fixture: list[Member], facts: _Facts) -> None:
     """Phase B: fixture + patch + hidden files in a fresh sandbox; exit 0 of hidden_test passes."""
     controls = env.controls

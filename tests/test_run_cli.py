@@ -157,3 +157,23 @@ def test_existing_run_dir_needs_resume(tmp_path: Path, docker_api: Any) -> None:
     resumed = run_cli("run", str(controls), "--out", str(out), "--resume")
     assert resumed.returncode == 0 and "0 to run" in resumed.stderr
     assert len(ledger(out)) == 2
+
+
+def test_reverify_reruns_hidden_tests_and_lists_changes(tmp_path: Path, docker_api: Any) -> None:
+    controls = gold_suite(tmp_path)
+    out = tmp_path / "run"
+    assert run_cli("run", str(controls), "--out", str(out)).returncode == 0
+    clean = run_cli("replay", str(out), "--reverify")
+    assert clean.returncode == 0, clean.stderr
+    assert "reverify: 4 verdicts re-run, 0 changed" in clean.stdout
+    # A record whose verdict no longer matches its patch is listed, not hidden.
+    lines = (out / "trials.jsonl").read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if json.loads(line)["arm"] == "ctrl")
+    edited = json.loads(lines[index])
+    edited.update(passed=True, outcome="success")
+    lines[index] = json.dumps(edited)
+    (out / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    flagged = run_cli("replay", str(out), "--accept-edits", "--reverify")
+    assert flagged.returncode == 0, flagged.stderr
+    assert "reverify: 4 verdicts re-run, 1 changed" in flagged.stdout
+    assert f"changed: ctrl {edited['task_id']} repeat 0: pass -> fail" in flagged.stdout
