@@ -153,6 +153,16 @@ class MetricsSpec(Strict):
     functions: list[str] = Field(default_factory=list)
 
 
+class Analysis(Strict):
+    bootstrap_resamples: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="Resamples of a paired bootstrap interval of each delta (0: off); "
+        "seeded from runtime.seed, so replay reproduces it.",
+    )
+
+
 class Controls(Strict):
     protocol_id: str = Field(min_length=1)
     channel: Literal["scored", "exploratory"] = "exploratory"
@@ -162,6 +172,7 @@ class Controls(Strict):
     route: Route | None = None
     arms: list[Arm] = Field(min_length=1)
     metrics: MetricsSpec | None = None
+    analysis: Analysis = Field(default_factory=Analysis)
     images: dict[str, str] = Field(
         default_factory=dict, description="Pinned image digests: reference → sha256:..."
     )

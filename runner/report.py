@@ -7,6 +7,7 @@ Rendering is deterministic (sorted keys, fixed float formats, no clock), so
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from runner.checklist import Row, verdict, withhold_headline
 from runner.models import Trial
 from runner.repeats import repeat_stats
 from runner.scoring import ArmSummary, PairedDelta, Rate, Scores
+from runner.stats import paired_bootstrap_interval
 
 SCHEMA_VERSION = 1
 EXPLORATORY_STAMP = "exploratory — not for publication"
@@ -81,7 +83,18 @@ def _case_status(status: str, delta: float | None) -> str:
     return status if delta is not None or status in ("error", "skipped") else "inconclusive"
 
 
-def _scorecard(d: PairedDelta, pins: Pins, summaries: dict[str, ArmSummary]) -> dict[str, Any]:
+def _bootstrap(d: PairedDelta, resamples: int, seed: int) -> list[float | None] | None:
+    diffs = [c.delta for c in d.cases if c.delta is not None]
+    if resamples <= 0 or len(diffs) < 2:
+        return None
+    rng = random.Random(f"{seed}:{d.arm}:{d.control}")  # a string seed is stable across runs
+    low, high = paired_bootstrap_interval(diffs, rng, resamples=resamples)
+    return [_r(low), _r(high)]
+
+
+def _scorecard(
+    d: PairedDelta, pins: Pins, summaries: dict[str, ArmSummary], bootstrap: tuple[int, int]
+) -> dict[str, Any]:
     control, candidate = summaries[d.control], summaries[d.arm]
     return {
         "schema_version": SCHEMA_VERSION,
@@ -97,6 +110,7 @@ def _scorecard(d: PairedDelta, pins: Pins, summaries: dict[str, ArmSummary]) -> 
             "mean": _r(d.mean),
             "sd": _r(d.sd),
             "ci95": None if d.ci95 is None else [_r(d.ci95[0]), _r(d.ci95[1])],
+            "bootstrap95": _bootstrap(d, *bootstrap),
             "mcnemar_p": _r(d.mcnemar_p, 9),
             "helped": d.helped,
             "hurt": d.hurt,
@@ -118,7 +132,11 @@ def _scorecard(d: PairedDelta, pins: Pins, summaries: dict[str, ArmSummary]) -> 
 
 
 def report_json(
-    scores: Scores, pins: Pins, trials: Sequence[Trial], rows: Sequence[Row] = ()
+    scores: Scores,
+    pins: Pins,
+    trials: Sequence[Trial],
+    rows: Sequence[Row] = (),
+    bootstrap: tuple[int, int] = (0, 0),
 ) -> dict[str, Any]:
     """The machine-readable report."""
     summaries = {s.arm: s for s in scores.summaries}
@@ -153,7 +171,7 @@ def report_json(
         },
         "arms": [_summary(s) for s in scores.summaries],
         "repeats": {s.arm: repeat_stats(by_arm.get(s.arm, [])) for s in scores.summaries},
-        "deltas": [_scorecard(d, pins, summaries) for d in scores.deltas],
+        "deltas": [_scorecard(d, pins, summaries, bootstrap) for d in scores.deltas],
         "per_task": per_task,
     }
 
@@ -266,8 +284,15 @@ def report_markdown(scores: Scores, pins: Pins, report: dict[str, Any]) -> str:
             f"| {_rate_md(s.invalid_completion_rate)} | {_rate_md(s.false_abstention_rate)} |"
         )
     lines += ["", "## Paired deltas", ""]
+    boot = {
+        card["candidate_arm"]: card["aggregate_delta"].get("bootstrap95")
+        for card in report.get("deltas", [])
+    }
     for d in scores.deltas:
         lines += [f"### {d.arm} vs {d.control}", ""]
+        if boot.get(d.arm):
+            low, high = boot[d.arm]
+            lines += [f"paired bootstrap 95%: {_signed_pp(low)} to {_signed_pp(high)}", ""]
         lines += [
             f"mean {_signed_pp(d.mean)}, sd {_num(d.sd, '.3f')}, "
             f"helped {d.helped}, hurt {d.hurt}, same {d.same}, inconclusive {d.inconclusive}",

@@ -54,6 +54,7 @@ class AggregateDeltaJSON(_M):
     mean: float | None
     sd: float | None
     ci95: tuple[float, float] | None
+    bootstrap95: tuple[float, float] | None
     mcnemar_p: float | None
     helped: int
     hurt: int

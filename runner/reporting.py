@@ -97,7 +97,8 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         edited_from=edited_from,
         metrics=None if controls.metrics is None else controls.metrics.model_dump(mode="json"),
     )
-    data = report_json(scores, pins, trials, rows)
+    bootstrap = (controls.analysis.bootstrap_resamples, controls.runtime.seed)
+    data = report_json(scores, pins, trials, rows, bootstrap)
     return BuiltReport(scores, report_markdown(scores, pins, data), dumps_json(data), tuple(rows))
 
 

@@ -111,3 +111,41 @@ def test_report_json_matches_the_shipped_schema(tmp_path: Path) -> None:
     ReportJSON.model_validate(report)
     printed = run_cli("schema", "report")
     assert printed.returncode == 0 and json.loads(printed.stdout)["title"] == "ReportJSON"
+
+
+def test_seeded_bootstrap_is_reported_and_replayable(tmp_path: Path) -> None:
+    text = CONTROLS + "analysis: {bootstrap_resamples: 2000}\nruntime: {seed: 7}\n"
+    protocol = protocol_hash(parse_controls(text, "c"), {})
+    run = RunDir(tmp_path / "run")
+    tasks = [f"t{i}" for i in range(8)]
+    run.create(
+        RunMeta(
+            run_id="r",
+            protocol_id="p",
+            protocol_sha256=protocol,
+            suite_sha256="s",
+            channel="exploratory",
+            control_arm="ctrl",
+            arms=["ctrl", "cand"],
+            tasks=[{"id": t, "kind": "ordinary"} for t in tasks],
+            image_digests={},
+            agent_dir_digests={},
+            created_at="x",
+            deltarun_version="0",
+            python_version="3",
+        ),
+        text.encode(),
+    )
+    for i, task in enumerate(tasks):
+        run.append(
+            trial(task, "ctrl", Outcome.MISS).model_copy(update={"protocol_sha256": protocol})
+        )
+        outcome = Outcome.SUCCESS if i % 3 else Outcome.MISS
+        run.append(trial(task, "cand", outcome).model_copy(update={"protocol_sha256": protocol}))
+    assert run_cli("report", str(run.path)).returncode == 0
+    first = json.loads((run.path / "report.json").read_text())
+    delta = first["deltas"][0]["aggregate_delta"]
+    low, high = delta["bootstrap95"]
+    assert low <= delta["mean"] <= high and low < high
+    assert run_cli("replay", str(run.path)).returncode == 0  # the same seed, the same interval
+    assert "paired bootstrap 95%" in (run.path / "report.md").read_text()
