@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runner.archives import Member, build_tar, members_from_dir, single_file_tar
-from runner.controls import AgentSpec, CommandAgent, PatchAgent, ScriptedAgent
+from runner.controls import AgentSpec, CommandAgent, PatchAgent, ScriptedAgent, Toggles
 from runner.models import Task
 from runner.patches import drop_forbidden
 from runner.sandbox.base import (
@@ -83,6 +83,7 @@ class Agent(Protocol):
     """Acts on a task inside sandbox A."""
 
     needs_agent_dir: bool
+    toggles: Toggles | None
 
     def run(self, ctx: AgentContext) -> AgentResult: ...
 
@@ -91,6 +92,7 @@ class Scripted:
     """The frozen control: does nothing, or abstains."""
 
     needs_agent_dir = False
+    toggles: Toggles | None = None
 
     def __init__(self, action: str) -> None:
         self.action = action
@@ -109,6 +111,7 @@ class Replay:
     """
 
     needs_agent_dir = False
+    toggles: Toggles | None = None
 
     def __init__(self, members: list[Member]) -> None:
         self.files = {m.path: m.data for m in members if not m.is_dir}
@@ -162,8 +165,12 @@ class Command:
 
     needs_agent_dir = True
 
-    def __init__(self, members: list[Member], argv: list[str]) -> None:
+    def __init__(
+        self, members: list[Member], argv: list[str], toggles: Toggles | None = None
+    ) -> None:
         self.argv = argv
+        self.toggles = toggles
+        self.env = {**AGENT_ENV, **(toggles.env if toggles else {})}
         # Root-owned and read-only: the agent can run its program, not change it.
         self._tar = build_tar(members, uid=0, gid=0, writable=False)
 
@@ -171,7 +178,7 @@ class Command:
         ctx.sandbox.put_archive(AGENT_DIR, self._tar)
         result = ctx.sandbox.run(
             ExecRequest(
-                argv=self.argv, env=AGENT_ENV, timeout_s=ctx.timeout_s, output_cap=ctx.output_cap
+                argv=self.argv, env=self.env, timeout_s=ctx.timeout_s, output_cap=ctx.output_cap
             )
         )
         log = result.output.decode("utf-8", "replace")
@@ -218,14 +225,17 @@ def _replace(result: AgentResult, **changes: Any) -> AgentResult:
     return replace(result, **changes)
 
 
-def make_agent(spec: AgentSpec, members: list[Member] | None) -> Agent:
-    """The agent for an arm's spec; ``members`` is the content of its directory, if any."""
+def make_agent(
+    spec: AgentSpec, members: list[Member] | None, toggles: Toggles | None = None
+) -> Agent:
+    """The agent for an arm's spec; ``members`` is the content of its directory, if any;
+    ``toggles`` turn a capability off (the ``-off`` leg of a ``baseline: both`` arm)."""
     if isinstance(spec, ScriptedAgent):
         return Scripted(spec.action)
     if isinstance(spec, PatchAgent):
         return Replay(members or [])
     if isinstance(spec, CommandAgent):
-        return Command(members or [], spec.argv)
+        return Command(members or [], spec.argv, toggles)
     raise TypeError(f"unknown agent spec {spec!r}")
 
 

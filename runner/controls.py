@@ -10,6 +10,7 @@ run directory cannot be resumed under it.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -141,10 +142,60 @@ class CommandAgent(Strict):
 AgentSpec = Annotated[ScriptedAgent | PatchAgent | CommandAgent, Field(discriminator="type")]
 
 
+class Toggles(Strict):
+    """What turns a capability off in the ``-off`` leg of a ``baseline: both`` arm."""
+
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment of the agent in the off leg."
+    )
+    prompt_prefix: str = Field(default="", description="Text put before the prompt (off leg).")
+    prompt_suffix: str = Field(default="", description="Text put after the prompt (off leg).")
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if key.startswith("DELTARUN_") or key in ("PATH", "HOME") or not key.isidentifier():
+                raise ValueError(f"{key!r} cannot be toggled; use your own variable name")
+        return value
+
+    def prompt(self, prompt: str) -> str:
+        return f"{self.prompt_prefix}{prompt}{self.prompt_suffix}"
+
+
 class Arm(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,59}$")
     control: bool = False
     agent: AgentSpec
+    baseline: Literal["both"] | None = Field(
+        default=None,
+        description="'both': run this arm as <name>-on and <name>-off (toggles applied) legs "
+        "on the same jobs, and report on vs off.",
+    )
+    toggles: Toggles | None = None
+
+    @model_validator(mode="after")
+    def _legs(self) -> Arm:
+        if self.baseline is not None and self.control:
+            raise ValueError("the control arm cannot have baseline legs")
+        if self.baseline is not None and self.toggles is None:
+            raise ValueError("'baseline: both' needs 'toggles' (env or prompt) for the off leg")
+        if self.baseline is None and self.toggles is not None:
+            raise ValueError("'toggles' only apply with 'baseline: both'")
+        return self
+
+
+@dataclass(frozen=True)
+class Leg:
+    """What runs as one arm of the plan: an arm, or one leg of a ``baseline: both`` arm."""
+
+    name: str
+    arm: Arm
+    toggles: Toggles | None  # set on the -off leg only
+
+    @property
+    def control(self) -> bool:
+        return self.arm.control
 
 
 class MetricsSpec(Strict):
@@ -179,9 +230,9 @@ class Controls(Strict):
 
     @model_validator(mode="after")
     def _arms(self) -> Controls:
-        names = [arm.name for arm in self.arms]
+        names = [leg.name for leg in self.legs()]
         if len(set(names)) != len(names):
-            raise ValueError("arm names must be unique")
+            raise ValueError("arm names (and <name>-on / <name>-off legs) must be unique")
         controls = [arm.name for arm in self.arms if arm.control]
         if len(controls) != 1:
             raise ValueError(
@@ -193,6 +244,20 @@ class Controls(Strict):
     @property
     def control_arm(self) -> str:
         return next(arm.name for arm in self.arms if arm.control)
+
+    def legs(self) -> list[Leg]:
+        """The arms as planned and reported: each ``baseline: both`` arm as two legs."""
+        legs: list[Leg] = []
+        for arm in self.arms:
+            if arm.baseline == "both":
+                legs += [Leg(f"{arm.name}-on", arm, None), Leg(f"{arm.name}-off", arm, arm.toggles)]
+            else:
+                legs.append(Leg(arm.name, arm, None))
+        return legs
+
+    def baseline_pairs(self) -> list[tuple[str, str]]:
+        """(on leg, off leg) of every ``baseline: both`` arm."""
+        return [(f"{a.name}-on", f"{a.name}-off") for a in self.arms if a.baseline == "both"]
 
 
 class LoadedControls:

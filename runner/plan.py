@@ -30,7 +30,7 @@ def plan_jobs(
 ) -> list[Job]:
     """Every job of the run in execution order."""
     jobs: list[Job] = []
-    arms = [arm.name for arm in controls.arms]
+    arms = [leg.name for leg in controls.legs()]
     for repeat in range(controls.runtime.repeats):
         order = [task.id for task in tasks]
         rng.shuffle(order)

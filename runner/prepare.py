@@ -101,7 +101,7 @@ def prepare(
             suite_sha256=suite.sha256,
             channel=controls.channel,
             control_arm=controls.control_arm,
-            arms=[arm.name for arm in controls.arms],
+            arms=[leg.name for leg in controls.legs()],
             tasks=[{"id": t.id, "kind": t.kind.value} for t in suite.tasks],
             image_digests=digests,
             agent_dir_digests=dict(sorted(loaded.agent_dir_digests.items())),
@@ -116,9 +116,10 @@ def prepare(
     )
     recorded = run_dir.recorded_ids()
     todo = [job for job in jobs if job.job_id not in recorded]
+    members = {arm.name: agent_members(arm.agent, loaded.base) for arm in controls.arms}
     agents = {
-        arm.name: make_agent(arm.agent, agent_members(arm.agent, loaded.base))
-        for arm in controls.arms
+        leg.name: make_agent(leg.arm.agent, members[leg.arm.name], leg.toggles)
+        for leg in controls.legs()
     }
     return PreparedRun(
         loaded=loaded,

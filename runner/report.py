@@ -137,6 +137,7 @@ def report_json(
     trials: Sequence[Trial],
     rows: Sequence[Row] = (),
     bootstrap: tuple[int, int] = (0, 0),
+    legs: Sequence[PairedDelta] = (),
 ) -> dict[str, Any]:
     """The machine-readable report."""
     summaries = {s.arm: s for s in scores.summaries}
@@ -172,6 +173,7 @@ def report_json(
         "arms": [_summary(s) for s in scores.summaries],
         "repeats": {s.arm: repeat_stats(by_arm.get(s.arm, [])) for s in scores.summaries},
         "deltas": [_scorecard(d, pins, summaries, bootstrap) for d in scores.deltas],
+        "baseline_legs": [_scorecard(d, pins, summaries, bootstrap) for d in legs],
         "per_task": per_task,
     }
 
@@ -303,6 +305,19 @@ def report_markdown(scores: Scores, pins: Pins, report: dict[str, Any]) -> str:
         for c in d.cases:
             delta = "inconclusive" if c.delta is None else f"{c.delta:+.2f}"
             lines.append(f"| {c.task_id} | {c.control_status} | {c.candidate_status} | {delta} |")
+        lines.append("")
+    legs = report.get("baseline_legs") or []
+    if legs:
+        lines += ["## Baseline legs (capability on vs off)", ""]
+        for card in legs:
+            agg = card["aggregate_delta"]
+            ci = agg["ci95"]
+            ci_text = "n/a" if ci is None else f"{_signed_pp(ci[0])} to {_signed_pp(ci[1])}"
+            lines += [
+                f"- {card['candidate_arm']} vs {card['control_arm']}: {_signed_pp(agg['mean'])} "
+                f"(95% CI {ci_text}), n={agg['n_tasks']} tasks; helped {agg['helped']}, "
+                f"hurt {agg['hurt']}, same {agg['same']}, inconclusive {agg['inconclusive']}"
+            ]
         lines.append("")
     lines += ["## Outcomes per task", ""]
     arms = [s.arm for s in scores.summaries]

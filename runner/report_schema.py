@@ -139,4 +139,5 @@ class ReportJSON(_M):
     arms: list[ArmJSON]
     repeats: dict[str, RepeatsJSON | None]
     deltas: list[ScorecardJSON]
+    baseline_legs: list[ScorecardJSON]
     per_task: dict[str, dict[str, list[str]]]

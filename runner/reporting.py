@@ -9,8 +9,9 @@ from pathlib import Path
 from runner.checklist import Row, evaluate, withhold_headline
 from runner.controls import Controls, parse_controls, protocol_hash
 from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
+from runner.models import Trial
 from runner.report import Pins, dumps_json, report_json, report_markdown
-from runner.scoring import Scores, score
+from runner.scoring import Scores, paired_delta, score
 from runner.store import RunDir
 
 EDITS_FILE = "edits.json"
@@ -98,7 +99,14 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         metrics=None if controls.metrics is None else controls.metrics.model_dump(mode="json"),
     )
     bootstrap = (controls.analysis.bootstrap_resamples, controls.runtime.seed)
-    data = report_json(scores, pins, trials, rows, bootstrap)
+    by_leg: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_leg.setdefault(t.arm, []).append(t)
+    legs = [
+        paired_delta(on, off, by_leg.get(on, []), by_leg.get(off, []), task_ids)
+        for on, off in controls.baseline_pairs()
+    ]
+    data = report_json(scores, pins, trials, rows, bootstrap, legs)
     return BuiltReport(scores, report_markdown(scores, pins, data), dumps_json(data), tuple(rows))
 
 

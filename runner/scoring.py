@@ -95,58 +95,92 @@ def _mean(values: Sequence[float]) -> float | None:
 
 def summarise(arm: str, control: bool, trials: Sequence[Trial]) -> ArmSummary:
     """The per-arm summary of DESIGN.md "Contracts"."""
-    scored = [t for t in trials if t.outcome is not Outcome.ERROR]
-    ordinary = [t for t in scored if t.task_kind is TaskKind.ORDINARY]
-    negative = [t for t in scored if t.task_kind is TaskKind.NEGATIVE]
-    passes = sum(t.passed for t in ordinary)
-    tokens = sum(t.prompt_tokens + t.completion_tokens for t in trials)
+    # One pass over the records (this runs on every record of a run); the float
+    # sums are taken with sum() over lists in record order, as before.
+    error = Outcome.ERROR
+    ordinary_kind, negative_kind = TaskKind.ORDINARY, TaskKind.NEGATIVE
+    abstain_ok, invalid, false_abstain = (
+        Outcome.ABSTAIN_OK,
+        Outcome.INVALID_COMPLETION,
+        Outcome.FALSE_ABSTAIN,
+    )
+    n_scored = n_ordinary = n_negative = 0
+    passes = timeouts = violations = 0
+    abstained_ok = invalid_completions = false_abstentions = 0
+    tokens = 0
+    walls: list[float] = []
+    retries: list[float] = []
+    tool_calls: list[float] = []
     outcomes: dict[str, int] = defaultdict(int)
     for t in trials:
-        outcomes[t.outcome.value] += 1
+        outcome = t.outcome
+        outcomes[outcome._value_] += 1
+        tokens += t.prompt_tokens + t.completion_tokens
+        walls.append(t.wall_s)
+        retries.append(float(t.retries_used))
+        tool_calls.append(float(t.tool_calls))
+        if outcome is error:
+            continue
+        n_scored += 1
+        timeouts += t.timeout
+        violations += t.tool_violation
+        kind = t.task_kind
+        if kind is ordinary_kind:
+            n_ordinary += 1
+            passes += t.passed
+            false_abstentions += outcome is false_abstain
+        elif kind is negative_kind:
+            n_negative += 1
+            abstained_ok += outcome is abstain_ok
+            invalid_completions += outcome is invalid
     return ArmSummary(
         arm=arm,
         control=control,
         trials=len(trials),
-        n=len(ordinary),
+        n=n_ordinary,
         passes=passes,
-        pass_rate=Rate(passes, len(ordinary)),
-        timeout_rate=Rate(sum(t.timeout for t in scored), len(scored)),
-        tool_violation_rate=Rate(sum(t.tool_violation for t in scored), len(scored)),
-        error_rate=Rate(len(trials) - len(scored), len(trials)),
+        pass_rate=Rate(passes, n_ordinary),
+        timeout_rate=Rate(timeouts, n_scored),
+        tool_violation_rate=Rate(violations, n_scored),
+        error_rate=Rate(len(trials) - n_scored, len(trials)),
         tokens_per_pass=(tokens / passes) if passes else None,
-        wall_s_per_task=_mean([t.wall_s for t in trials]),
-        retries_mean=_mean([float(t.retries_used) for t in trials]),
-        tool_calls_mean=_mean([float(t.tool_calls) for t in trials]),
-        abstention_accuracy=Rate(
-            sum(t.outcome is Outcome.ABSTAIN_OK for t in negative), len(negative)
-        ),
-        invalid_completion_rate=Rate(
-            sum(t.outcome is Outcome.INVALID_COMPLETION for t in negative), len(negative)
-        ),
-        false_abstention_rate=Rate(
-            sum(t.outcome is Outcome.FALSE_ABSTAIN for t in ordinary), len(ordinary)
-        ),
+        wall_s_per_task=_mean(walls),
+        retries_mean=_mean(retries),
+        tool_calls_mean=_mean(tool_calls),
+        abstention_accuracy=Rate(abstained_ok, n_negative),
+        invalid_completion_rate=Rate(invalid_completions, n_negative),
+        false_abstention_rate=Rate(false_abstentions, n_ordinary),
         outcomes=dict(sorted(outcomes.items())),
     )
 
 
-def _task_scores(trials: Iterable[Trial]) -> dict[str, list[Trial]]:
-    by_task: dict[str, list[Trial]] = defaultdict(list)
+# Per ordinary task of one arm: [records, records without an infrastructure error, passes].
+_TaskTable = dict[str, list[int]]
+
+
+def _task_table(trials: Iterable[Trial]) -> _TaskTable:
+    table: _TaskTable = {}
+    ordinary, error = TaskKind.ORDINARY, Outcome.ERROR
     for t in trials:
-        if t.task_kind is TaskKind.ORDINARY:
-            by_task[t.task_id].append(t)
-    return by_task
+        if t.task_kind is ordinary:
+            row = table.get(t.task_id)
+            if row is None:
+                row = table[t.task_id] = [0, 0, 0]
+            row[0] += 1
+            if t.outcome is not error:
+                row[1] += 1
+                row[2] += t.passed
+    return table
 
 
-def _status(trials: list[Trial] | None) -> tuple[str, float | None]:
-    """A task's status and score for one arm: pass | fail | error | skipped."""
-    if not trials:
-        return "skipped", None
-    scored = [t for t in trials if t.outcome is not Outcome.ERROR]
-    if not scored:
-        return "error", None
-    score = sum(t.passed for t in scored) / len(scored)
-    return ("pass" if score >= 0.5 else "fail"), score
+def _status(row: list[int] | None) -> tuple[str, float | None, int]:
+    """A task's status, score and record count for one arm: pass | fail | error | skipped."""
+    if not row:
+        return "skipped", None, 0
+    if not row[1]:
+        return "error", None, row[0]
+    score = row[2] / row[1]
+    return ("pass" if score >= 0.5 else "fail"), score, row[0]
 
 
 def paired_delta(
@@ -157,16 +191,24 @@ def paired_delta(
     task_ids: Sequence[str],
 ) -> PairedDelta:
     """Candidate minus control, paired per ordinary task, averaged over repeats first."""
-    cand, ctrl = _task_scores(arm_trials), _task_scores(control_trials)
+    return _paired_delta(
+        arm, control, _task_table(arm_trials), _task_table(control_trials), task_ids
+    )
+
+
+def _paired_delta(
+    arm: str, control: str, cand: _TaskTable, ctrl: _TaskTable, task_ids: Sequence[str]
+) -> PairedDelta:
     cases: list[CaseDelta] = []
     diffs: list[float] = []
     b = c = 0
     single_run = True
     for task_id in task_ids:
-        if task_id not in cand and task_id not in ctrl:
+        c_row, a_row = ctrl.get(task_id), cand.get(task_id)
+        if a_row is None and c_row is None:
             continue
-        c_status, c_score = _status(ctrl.get(task_id))
-        a_status, a_score = _status(cand.get(task_id))
+        c_status, c_score, c_runs = _status(c_row)
+        a_status, a_score, a_runs = _status(a_row)
         if c_score is None or a_score is None:
             # One arm lacks the task or only errored on it: shown, not counted.
             cases.append(CaseDelta(task_id, c_status, a_status, c_score, a_score, None))
@@ -174,7 +216,7 @@ def paired_delta(
         delta = a_score - c_score
         diffs.append(delta)
         cases.append(CaseDelta(task_id, c_status, a_status, c_score, a_score, delta))
-        if len(ctrl[task_id]) != 1 or len(cand[task_id]) != 1:
+        if c_runs != 1 or a_runs != 1:
             single_run = False
         b += int(a_score > c_score)
         c += int(c_score > a_score)
@@ -209,8 +251,9 @@ def score(
     for t in trials:
         by_arm[t.arm].append(t)
     summaries = [summarise(arm, arm == control, by_arm.get(arm, [])) for arm in arms]
+    ctrl = _task_table(by_arm.get(control, []))  # tabled once, paired with every candidate
     deltas = [
-        paired_delta(arm, control, by_arm.get(arm, []), by_arm.get(control, []), task_ids)
+        _paired_delta(arm, control, _task_table(by_arm.get(arm, [])), ctrl, task_ids)
         for arm in arms
         if arm != control
     ]

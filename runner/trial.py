@@ -232,7 +232,8 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: _Facts
     with env.sandboxes.open(spec) as sandbox:
         facts.image_digest = sandbox.image_digest
         _copy_in(sandbox, fixture, exclude=forbidden)
-        _baseline(sandbox, task.prompt)
+        prompt = agent.toggles.prompt(task.prompt) if agent.toggles else task.prompt
+        _baseline(sandbox, prompt)
         agent_t0 = time.monotonic()
         result = agent.run(AgentContext(sandbox, task, timeout_s, forbidden, output_cap))
         agent_wall = time.monotonic() - agent_t0

@@ -145,6 +145,7 @@ def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protoco
             task = parse_task_line(line, f"suite {bundle.suite_blob[:12]}:{number}")
             tasks[task.id] = task
     agents: dict[str, Agent] = {}
+    arm_members: dict[str, list[Member] | None] = {}
     for arm in controls.arms:
         members: list[Member] | None = None
         if arm.name in bundle.agent_blobs:
@@ -154,7 +155,9 @@ def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protoco
                     f"protocol {protocol_sha256[:12]}: agent directory of arm {arm.name!r} "
                     "does not match its pinned digest"
                 )
-        agents[arm.name] = make_agent(arm.agent, members)
+        arm_members[arm.name] = members
+    for leg in controls.legs():
+        agents[leg.name] = make_agent(leg.arm.agent, arm_members[leg.arm.name], leg.toggles)
     source = blobs.read(bundle.metrics_blob) if bundle.metrics_blob else None
     metrics = load_metrics(controls.metrics, source, f"metrics module of {protocol_sha256[:12]}")
     return Protocol(protocol_sha256, controls, tasks, agents, metrics)
