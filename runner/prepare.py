@@ -19,7 +19,7 @@ from runner.controls import Controls, LoadedControls, load_controls, scored_chan
 from runner.errors import DigestMismatch, UserError
 from runner.metric_modules import load_metrics, read_module
 from runner.metrics import Metric
-from runner.models import AnswerTask, Job, Task
+from runner.models import AnswerTask, Job, RepoTask, Task
 from runner.plan import plan_jobs
 from runner.store import RunDir, RunMeta, new_run_id, now_utc
 from runner.suite import Suite, load_suite
@@ -102,7 +102,14 @@ def prepare(
             channel=controls.channel,
             control_arm=controls.control_arm,
             arms=[leg.name for leg in controls.legs()],
-            tasks=[{"id": t.id, "kind": t.kind.value} for t in suite.tasks],
+            tasks=[
+                {
+                    "id": t.id,
+                    "kind": t.kind.value,
+                    "size_bucket": t.size_bucket if isinstance(t, RepoTask) else "answer",
+                }
+                for t in suite.tasks
+            ],
             image_digests=digests,
             agent_dir_digests=dict(sorted(loaded.agent_dir_digests.items())),
             created_at=now_utc().isoformat(),

@@ -131,6 +131,24 @@ def _scorecard(
     }
 
 
+def covariates(trials: Sequence[Trial], tasks: Sequence[dict[str, str]]) -> dict[str, Any]:
+    """Pass rate per arm within each size bucket of ordinary tasks, with Wilson intervals."""
+    bucket = {t["id"]: t.get("size_bucket") or "unset" for t in tasks}
+    counts: dict[str, dict[str, list[int]]] = {}
+    for t in trials:
+        if t.task_kind.value != "ordinary" or t.outcome.value == "error":
+            continue
+        cell = counts.setdefault(bucket.get(t.task_id, "unset"), {}).setdefault(t.arm, [0, 0])
+        cell[0] += int(t.passed)
+        cell[1] += 1
+    return {
+        "size_bucket": {
+            b: {arm: _rate(Rate(k, n)) for arm, (k, n) in sorted(arms.items())}
+            for b, arms in sorted(counts.items())
+        }
+    }
+
+
 def report_json(
     scores: Scores,
     pins: Pins,
@@ -138,6 +156,7 @@ def report_json(
     rows: Sequence[Row] = (),
     bootstrap: tuple[int, int] = (0, 0),
     legs: Sequence[PairedDelta] = (),
+    tasks: Sequence[dict[str, str]] = (),
 ) -> dict[str, Any]:
     """The machine-readable report."""
     summaries = {s.arm: s for s in scores.summaries}
@@ -174,6 +193,7 @@ def report_json(
         "repeats": {s.arm: repeat_stats(by_arm.get(s.arm, [])) for s in scores.summaries},
         "deltas": [_scorecard(d, pins, summaries, bootstrap) for d in scores.deltas],
         "baseline_legs": [_scorecard(d, pins, summaries, bootstrap) for d in legs],
+        "covariates": covariates(trials, tasks),
         "per_task": per_task,
     }
 
@@ -305,6 +325,20 @@ def report_markdown(scores: Scores, pins: Pins, report: dict[str, Any]) -> str:
         for c in d.cases:
             delta = "inconclusive" if c.delta is None else f"{c.delta:+.2f}"
             lines.append(f"| {c.task_id} | {c.control_status} | {c.candidate_status} | {delta} |")
+        lines.append("")
+    buckets = (report.get("covariates") or {}).get("size_bucket") or {}
+    if buckets:
+        arms_seen = [s.arm for s in scores.summaries]
+        lines += ["## Covariates: pass rate by size bucket", ""]
+        lines += ["| bucket | " + " | ".join(arms_seen) + " |", "|---" * (len(arms_seen) + 1) + "|"]
+        for name, by_arm in buckets.items():
+            cells = []
+            for arm in arms_seen:
+                rate = by_arm.get(arm)
+                cells.append(
+                    "—" if rate is None else f"{_pct(rate['value'])} ({rate['k']}/{rate['n']})"
+                )
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
     legs = report.get("baseline_legs") or []
     if legs:

@@ -140,4 +140,5 @@ class ReportJSON(_M):
     repeats: dict[str, RepeatsJSON | None]
     deltas: list[ScorecardJSON]
     baseline_legs: list[ScorecardJSON]
+    covariates: dict[str, dict[str, dict[str, RateJSON]]]
     per_task: dict[str, dict[str, list[str]]]

@@ -106,7 +106,7 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         paired_delta(on, off, by_leg.get(on, []), by_leg.get(off, []), task_ids)
         for on, off in controls.baseline_pairs()
     ]
-    data = report_json(scores, pins, trials, rows, bootstrap, legs)
+    data = report_json(scores, pins, trials, rows, bootstrap, legs, meta.tasks)
     return BuiltReport(scores, report_markdown(scores, pins, data), dumps_json(data), tuple(rows))
 
 
