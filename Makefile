@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis images worker-images demo test adversarial lint bench gc clean
+.PHONY: help setup docker redis chromium images worker-images demo test adversarial lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -21,6 +21,9 @@ setup: $(STAMP) docker  ## create .venv with deltarun and its test tools; start 
 redis:  ## install redis-server (Debian) for the distribution tests and benchmarks
 	@bash scripts/ensure-redis.sh
 
+chromium:  ## install Debian's chromium, which renders report.html in the tests
+	@bash scripts/ensure-chromium.sh
+
 docker:  ## install (Debian docker.io) and start the Docker engine when it is missing
 	@bash scripts/ensure-docker.sh
 
@@ -34,7 +37,7 @@ demo: setup images  ## run the quickstart suite on the local pool and print the 
 	$(VENV)/bin/deltarun run examples/quickstart/controls.yaml \
 		--out runs/quickstart-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
 
-test: setup redis images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
+test: setup redis chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
 	$(PY) -m pytest -q tests
 
 adversarial: setup images  ## the adversarial suite alone, with its table (attack, tried, happened, held)

@@ -11,6 +11,7 @@ from runner.controls import Controls, parse_controls, protocol_hash
 from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
 from runner.models import Trial
 from runner.report import Pins, dumps_json, report_json, report_markdown
+from runner.report_html import render_html
 from runner.scoring import Scores, paired_delta, score
 from runner.store import RunDir
 
@@ -23,6 +24,14 @@ class BuiltReport:
     markdown: str
     json_text: str
     rows: tuple[Row, ...] = ()
+    html: str = ""
+
+    def files(self) -> tuple[tuple[str, str], ...]:
+        return (
+            ("report.md", self.markdown),
+            ("report.json", self.json_text),
+            ("report.html", self.html),
+        )
 
     @property
     def withheld(self) -> bool:
@@ -107,15 +116,18 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         for on, off in controls.baseline_pairs()
     ]
     data = report_json(scores, pins, trials, rows, bootstrap, legs, meta.tasks)
-    return BuiltReport(scores, report_markdown(scores, pins, data), dumps_json(data), tuple(rows))
+    return BuiltReport(
+        scores,
+        report_markdown(scores, pins, data),
+        dumps_json(data),
+        tuple(rows),
+        render_html(data),
+    )
 
 
 def write_report(run_dir: RunDir) -> tuple[BuiltReport, list[Path]]:
     built = build_report(run_dir)
-    paths = [
-        run_dir.write_file("report.md", built.markdown),
-        run_dir.write_file("report.json", built.json_text),
-    ]
+    paths = [run_dir.write_file(name, text) for name, text in built.files()]
     return built, paths
 
 
@@ -156,7 +168,7 @@ def replay(run_dir: RunDir, accept_edits: bool = False) -> BuiltReport:
             data["ledger_sha256"] = current
             run_dir.write_file(EDITS_FILE, json.dumps(data, indent=2, sort_keys=True) + "\n")
     built = build_report(run_dir)
-    for name, text in (("report.md", built.markdown), ("report.json", built.json_text)):
+    for name, text in built.files():
         path = run_dir.path / name
         if not path.is_file() or accept_edits:
             run_dir.write_file(name, text)
