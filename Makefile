@@ -51,6 +51,7 @@ lint: $(STAMP)  ## ruff and mypy
 bench: setup redis images  ## benchmarks, each against a baseline measured in the same run
 	$(PY) bench/overhead.py
 	$(PY) bench/dispatch.py
+	$(PY) bench/scoring.py
 
 gc: setup  ## remove deltarun sandboxes left past their deadline
 	$(VENV)/bin/deltarun gc
