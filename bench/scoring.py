@@ -12,7 +12,7 @@ separate process; writing is not timed.
 Measured in a fresh Python subprocess (imports done before any clock starts),
 on this machine, in this run:
 
-- parse: ``RunDir(path).trials()``, the path ``report`` and ``replay`` take
+- parse: ``RunDir(path).scored_trials()``, the path ``report`` and ``replay`` take
   (pydantic validation of every line, first record of each job id);
 - score+render: ``score`` + ``report_json`` + ``dumps_json`` + ``report_markdown``,
   called as ``runner.reporting.build_report`` calls them (covariates on the size
@@ -230,7 +230,7 @@ def child_report(run_path: Path, bootstrap: int) -> dict[str, Any]:
     )
     import_mb = _maxrss_mb()
     cpu0, t0 = _cpu_s(), time.perf_counter()
-    trials = RunDir(run_path).trials()
+    trials = RunDir(run_path).scored_trials()
     t1 = time.perf_counter()
     parse_mb = _maxrss_mb()
     scores = score(trials, meta["arms"], CONTROL, task_ids)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from runner.controls import Controls
-from runner.models import Trial
+from runner.models import Record
 from runner.scoring import Scores
 
 WITHHOLD_AT = 2
@@ -28,7 +28,7 @@ def evaluate(
     controls: Controls,
     suite_sha256: str,
     scores: Scores,
-    trials: Sequence[Trial],
+    trials: Sequence[Record],
     negative_tasks: int,
     edited: bool,
 ) -> list[Row]:

@@ -7,6 +7,8 @@ trial record is an error, never silently ignored. Pure data, no I/O.
 from __future__ import annotations
 
 import re
+import sys
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -154,3 +156,56 @@ class Trial(Strict):
     finished_at: str
 
     schema_version: Literal[1] = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredTrial:
+    """What scoring and reporting read of a record, in a tenth of a ``Trial``'s memory.
+
+    Reports over 100,000 records hold these instead of full records (no patch,
+    no logs, no per-instance pydantic bookkeeping); strings shared by many
+    records are interned.
+    """
+
+    run_id: str
+    job_id: str
+    protocol_sha256: str
+    task_id: str
+    arm: str
+    repeat: int
+    task_kind: TaskKind
+    outcome: Outcome
+    passed: bool
+    timeout: bool
+    tool_violation: bool
+    abstained: bool
+    prompt_tokens: int
+    completion_tokens: int
+    wall_s: float
+    retries_used: int
+    tool_calls: int
+
+    @classmethod
+    def of(cls, t: Trial) -> ScoredTrial:
+        return cls(
+            sys.intern(t.run_id),
+            t.job_id,
+            sys.intern(t.protocol_sha256),
+            sys.intern(t.task_id),
+            sys.intern(t.arm),
+            t.repeat,
+            t.task_kind,
+            t.outcome,
+            t.passed,
+            t.timeout,
+            t.tool_violation,
+            t.abstained,
+            t.prompt_tokens,
+            t.completion_tokens,
+            t.wall_s,
+            t.retries_used,
+            t.tool_calls,
+        )
+
+
+Record = Trial | ScoredTrial

@@ -14,11 +14,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from runner.models import Outcome, TaskKind, Trial
+from runner.models import Outcome, Record, TaskKind
 from runner.stats import clustered_se, pass_at_k, pass_hat_k
 
 
-def repeat_stats(trials: Sequence[Trial]) -> dict[str, Any] | None:
+def repeat_stats(trials: Sequence[Record]) -> dict[str, Any] | None:
     """``None`` for single runs; otherwise clustered SE, pass@k and pass^k of one arm."""
     by_task: dict[str, list[float]] = defaultdict(list)
     for t in trials:

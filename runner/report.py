@@ -14,7 +14,7 @@ from operator import attrgetter
 from typing import Any
 
 from runner.checklist import Row, verdict, withhold_headline
-from runner.models import Outcome, TaskKind, Trial
+from runner.models import Outcome, Record, TaskKind
 from runner.repeats import repeat_stats
 from runner.scoring import ArmSummary, PairedDelta, Rate, Scores, gc_paused
 from runner.stats import paired_bootstrap_interval
@@ -132,7 +132,7 @@ def _scorecard(
     }
 
 
-def covariates(trials: Sequence[Trial], tasks: Sequence[dict[str, str]]) -> dict[str, Any]:
+def covariates(trials: Sequence[Record], tasks: Sequence[dict[str, str]]) -> dict[str, Any]:
     """Pass rate per arm within each size bucket of ordinary tasks, with Wilson intervals."""
     bucket = {t["id"]: t.get("size_bucket") or "unset" for t in tasks}
     counts: dict[str, dict[str, list[int]]] = {}
@@ -154,7 +154,7 @@ def covariates(trials: Sequence[Trial], tasks: Sequence[dict[str, str]]) -> dict
 def report_json(
     scores: Scores,
     pins: Pins,
-    trials: Sequence[Trial],
+    trials: Sequence[Record],
     rows: Sequence[Row] = (),
     bootstrap: tuple[int, int] = (0, 0),
     legs: Sequence[PairedDelta] = (),
@@ -162,7 +162,7 @@ def report_json(
 ) -> dict[str, Any]:
     """The machine-readable report."""
     summaries = {s.arm: s for s in scores.summaries}
-    by_arm: dict[str, list[Trial]] = {}
+    by_arm: dict[str, list[Record]] = {}
     for t in trials:
         by_arm.setdefault(t.arm, []).append(t)
     per_task: dict[str, dict[str, list[str]]] = {}

@@ -9,7 +9,7 @@ from pathlib import Path
 from runner.checklist import Row, evaluate, withhold_headline
 from runner.controls import Controls, parse_controls, protocol_hash
 from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
-from runner.models import Trial
+from runner.models import Record
 from runner.report import Pins, dumps_json, report_json, report_markdown
 from runner.report_html import render_html
 from runner.scoring import Scores, paired_delta, score
@@ -66,7 +66,7 @@ def build_report(run_dir: RunDir) -> BuiltReport:
             f"{run_dir.path}/controls.yaml: does not hash to the run's protocol "
             f"{meta.protocol_sha256}; the stored controls were edited"
         )
-    trials = run_dir.trials()
+    trials = run_dir.scored_trials()
     for trial in trials:
         if trial.protocol_sha256 != meta.protocol_sha256 or trial.run_id != meta.run_id:
             line = run_dir.line_of.get(trial.job_id, 0)
@@ -108,7 +108,7 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         metrics=None if controls.metrics is None else controls.metrics.model_dump(mode="json"),
     )
     bootstrap = (controls.analysis.bootstrap_resamples, controls.runtime.seed)
-    by_leg: dict[str, list[Trial]] = {}
+    by_leg: dict[str, list[Record]] = {}
     for t in trials:
         by_leg.setdefault(t.arm, []).append(t)
     legs = [

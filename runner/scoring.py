@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from runner.models import Outcome, TaskKind, Trial
+from runner.models import Outcome, Record, TaskKind
 from runner.stats import mcnemar_exact, t_interval, wilson_interval
 
 
@@ -95,7 +95,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def summarise(arm: str, control: bool, trials: Sequence[Trial]) -> ArmSummary:
+def summarise(arm: str, control: bool, trials: Sequence[Record]) -> ArmSummary:
     """The per-arm summary of DESIGN.md "Contracts"."""
     # One pass over the records (this runs on every record of a run); the float
     # sums are taken with sum() over lists in record order, as before.
@@ -168,7 +168,7 @@ class _TaskTable:
     passes: dict[str, int]
 
 
-def _task_table(trials: Iterable[Trial]) -> _TaskTable:
+def _task_table(trials: Iterable[Record]) -> _TaskTable:
     runs: dict[str, int] = {}
     scored: dict[str, int] = {}
     passes: dict[str, int] = {}
@@ -198,8 +198,8 @@ def _status(table: _TaskTable, task_id: str) -> tuple[str, float | None, int]:
 def paired_delta(
     arm: str,
     control: str,
-    arm_trials: Sequence[Trial],
-    control_trials: Sequence[Trial],
+    arm_trials: Sequence[Record],
+    control_trials: Sequence[Record],
     task_ids: Sequence[str],
 ) -> PairedDelta:
     """Candidate minus control, paired per ordinary task, averaged over repeats first."""
@@ -275,10 +275,10 @@ def gc_paused() -> Iterator[None]:
 
 @gc_paused()
 def score(
-    trials: Sequence[Trial], arms: Sequence[str], control: str, task_ids: Sequence[str]
+    trials: Sequence[Record], arms: Sequence[str], control: str, task_ids: Sequence[str]
 ) -> Scores:
     """Summaries for every arm (in controls order) and each other arm's delta vs the control."""
-    by_arm: dict[str, list[Trial]] = defaultdict(list)
+    by_arm: dict[str, list[Record]] = defaultdict(list)
     for t in trials:
         by_arm[t.arm].append(t)
     summaries = [summarise(arm, arm == control, by_arm.get(arm, [])) for arm in arms]

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from runner.errors import ProtocolMismatch, UserError
 from runner.hashing import sha256_file
-from runner.models import Trial
+from runner.models import ScoredTrial, Trial
 
 RUN_FILE = "run.json"
 LEDGER = "trials.jsonl"
@@ -162,6 +162,26 @@ class RunDir:
             trials.append(trial)
             self.line_of[trial.job_id] = number
         return trials
+
+    def scored_trials(self) -> list[ScoredTrial]:
+        """Like ``trials()``, keeping only what scoring reads: a report over 100,000
+        records fits in a few hundred MB."""
+        seen: set[str] = set()
+        out: list[ScoredTrial] = []
+        for number, line in self.iter_lines():
+            try:
+                trial = Trial.model_validate_json(line)
+            except ValidationError as exc:
+                raise UserError(
+                    f"{self.ledger_path}:{number}: not a valid trial record "
+                    f"({exc.errors()[0]['msg']})"
+                ) from exc
+            if trial.job_id in seen:
+                continue
+            seen.add(trial.job_id)
+            out.append(ScoredTrial.of(trial))
+            self.line_of[trial.job_id] = number
+        return out
 
     def recorded_ids(self) -> set[str]:
         with self._lock:
