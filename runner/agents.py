@@ -14,7 +14,7 @@ contract, ``HOME``, ``PATH`` and ``LANG``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -199,11 +199,11 @@ def collect_outputs(sandbox: Sandbox, base: AgentResult, cap: int) -> AgentResul
     reason, _ = sandbox.read_file(ABSTAIN_FILE, 4096)
     if reason is not None:
         text = reason.decode("utf-8", "replace").strip() or "abstained"
-        return _replace(base, abstain_reason=text)
+        return replace(base, abstain_reason=text)
     answer, truncated = sandbox.read_file(ANSWER_FILE, cap)
     if answer is not None:
         parsed = _parse_answer(answer, truncated)
-        return _replace(
+        return replace(
             base, answer=parsed.answer, answer_present=True, answer_invalid=parsed.answer_invalid
         )
     return base
@@ -217,12 +217,6 @@ def _parse_answer(data: bytes, truncated: bool) -> AgentResult:
     except (UnicodeDecodeError, json.JSONDecodeError):
         return AgentResult(answer_present=True, answer_invalid=True, log="answer is not JSON")
     return AgentResult(answer=value, answer_present=True)
-
-
-def _replace(result: AgentResult, **changes: Any) -> AgentResult:
-    from dataclasses import replace
-
-    return replace(result, **changes)
 
 
 def make_agent(

@@ -111,8 +111,10 @@ def run(
         f"run {meta.run_id}: {total} jobs ({done} recorded, {len(prepared.todo)} to run), "
         f"{where}, protocol {meta.protocol_sha256[:12]}, suite {meta.suite_sha256[:12]}"
     )
-    passes: Counter[str] = Counter(t.arm for t in prepared.run_dir.trials() if t.passed)
-    finished: Counter[str] = Counter(t.arm for t in prepared.run_dir.trials())
+    recorded = prepared.run_dir.scored_trials()
+    passes: Counter[str] = Counter(t.arm for t in recorded if t.passed)
+    finished: Counter[str] = Counter(t.arm for t in recorded)
+    del recorded
 
     def describe() -> str:
         return " · ".join(f"{arm} {passes[arm]}/{finished[arm]}" for arm in meta.arms)

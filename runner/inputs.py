@@ -8,7 +8,6 @@ sandbox. Remote workers use a content-addressed cache instead (distribution).
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 from runner.archives import Member, read_members
 from runner.errors import DigestMismatch
@@ -46,7 +45,3 @@ class LocalInputs:
         if task.hidden is None:
             return []
         return self._load(task.hidden, task.hidden_sha256)
-
-
-def path_of(suite: Suite, relative: str) -> Path:
-    return suite.archive_path(relative)

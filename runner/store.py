@@ -144,10 +144,9 @@ class RunDir:
                 if line.strip():
                     yield number, line
 
-    def trials(self) -> list[Trial]:
-        """The first record of every job id, in ledger order."""
+    def _first_records(self) -> Iterator[Trial]:
+        """The first valid record of every job id, in ledger order."""
         seen: set[str] = set()
-        trials: list[Trial] = []
         for number, line in self.iter_lines():
             try:
                 trial = Trial.model_validate_json(line)
@@ -159,29 +158,17 @@ class RunDir:
             if trial.job_id in seen:
                 continue
             seen.add(trial.job_id)
-            trials.append(trial)
             self.line_of[trial.job_id] = number
-        return trials
+            yield trial
+
+    def trials(self) -> list[Trial]:
+        """The first record of every job id, in ledger order."""
+        return list(self._first_records())
 
     def scored_trials(self) -> list[ScoredTrial]:
         """Like ``trials()``, keeping only what scoring reads: a report over 100,000
         records fits in a few hundred MB."""
-        seen: set[str] = set()
-        out: list[ScoredTrial] = []
-        for number, line in self.iter_lines():
-            try:
-                trial = Trial.model_validate_json(line)
-            except ValidationError as exc:
-                raise UserError(
-                    f"{self.ledger_path}:{number}: not a valid trial record "
-                    f"({exc.errors()[0]['msg']})"
-                ) from exc
-            if trial.job_id in seen:
-                continue
-            seen.add(trial.job_id)
-            out.append(ScoredTrial.of(trial))
-            self.line_of[trial.job_id] = number
-        return out
+        return [ScoredTrial.of(trial) for trial in self._first_records()]
 
     def recorded_ids(self) -> set[str]:
         with self._lock:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from runner.archives import ArchiveCaps, Member, read_members
+from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, read_members
 from runner.controls import format_validation_error
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_bytes, sha256_file
@@ -100,9 +100,9 @@ def _archive_files(task: Task) -> list[tuple[str, str, str]]:
     return files
 
 
-def check_archive(path: Path, caps: ArchiveCaps | None = None) -> list[Member]:
+def check_archive(path: Path, caps: ArchiveCaps = DEFAULT_CAPS) -> list[Member]:
     """Check an archive member by member; raises ``ArchiveError``."""
-    return read_members(path, caps) if caps is not None else read_members(path)
+    return read_members(path, caps)
 
 
 def seal(tasks_path: Path) -> str:

@@ -59,7 +59,8 @@ _GIT_ENV = {
     "HOME": BASELINE_DIR,
     "PATH": "/usr/bin:/bin",
 }
-_GIT_FLAGS = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+# Harness git: no hooks, no fsmonitor, whatever the workspace contains.
+GIT = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false"
 
 
 class TrialInputs(Protocol):
@@ -291,9 +292,9 @@ def _baseline(sandbox: Sandbox, prompt: str) -> None:
     process, which has ended before the agent starts. A prompt too large for
     one environment string is copied in as a file instead.
     """
-    git = "git " + " ".join(_GIT_FLAGS)
+
     script = (
-        f"{git} init -q && {git} add -A && {git} -c user.name=deltarun "
+        f"{GIT} init -q && {GIT} add -A && {GIT} -c user.name=deltarun "
         "-c user.email=deltarun@localhost commit -q --no-verify --allow-empty -m baseline"
     )
     data = prompt.encode("utf-8")
@@ -335,12 +336,12 @@ def _take_patch(sandbox: Sandbox) -> tuple[str, bool]:
     the sandbox right after. If the agent made files unreadable, they are made
     readable (as the agent user) and the diff is taken again.
     """
-    git = "git " + " ".join(_GIT_FLAGS)
+
     request = ExecRequest(
         argv=[
             "sh",
             "-c",
-            f"{git} add -A && {git} diff --cached --binary --no-color "
+            f"{GIT} add -A && {GIT} diff --cached --binary --no-color "
             "--no-ext-diff --no-textconv --no-renames HEAD",
         ],
         user=ROOT_USER,

@@ -20,8 +20,14 @@ arms:
 """
 
 
-def make_run(root: Path) -> Path:
-    protocol = protocol_hash(parse_controls(CONTROLS, "c"), {})
+def make_run(
+    root: Path,
+    controls: str = CONTROLS,
+    outcomes: dict[str, tuple[Outcome, Outcome]] | None = None,
+) -> Path:
+    """A run directory without Docker: ``outcomes`` maps task → (control, candidate)."""
+    outcomes = outcomes or {"a": (Outcome.MISS, Outcome.SUCCESS)}
+    protocol = protocol_hash(parse_controls(controls, "c"), {})
     run = RunDir(root / "run")
     run.create(
         RunMeta(
@@ -32,18 +38,18 @@ def make_run(root: Path) -> Path:
             channel="exploratory",
             control_arm="ctrl",
             arms=["ctrl", "cand"],
-            tasks=[{"id": "a", "kind": "ordinary"}],
+            tasks=[{"id": task, "kind": "ordinary"} for task in outcomes],
             image_digests={},
             agent_dir_digests={},
             created_at="x",
             deltarun_version="0",
             python_version="3",
         ),
-        CONTROLS.encode(),
+        controls.encode(),
     )
-    for arm, outcome in (("ctrl", Outcome.MISS), ("cand", Outcome.SUCCESS)):
-        t = trial("a", arm, outcome).model_copy(update={"protocol_sha256": protocol})
-        run.append(t)
+    for task, pair in outcomes.items():
+        for arm, outcome in zip(("ctrl", "cand"), pair, strict=True):
+            run.append(trial(task, arm, outcome).model_copy(update={"protocol_sha256": protocol}))
     return run.path
 
 
@@ -115,33 +121,10 @@ def test_report_json_matches_the_shipped_schema(tmp_path: Path) -> None:
 
 def test_seeded_bootstrap_is_reported_and_replayable(tmp_path: Path) -> None:
     text = CONTROLS + "analysis: {bootstrap_resamples: 2000}\nruntime: {seed: 7}\n"
-    protocol = protocol_hash(parse_controls(text, "c"), {})
-    run = RunDir(tmp_path / "run")
-    tasks = [f"t{i}" for i in range(8)]
-    run.create(
-        RunMeta(
-            run_id="r",
-            protocol_id="p",
-            protocol_sha256=protocol,
-            suite_sha256="s",
-            channel="exploratory",
-            control_arm="ctrl",
-            arms=["ctrl", "cand"],
-            tasks=[{"id": t, "kind": "ordinary"} for t in tasks],
-            image_digests={},
-            agent_dir_digests={},
-            created_at="x",
-            deltarun_version="0",
-            python_version="3",
-        ),
-        text.encode(),
-    )
-    for i, task in enumerate(tasks):
-        run.append(
-            trial(task, "ctrl", Outcome.MISS).model_copy(update={"protocol_sha256": protocol})
-        )
-        outcome = Outcome.SUCCESS if i % 3 else Outcome.MISS
-        run.append(trial(task, "cand", outcome).model_copy(update={"protocol_sha256": protocol}))
+    outcomes = {
+        f"t{i}": (Outcome.MISS, Outcome.SUCCESS if i % 3 else Outcome.MISS) for i in range(8)
+    }
+    run = RunDir(make_run(tmp_path, text, outcomes))
     assert run_cli("report", str(run.path)).returncode == 0
     first = json.loads((run.path / "report.json").read_text())
     delta = first["deltas"][0]["aggregate_delta"]

@@ -62,9 +62,6 @@ class RedisLedger:
         self._release = client.register_script(_RELEASE)
 
     # -- worker side --------------------------------------------------------------
-    def is_done(self, job_id: str) -> bool:
-        return bool(self.client.hexists(keys.done(self.run_id), job_id))
-
     def acquire(self, job_id: str, holder: str) -> str:
         """One round trip: ``done`` if recorded, ``ok`` if the lease is ours now, or ``leased``."""
         result = self._acquire(

@@ -63,6 +63,7 @@ class WorkerState:
     name: str = field(default_factory=worker_name)
     _redis: redis.Redis | None = None
     _blobs: BlobStore | None = None
+    _inputs: bundles.RemoteInputs | None = None
     _sandboxes: Any = None
     _protocols: dict[str, bundles.Protocol] = field(default_factory=dict)
     _last_reap: float = 0.0
@@ -78,6 +79,13 @@ class WorkerState:
         if self._blobs is None:
             self._blobs = BlobStore(self.redis)
         return self._blobs
+
+    @property
+    def inputs(self) -> bundles.RemoteInputs:
+        """One per process, so parsed archives are cached across jobs, not re-read per job."""
+        if self._inputs is None:
+            self._inputs = bundles.RemoteInputs(self.blobs)
+        return self._inputs
 
     def sandboxes(self) -> Any:
         if self._sandboxes is None:
@@ -137,7 +145,7 @@ def handle(state: WorkerState, payload: dict[str, Any], body: TrialBody) -> str:
                 state.reap_orphans()
             env = TrialEnv(
                 controls=protocol.controls,
-                inputs=bundles.RemoteInputs(state.blobs),
+                inputs=state.inputs,
                 sandboxes=state.sandboxes() if body is execute_trial else _NoSandboxes(),
                 worker=state.name,
                 metrics=protocol.metrics,

@@ -368,10 +368,6 @@ class DockerSandbox:
         text = out.decode("ascii", "replace").strip() if isinstance(out, bytes) else ""
         return int(text) if text.isdigit() else 0
 
-    def run_root(self, argv: list[str], timeout_s: float = 60.0) -> ExecResult:
-        """Run a harness command as root (still without capabilities)."""
-        return self.run(ExecRequest(argv=argv, user=ROOT_USER, timeout_s=timeout_s))
-
 
 def _collect(stream: Iterator[bytes], cap: int) -> tuple[bytes, bool]:
     """Read an exec stream to its end, keeping at most ``cap`` bytes."""
