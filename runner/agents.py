@@ -14,12 +14,21 @@ contract, ``HOME``, ``PATH`` and ``LANG``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from runner.archives import Member, build_tar, members_from_dir, single_file_tar
-from runner.controls import AgentSpec, CommandAgent, PatchAgent, ScriptedAgent, Toggles
+from runner.controls import (
+    AgentSpec,
+    CommandAgent,
+    Controls,
+    OpenAIAgent,
+    PatchAgent,
+    ScriptedAgent,
+    Toggles,
+)
 from runner.models import Task
 from runner.patches import drop_forbidden
 from runner.sandbox.base import (
@@ -47,13 +56,22 @@ _NO_ANSWER = object()
 
 @dataclass(frozen=True)
 class AgentContext:
-    """What an agent gets: a started sandbox with the fixture in /workspace."""
+    """What an agent gets: a started sandbox with the fixture in /workspace.
+
+    ``prompt`` is the task's prompt as this leg shows it; ``repeat`` varies the
+    model's sampling seed between repeats; ``hidden_test`` grades the current
+    changes in a separate fresh sandbox (pass or fail only), for repository
+    tasks with a hidden test.
+    """
 
     sandbox: Sandbox
     task: Task
     timeout_s: float
     forbidden_paths: tuple[str, ...]
     output_cap: int
+    prompt: str = ""
+    repeat: int = 0
+    hidden_test: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +91,11 @@ class AgentResult:
     completion_tokens: int = 0
     log: str = ""
     log_truncated: bool = False
+    stop_reason: str | None = None
+    error: str | None = None  # infrastructure (the endpoint): the trial is an error, not a miss
+    route_mismatch: bool = False
+    transcript: list[dict[str, Any]] | None = None
+    transcript_truncated: bool = False
 
     @property
     def abstained(self) -> bool:
@@ -220,16 +243,46 @@ def _parse_answer(data: bytes, truncated: bool) -> AgentResult:
 
 
 def make_agent(
-    spec: AgentSpec, members: list[Member] | None, toggles: Toggles | None = None
+    spec: AgentSpec,
+    members: list[Member] | None,
+    toggles: Toggles | None = None,
+    controls: Controls | None = None,
 ) -> Agent:
     """The agent for an arm's spec; ``members`` is the content of its directory, if any;
-    ``toggles`` turn a capability off (the ``-off`` leg of a ``baseline: both`` arm)."""
+    ``toggles`` turn a capability off (the ``-off`` leg of a ``baseline: both`` arm);
+    ``controls`` give a model-driven agent its route and tool policy."""
     if isinstance(spec, ScriptedAgent):
         return Scripted(spec.action)
     if isinstance(spec, PatchAgent):
         return Replay(members or [])
     if isinstance(spec, CommandAgent):
         return Command(members or [], spec.argv, toggles)
+    if isinstance(spec, OpenAIAgent):
+        # Imported here: the model agent builds on this module's interface.
+        from runner.openai_agent import ModelAgent
+        from runner.toolbox import ToolPolicy
+
+        if controls is None:
+            raise TypeError("an openai agent needs the controls")
+        route = spec.route or controls.route
+        if route is None:
+            raise TypeError("an openai agent needs a route")
+        tools = controls.tools
+        policy = ToolPolicy(
+            allowlist=tuple(tools.allowlist),
+            forbidden=tuple(tools.forbidden_paths),
+            call_timeout_s=tools.call_timeout_s,
+            output_cap=tools.call_output_bytes,
+            test_command=tools.test_command,
+        )
+        return ModelAgent(
+            spec,
+            route,
+            policy,
+            seed=route.seed if route.seed is not None else controls.runtime.seed,
+            transcript_cap=controls.runtime.caps.transcript_bytes,
+            toggles=toggles,
+        )
     raise TypeError(f"unknown agent spec {spec!r}")
 
 

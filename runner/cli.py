@@ -8,6 +8,7 @@ mismatch, 4 no control arm, 130 interrupted).
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from collections import Counter
@@ -18,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from runner.errors import DeltarunError, RunInterrupted, UsageError, UserError
+from runner.errors import DeltarunError, RouteMismatch, RunInterrupted, UsageError, UserError
 from runner.executors.local import Interrupted, run_local
 from runner.models import Job, Trial
 from runner.report import headline
@@ -102,6 +103,7 @@ def run(
         resume=resume,
         image_digest=image_digest,
         preflight=None if broker is not None else preflight,  # workers check their own
+        environ=None if broker is not None else os.environ,
     )
     meta = prepared.meta
     total = len(prepared.jobs)
@@ -141,6 +143,12 @@ def run(
                 counted(trial)
 
         def counted(trial: Trial) -> None:
+            if trial.route_mismatch and meta.channel == "scored":
+                raise RouteMismatch(
+                    f"{trial.arm} on {trial.task_id}: {trial.error}; a scored run stops at a "
+                    f"reply from another model than the route pins (the record is kept in "
+                    f"{prepared.run_dir.ledger_path})"
+                )
             finished[trial.arm] += 1
             passes[trial.arm] += int(trial.passed)
             progress.update(bar, advance=1, description=describe())

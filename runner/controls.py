@@ -10,6 +10,7 @@ run directory cannot be resumed under it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -60,6 +61,9 @@ class LimitsSpec(Strict):
 class Caps(Strict):
     patch_bytes: int = Field(default=1 << 20, ge=1024, description="Cap of a stored patch.")
     output_bytes: int = Field(default=64 << 10, ge=1024, description="Cap of stored output.")
+    transcript_bytes: int = Field(
+        default=256 << 10, ge=1024, description="Cap of a stored model transcript."
+    )
 
 
 class Runtime(Strict):
@@ -69,7 +73,18 @@ class Runtime(Strict):
     timeout_s: float = Field(default=120, gt=0, description="Agent phase limit; tasks override.")
     verify_timeout_s: float = Field(default=300, gt=0, description="Hidden-test phase limit.")
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
-    network: Literal["none"] = Field(default="none", description="Sandbox network: none.")
+    network: Literal["none", "model-only"] = Field(
+        default="none",
+        description=(
+            "Sandbox network. 'none': no network at all. 'model-only': a command agent reaches "
+            "the route's endpoint through a per-trial gateway (DELTARUN_MODEL_BASE_URL) and "
+            "nothing else; the API key stays in the gateway."
+        ),
+    )
+    model_network: str = Field(
+        default="bridge",
+        description="Docker network the model gateway uses to reach route.base_url.",
+    )
     image: str = Field(
         default="deltarun/sandbox-python:bookworm",
         description="Sandbox image of tasks that name none (answer tasks).",
@@ -100,8 +115,38 @@ DEFAULT_GRADING_PATHS = [
 ]
 
 
+TOOL_NAMES = (
+    "read_file",
+    "list_dir",
+    "search",
+    "write_file",
+    "apply_patch",
+    "run_command",
+    "run_tests",
+    "run_hidden_test",
+    "submit",
+    "abstain",
+)
+
+
 class Tools(Strict):
-    allowlist: list[str] = Field(default_factory=list, description="Tools an agent may call.")
+    allowlist: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Tools a model-driven (openai) agent may call, from: " + ", ".join(TOOL_NAMES) + ". "
+            "submit and abstain are always allowed; any other call is refused and counted."
+        ),
+    )
+    call_timeout_s: float = Field(
+        default=60, gt=0, description="Limit of one tool call (the trial's limit still holds)."
+    )
+    call_output_bytes: int = Field(
+        default=16 << 10, ge=256, description="Cap of one tool result returned to the model."
+    )
+    test_command: str = Field(
+        default="python3 -m pytest -q -p no:cacheprovider",
+        description="What run_tests runs in /workspace: the visible tests only.",
+    )
     forbidden_paths: list[str] = Field(
         default_factory=lambda: [".git/"], description="Paths absent from the agent's workspace."
     )
@@ -117,10 +162,38 @@ class Tools(Strict):
 
 
 class Route(Strict):
-    base_url: str = Field(description="OpenAI-compatible endpoint.")
-    model: str = Field(description="Pinned model name.")
-    temperature: float = 0.0
+    """A pinned model behind an OpenAI-compatible chat-completions endpoint."""
+
+    base_url: str = Field(
+        pattern=r"^https?://[^\s/]+(/\S*)?$",
+        description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.",
+    )
+    model: str = Field(min_length=1, description="Pinned model name; every response must name it.")
+    accept_models: list[str] = Field(
+        default_factory=list,
+        description="Other names the endpoint may report for the pinned model (a dated snapshot).",
+    )
+    temperature: float = Field(default=0.0, ge=0)
+    seed: int | None = Field(
+        default=None, description="Sampling seed sent to the endpoint; runtime.seed if unset."
+    )
     max_output_tokens: int = Field(default=2048, ge=1)
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Name of the environment variable holding the API key (never the key).",
+    )
+    request_timeout_s: float = Field(default=300, gt=0, description="Limit of one request.")
+    max_attempts: int = Field(
+        default=5,
+        ge=1,
+        le=20,
+        description="Attempts of one request on 429, 5xx or a lost connection (infrastructure).",
+    )
+
+    @property
+    def accepted(self) -> frozenset[str]:
+        return frozenset([self.model, *self.accept_models])
 
 
 class ScriptedAgent(Strict):
@@ -139,7 +212,30 @@ class CommandAgent(Strict):
     argv: list[str] = Field(min_length=1, description="Command run in /workspace as the agent.")
 
 
-AgentSpec = Annotated[ScriptedAgent | PatchAgent | CommandAgent, Field(discriminator="type")]
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a software engineer working in a repository at /workspace. Use the tools to "
+    "inspect and change files. When the task is done, call submit (with the answer, if the "
+    "task asks for one). If the task cannot be done as asked (for example something it needs "
+    "is missing), call abstain with the reason instead of guessing."
+)
+
+
+class OpenAIAgent(Strict):
+    type: Literal["openai"]
+    route: Route | None = Field(
+        default=None, description="This arm's model route; the top-level route if unset."
+    )
+    system_prompt: str = Field(
+        default=DEFAULT_SYSTEM_PROMPT, min_length=1, description="The frozen system prompt."
+    )
+    max_turns: int = Field(
+        default=30, ge=1, le=1000, description="Model replies before the trial ends."
+    )
+
+
+AgentSpec = Annotated[
+    ScriptedAgent | PatchAgent | CommandAgent | OpenAIAgent, Field(discriminator="type")
+]
 
 
 class Toggles(Strict):
@@ -233,6 +329,19 @@ class Controls(Strict):
         names = [leg.name for leg in self.legs()]
         if len(set(names)) != len(names):
             raise ValueError("arm names (and <name>-on / <name>-off legs) must be unique")
+        for index, arm in enumerate(self.arms):
+            if isinstance(arm.agent, OpenAIAgent) and arm.agent.route is None and not self.route:
+                raise ValueError(
+                    f"arms[{index}] ({arm.name}) is an openai agent without a route; add "
+                    "route: {base_url, model} at the top level or under its agent"
+                )
+        if self.runtime.network == "model-only" and self.route is None:
+            raise ValueError("runtime.network 'model-only' needs a top-level route to reach")
+        for name in self.tools.allowlist:
+            if name not in TOOL_NAMES:
+                raise ValueError(
+                    f"tools.allowlist: {name!r} is not a tool; choose from {', '.join(TOOL_NAMES)}"
+                )
         controls = [arm.name for arm in self.arms if arm.control]
         if len(controls) != 1:
             raise ValueError(
@@ -240,6 +349,12 @@ class Controls(Strict):
                 "mark the frozen baseline as the control"
             )
         return self
+
+    def route_of(self, arm: Arm) -> Route | None:
+        """The model route an arm uses: its own (openai agents), else the top-level one."""
+        if isinstance(arm.agent, OpenAIAgent) and arm.agent.route is not None:
+            return arm.agent.route
+        return self.route
 
     @property
     def control_arm(self) -> str:
@@ -340,6 +455,23 @@ def scored_channel_problems(
         if image not in controls.images:
             problems.append(f"images.{image!r} is not pinned; pin it to {image_digests.get(image)}")
     return problems
+
+
+def missing_api_keys(controls: Controls, environ: Mapping[str, str]) -> list[str]:
+    """Where a used route names an API-key variable this environment lacks (``field: VAR``)."""
+    found: list[str] = []
+    uses_top = controls.runtime.network == "model-only"
+    for index, arm in enumerate(controls.arms):
+        if not isinstance(arm.agent, OpenAIAgent):
+            continue
+        if arm.agent.route is None:
+            uses_top = True
+        elif arm.agent.route.api_key_env and not environ.get(arm.agent.route.api_key_env):
+            found.append(f"arms[{index}].agent.route.api_key_env: {arm.agent.route.api_key_env}")
+    route = controls.route
+    if uses_top and route is not None and route.api_key_env and not environ.get(route.api_key_env):
+        found.insert(0, f"route.api_key_env: {route.api_key_env}")
+    return found
 
 
 def load_controls(path: Path) -> LoadedControls:

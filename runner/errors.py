@@ -6,10 +6,12 @@
     ├── UsageError                exit 2: a command line that makes no sense
     ├── DigestMismatch            exit 3: a sealed digest does not match the bytes on disk
     ├── ProtocolMismatch          exit 3: a run directory belongs to another protocol hash
+    ├── RouteMismatch             exit 3: a scored run met a reply from another model than pinned
     ├── NoControlArm              exit 4: a report without a control arm
     ├── RunInterrupted            exit 130: Ctrl-C; every finished trial is recorded
     └── InfraError                an infrastructure failure inside a trial (Docker, I/O);
-        └── SandboxError          recorded as outcome ``error``, never as an agent failure
+        ├── SandboxError          recorded as outcome ``error``, never as an agent failure
+        └── EndpointError         the model endpoint: unreachable, key refused, retries spent
 
 Third-party exceptions (docker, yaml, pydantic) are translated into these at the
 boundary with ``raise ... from exc``, so the CLI prints one line and exits with
@@ -60,6 +62,12 @@ class ProtocolMismatch(DeltarunError):
     exit_code = 3
 
 
+class RouteMismatch(DeltarunError):
+    """In the scored channel, an endpoint answered as another model than the pinned one."""
+
+    exit_code = 3
+
+
 class NoControlArm(DeltarunError):
     """No control arm in the records: no number leaves deltarun."""
 
@@ -80,3 +88,7 @@ class InfraError(DeltarunError):
 
 class SandboxError(InfraError):
     """The Docker engine failed, stalled or refused a request during a trial."""
+
+
+class EndpointError(InfraError):
+    """The model endpoint was unreachable, refused the key or kept failing after retries."""

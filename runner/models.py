@@ -149,6 +149,10 @@ class Trial(Strict):
     agent_log_truncated: bool = False
     oom_killed: bool = False
     error: str | None = None
+    stop_reason: str | None = None
+    route_mismatch: bool = False
+    transcript: list[dict[str, Any]] | None = None
+    transcript_truncated: bool = False
     worker: str
     image_digest: str = ""
     attempt: int = 1

@@ -15,7 +15,13 @@ from pathlib import Path
 
 from runner import __version__
 from runner.agents import Agent, agent_members, make_agent
-from runner.controls import Controls, LoadedControls, load_controls, scored_channel_problems
+from runner.controls import (
+    Controls,
+    LoadedControls,
+    load_controls,
+    missing_api_keys,
+    scored_channel_problems,
+)
 from runner.errors import DigestMismatch, UserError
 from runner.metric_modules import load_metrics, read_module
 from runner.metrics import Metric
@@ -51,6 +57,7 @@ def prepare(
     resume: bool,
     image_digest: Callable[[str], str],
     preflight: Callable[[Controls, str], None] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> PreparedRun:
     """Check everything and plan the jobs still to run."""
     loaded = load_controls(controls_path)
@@ -78,6 +85,14 @@ def prepare(
         problems = scored_channel_problems(controls, used, digests)
         if problems:
             raise UserError(f"{controls_path}: channel scored refuses to start: {problems[0]}")
+    if environ is not None:  # trials run here: the model routes' keys must be here too
+        missing = missing_api_keys(controls, environ)
+        if missing:
+            field, _, variable = missing[0].partition(": ")
+            raise UserError(
+                f"{controls_path}: {field}: environment variable {variable} is not set; "
+                "export the API key in it (the key never goes in the controls file)"
+            )
     if preflight is not None:
         for image in sorted(used):
             preflight(controls, image)  # limits and image checked before anything is written
@@ -125,7 +140,7 @@ def prepare(
     todo = [job for job in jobs if job.job_id not in recorded]
     members = {arm.name: agent_members(arm.agent, loaded.base) for arm in controls.arms}
     agents = {
-        leg.name: make_agent(leg.arm.agent, members[leg.arm.name], leg.toggles)
+        leg.name: make_agent(leg.arm.agent, members[leg.arm.name], leg.toggles, controls)
         for leg in controls.legs()
     }
     return PreparedRun(

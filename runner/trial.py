@@ -186,6 +186,10 @@ def _record(
         oom_killed=result.oom_killed or facts.verify_oom_killed,
         agent_exit_code=result.exit_code,
         error=facts.error,
+        stop_reason=result.stop_reason,
+        route_mismatch=result.route_mismatch,
+        transcript=result.transcript,
+        transcript_truncated=result.transcript_truncated,
         worker=env.worker,
         image_digest=facts.image_digest,
         attempt=retries + 1,
@@ -235,10 +239,29 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: _Facts
         _copy_in(sandbox, fixture, exclude=forbidden)
         prompt = agent.toggles.prompt(task.prompt) if agent.toggles else task.prompt
         _baseline(sandbox, prompt)
+        hidden_test = None
+        if isinstance(task, RepoTask) and task.hidden_test:
+
+            def hidden_test() -> bool:
+                return _grade_now(job, task, env, fixture, sandbox)
+
+        context = AgentContext(
+            sandbox,
+            task,
+            timeout_s,
+            forbidden,
+            output_cap,
+            prompt=prompt,
+            repeat=job.repeat,
+            hidden_test=hidden_test,
+        )
         agent_t0 = time.monotonic()
-        result = agent.run(AgentContext(sandbox, task, timeout_s, forbidden, output_cap))
+        result = agent.run(context)
         agent_wall = time.monotonic() - agent_t0
         facts.agent = result
+        if result.error is not None:
+            facts.error = result.error  # the endpoint failed: infrastructure, not the agent
+            return
         if result.timed_out:
             facts.timed_out = True
             return
@@ -257,6 +280,19 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: _Facts
     if facts.patch_truncated:
         return  # a patch over the verify cap cannot be applied: a miss, and the record says why
     _verify(job, task, env, fixture, facts)
+
+
+def _grade_now(
+    job: Job, task: RepoTask, env: TrialEnv, fixture: list[Member], sandbox: Sandbox
+) -> bool:
+    """The hidden test's verdict on the agent's changes so far, in a separate fresh sandbox."""
+    patch, truncated = _take_patch(sandbox)
+    kept, _dropped = drop_forbidden(patch, tuple(env.controls.tools.forbidden_paths))
+    if truncated:
+        return False
+    probe = _Facts(patch=kept)
+    _verify(job, task, env, fixture, probe)
+    return probe.passed and not probe.timed_out
 
 
 def _copy_in(sandbox: Sandbox, fixture: list[Member], exclude: tuple[str, ...] = ()) -> None:

@@ -50,7 +50,7 @@ def leftover_sandboxes(api: object, run: str | None = None) -> tuple[list[str], 
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, timeout: float = 600
+    *args: str, cwd: Path | None = None, timeout: float = 600, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `deltarun` command in a subprocess."""
     exe = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "deltarun"
@@ -61,7 +61,7 @@ def run_cli(
         text=True,
         cwd=cwd,
         timeout=timeout,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
 
 

@@ -82,6 +82,8 @@ def make_suite(
     runtime: dict[str, Any] | None = None,
     tools: dict[str, Any] | None = None,
     seal: bool = True,
+    route: dict[str, Any] | None = None,
+    channel: str = "exploratory",
 ) -> Path:
     """Write suite/tasks.jsonl, the archives and controls.yaml; return the controls path."""
     suite = root / "suite"
@@ -94,12 +96,14 @@ def make_suite(
     (suite / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
     controls = {
         "protocol_id": "test",
-        "channel": "exploratory",
+        "channel": channel,
         "suite": {"file": "suite/tasks.jsonl", "sha256": ""},
         "runtime": {"timeout_s": 60, "verify_timeout_s": 60, **(runtime or {})},
         "tools": tools or {"allowlist": [], "forbidden_paths": [".git/"]},
         "arms": arms,
     }
+    if route is not None:
+        controls["route"] = route
     path = root / "controls.yaml"
     path.write_text(yaml.safe_dump(controls, sort_keys=False))
     if seal:

@@ -157,7 +157,9 @@ def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protoco
                 )
         arm_members[arm.name] = members
     for leg in controls.legs():
-        agents[leg.name] = make_agent(leg.arm.agent, arm_members[leg.arm.name], leg.toggles)
+        agents[leg.name] = make_agent(
+            leg.arm.agent, arm_members[leg.arm.name], leg.toggles, controls
+        )
     source = blobs.read(bundle.metrics_blob) if bundle.metrics_blob else None
     metrics = load_metrics(controls.metrics, source, f"metrics module of {protocol_sha256[:12]}")
     return Protocol(protocol_sha256, controls, tasks, agents, metrics)

@@ -52,11 +52,21 @@ def run_local(
                 if trial is not None:
                     record(trial)
     except KeyboardInterrupt:
-        cancelled.set()
-        on_interrupt()
-        for future in pending:
-            future.cancel()
-        wait(pending, timeout=120)
+        _stop(cancelled, pending, on_interrupt)
         raise Interrupted() from None
+    except BaseException:
+        _stop(cancelled, pending, on_interrupt)  # ``record`` stopped the run (a route mismatch)
+        raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _stop(
+    cancelled: threading.Event, pending: set[Future[Trial | None]], kill: Callable[[], None]
+) -> None:
+    """No new trial starts; running sandboxes are killed and their results discarded."""
+    cancelled.set()
+    kill()
+    for future in pending:
+        future.cancel()
+    wait(pending, timeout=120)

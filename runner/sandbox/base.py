@@ -44,7 +44,7 @@ class SandboxSpec:
     labels: Mapping[str, str]
     with_agent_dir: bool = False
     with_io: bool = True  # /io and /baseline: only the agent phase needs them
-    network: str = "none"
+    network: str = "none"  # "none", or the name of a network (the model gateway's)
     oci_runtime: str | None = None
 
 
@@ -70,6 +70,7 @@ class ExecRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 60.0
     output_cap: int = 1 << 20
+    stdin: bytes | None = None  # written to the command's standard input, then closed
 
 
 class Sandbox(Protocol):

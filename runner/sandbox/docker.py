@@ -320,10 +320,17 @@ class DockerSandbox:
                 environment=dict(request.env),
                 stdout=True,
                 stderr=True,
+                stdin=request.stdin is not None,
             )["Id"]
-            stream = self.client.exec_start(exec_id, stream=True)
-            watchdog.attach(stream)
-            output, truncated = _collect(stream, request.output_cap)
+            if request.stdin is None:
+                stream = self.client.exec_start(exec_id, stream=True)
+                watchdog.attach(stream)
+                output, truncated = _collect(stream, request.output_cap)
+            else:
+                raw = _raw_socket(self.client.exec_start(exec_id, socket=True))
+                watchdog.attach(raw)
+                _feed(raw, request.stdin)
+                output, truncated = _collect(_frames(raw), request.output_cap)
         except _API_ERRORS as exc:
             if watchdog.fired:
                 raise SandboxError(_stalled(deadline)) from exc
@@ -367,6 +374,47 @@ class DockerSandbox:
             return 0
         text = out.decode("ascii", "replace").strip() if isinstance(out, bytes) else ""
         return int(text) if text.isdigit() else 0
+
+
+def _raw_socket(sock: Any) -> socket.socket:
+    """The plain socket under docker-py's hijacked exec connection."""
+    raw = getattr(sock, "_sock", sock)
+    if not isinstance(raw, socket.socket):
+        raise SandboxError("Docker returned no socket for a command with input")
+    return raw
+
+
+def _feed(raw: socket.socket, data: bytes) -> None:
+    """Write a command's input from a side thread, then close the write half.
+
+    A side thread, so a command that writes much output before it reads its
+    input cannot deadlock against this process.
+    """
+
+    def write() -> None:
+        with contextlib.suppress(OSError):
+            raw.sendall(data)
+            raw.shutdown(socket.SHUT_WR)
+
+    threading.Thread(target=write, daemon=True, name="exec-stdin").start()
+
+
+def _frames(raw: socket.socket) -> Iterator[bytes]:
+    """The payloads of Docker's multiplexed stream (8-byte header: stream, 0, 0, 0, size)."""
+    buffer = b""
+    while True:
+        chunk = raw.recv(1 << 16)
+        if not chunk:
+            break
+        buffer += chunk
+        while len(buffer) >= 8:
+            size = int.from_bytes(buffer[4:8], "big")
+            if len(buffer) < 8 + size:
+                break
+            yield buffer[8 : 8 + size]
+            buffer = buffer[8 + size :]
+    with contextlib.suppress(OSError):
+        raw.close()
 
 
 def _collect(stream: Iterator[bytes], cap: int) -> tuple[bytes, bool]:
