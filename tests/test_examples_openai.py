@@ -1,0 +1,29 @@
+"""The examples/openai controls stay valid: they parse, pin the quickstart suite and name no key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner.controls import OpenAIAgent, load_controls, missing_api_keys
+from runner.suite import load_suite
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "openai"
+
+
+@pytest.mark.parametrize("name", ["controls.yaml", "controls.command.yaml"])
+def test_example_controls_load_and_pin_the_quickstart_suite(name: str) -> None:
+    loaded = load_controls(EXAMPLES / name)
+    suite = load_suite(loaded.suite_path, loaded.controls.suite.sha256)
+    assert len(suite.tasks) == 16
+    assert loaded.controls.route is not None
+    assert missing_api_keys(loaded.controls, {}) == []  # local servers need no key
+
+
+def test_the_openai_example_has_a_model_control_beside_the_candidate() -> None:
+    controls = load_controls(EXAMPLES / "controls.yaml").controls
+    control = next(arm for arm in controls.arms if arm.control)
+    assert isinstance(control.agent, OpenAIAgent)
+    routes = {arm.name: controls.route_of(arm) for arm in controls.arms}
+    assert routes["small-model"].model != routes["candidate"].model  # type: ignore[union-attr]
