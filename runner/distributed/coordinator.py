@@ -10,6 +10,7 @@ neither recorded nor leased.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -26,8 +27,8 @@ from runner.distributed import keys
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import make_app, required_visibility_s
 from runner.distributed.ledger import RedisLedger
-from runner.distributed.worker import connect_redis
-from runner.errors import UserError
+from runner.distributed.worker import STOP_TTL_S, connect_redis
+from runner.errors import DeltarunError, UserError
 from runner.executors.local import Interrupted
 from runner.models import Job, Trial, task_timeout
 from runner.prepare import PreparedRun
@@ -140,6 +141,7 @@ def run_celery(
             warn(f"re-enqueued {len(stalled)} job(s) whose worker stopped renewing its lease")
             send([pending[job_id] for job_id in stalled])
 
+    client.delete(keys.stopped(run_id))  # resuming a stopped run starts its workers again
     try:
         while collect(block_ms=None):  # records that arrived while this coordinator was away
             pass
@@ -166,6 +168,10 @@ def run_celery(
                 time.sleep(1.0)
     except KeyboardInterrupt:
         raise Interrupted() from None
+    except DeltarunError as exc:  # ``record`` stopped the run: workers skip what is queued
+        with contextlib.suppress(redis.RedisError):
+            client.set(keys.stopped(run_id), exc.message[:500], ex=STOP_TTL_S)
+        raise
     except redis.RedisError as exc:
         raise UserError(
             f"lost Redis at {broker_url} ({exc}); every record so far is kept: "

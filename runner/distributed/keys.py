@@ -37,6 +37,11 @@ def records(run_id: str) -> str:
     return f"{PREFIX}:records:{run_id}"
 
 
+def stopped(run_id: str) -> str:
+    """Set (to the reason) when a run stops early; workers then skip its remaining jobs."""
+    return f"{PREFIX}:stopped:{run_id}"
+
+
 def queue_for_image(image: str) -> str:
     """Jobs route to one queue per sandbox image: a worker takes only jobs whose image it has."""
     return f"{PREFIX}.{image}"

@@ -35,6 +35,7 @@ log = logging.getLogger("deltarun.worker")
 TrialBody = Callable[[Job, SuiteTask, Agent, TrialEnv], Trial]
 UNKNOWN_PROTOCOL_RETRY_S = 30
 PUBLISH_RETRY_FOR_S = 900.0
+STOP_TTL_S = 7 * 24 * 3600  # a stopped run stays stopped for a week unless resumed
 
 
 def worker_name() -> str:
@@ -136,6 +137,10 @@ def handle(state: WorkerState, payload: dict[str, Any], body: TrialBody) -> str:
         return f"skip {job.job_id[:12]}: already recorded"
     if taken != "ok":
         return f"skip {job.job_id[:12]}: leased by another worker"
+    reason = _retrying(lambda: state.redis.get(keys.stopped(job.run_id)), "stop check")
+    if reason is not None:
+        ledger.release(job.job_id, holder)
+        return f"skip {job.job_id[:12]}: run stopped ({reason.decode('utf-8', 'replace')})"
     try:
         with ledger.held(job.job_id, holder):
             protocol = state.protocol(job.protocol_sha256)
@@ -152,6 +157,9 @@ def handle(state: WorkerState, payload: dict[str, Any], body: TrialBody) -> str:
             )
             trial = body(job, task, agent, env)
             first = _retrying(lambda: ledger.publish(trial, holder), "publish")
+            if trial.route_mismatch and protocol.controls.channel == "scored":
+                stop = keys.stopped(job.run_id)
+                _retrying(lambda: state.redis.set(stop, "route mismatch", ex=STOP_TTL_S), "stop")
     except BaseException:
         try:
             ledger.release(job.job_id, holder)
