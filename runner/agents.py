@@ -26,6 +26,7 @@ from runner.controls import (
     Controls,
     OpenAIAgent,
     PatchAgent,
+    Route,
     ScriptedAgent,
     Toggles,
 )
@@ -36,6 +37,7 @@ from runner.sandbox.base import (
     AGENT_UID,
     IO_DIR,
     ExecRequest,
+    ModelCall,
     Sandbox,
 )
 
@@ -184,25 +186,43 @@ class Replay:
 
 
 class Command:
-    """A program from the arm's directory, run as the agent user under the task's limit."""
+    """A program from the arm's directory, run as the agent user under the task's limit.
+
+    With ``route`` (``network: model-only``) the program reaches the model at
+    ``$DELTARUN_MODEL_BASE_URL`` through the trial's gateway; its requests'
+    token usage is summed and every reply must name the pinned model.
+    """
 
     needs_agent_dir = True
 
     def __init__(
-        self, members: list[Member], argv: list[str], toggles: Toggles | None = None
+        self,
+        members: list[Member],
+        argv: list[str],
+        toggles: Toggles | None = None,
+        route: Route | None = None,
     ) -> None:
         self.argv = argv
         self.toggles = toggles
+        self.route = route
         self.env = {**AGENT_ENV, **(toggles.env if toggles else {})}
         # Root-owned and read-only: the agent can run its program, not change it.
         self._tar = build_tar(members, uid=0, gid=0, writable=False)
 
     def run(self, ctx: AgentContext) -> AgentResult:
         ctx.sandbox.put_archive(AGENT_DIR, self._tar)
+        env = dict(self.env)
+        base_url = ctx.sandbox.model_base_url
+        if base_url is not None and self.route is not None:
+            # The gateway adds the real key; SDKs that insist on one get a placeholder.
+            env |= {
+                "DELTARUN_MODEL_BASE_URL": base_url,
+                "DELTARUN_MODEL": self.route.model,
+                "OPENAI_BASE_URL": base_url,
+                "OPENAI_API_KEY": "sk-deltarun-gateway",
+            }
         result = ctx.sandbox.run(
-            ExecRequest(
-                argv=self.argv, env=self.env, timeout_s=ctx.timeout_s, output_cap=ctx.output_cap
-            )
+            ExecRequest(argv=self.argv, env=env, timeout_s=ctx.timeout_s, output_cap=ctx.output_cap)
         )
         log = result.output.decode("utf-8", "replace")
         base = AgentResult(
@@ -212,9 +232,30 @@ class Command:
             log=log,
             log_truncated=result.output_truncated,
         )
+        if base_url is not None and self.route is not None:
+            base = _model_usage(base, ctx.sandbox.model_calls(), self.route)
         if result.timed_out:
             return base
         return collect_outputs(ctx.sandbox, base, ctx.output_cap)
+
+
+def _model_usage(base: AgentResult, calls: list[ModelCall], route: Route) -> AgentResult:
+    """Tokens summed from the gateway's log, and the route lock on every answered request."""
+    tokens = replace(
+        base,
+        prompt_tokens=sum(c.prompt_tokens for c in calls),
+        completion_tokens=sum(c.completion_tokens for c in calls),
+    )
+    others = sorted({c.model for c in calls if c.model is not None} - route.accepted)
+    if not others:
+        return tokens
+    return replace(
+        tokens,
+        route_mismatch=True,
+        stop_reason="route_mismatch",
+        error=f"route_mismatch: the endpoint answered as model {others[0]!r}, "
+        f"the route pins {route.model!r}",
+    )
 
 
 def collect_outputs(sandbox: Sandbox, base: AgentResult, cap: int) -> AgentResult:
@@ -256,7 +297,9 @@ def make_agent(
     if isinstance(spec, PatchAgent):
         return Replay(members or [])
     if isinstance(spec, CommandAgent):
-        return Command(members or [], spec.argv, toggles)
+        model_only = controls is not None and controls.runtime.network == "model-only"
+        route = controls.route if model_only and controls is not None else None
+        return Command(members or [], spec.argv, toggles, route)
     if isinstance(spec, OpenAIAgent):
         # Imported here: the model agent builds on this module's interface.
         from runner.openai_agent import ModelAgent

@@ -39,6 +39,7 @@ from runner.sandbox.base import (
     WORKSPACE,
     ExecRequest,
     Limits,
+    ModelAccess,
     Sandbox,
     SandboxFactory,
     SandboxSpec,
@@ -198,21 +199,31 @@ def _record(
     )
 
 
+def model_access(controls: Controls) -> ModelAccess | None:
+    """The agent sandbox's one way out under ``network: model-only``; None otherwise."""
+    route = controls.route
+    if controls.runtime.network != "model-only" or route is None:
+        return None
+    return ModelAccess(route.base_url, route.api_key_env, controls.runtime.model_network)
+
+
 def preflight_spec(controls: Controls, image: str) -> SandboxSpec:
-    """The spec of the start-up check: the run's limits, runtime and network."""
+    """The spec of the start-up check: the run's limits, runtime and network (gateway too)."""
     return SandboxSpec(
         image=image,
         limits=limits_of(controls),
         lifetime_s=60,
         labels={"run": "preflight", "job": "preflight"},
-        network=controls.runtime.network,
         oci_runtime=controls.runtime.oci_runtime,
+        model_access=model_access(controls),
     )
 
 
 def _spec(
     job: Job, image: str, env: TrialEnv, lifetime: float, agent_dir: bool, io: bool = True
 ) -> SandboxSpec:
+    """Under ``model-only`` a command agent's sandbox A reaches the model (a command agent is
+    the one kind that calls it itself); sandbox B (verify) never does."""
     return SandboxSpec(
         image=image,
         limits=limits_of(env.controls),
@@ -220,8 +231,8 @@ def _spec(
         labels={"run": job.run_id, "job": job.job_id},
         with_agent_dir=agent_dir,
         with_io=io,
-        network=env.controls.runtime.network,
         oci_runtime=env.controls.runtime.oci_runtime,
+        model_access=model_access(env.controls) if io and agent_dir else None,
     )
 
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Build the sandbox images; fast and silent when they exist and are up to date.
-# The python image is labelled with the SHA-256 of its Dockerfile and rebuilt
+# The python image is labelled with the SHA-256 of its Dockerfile, the model
+# proxy image with the SHA-256 of its Dockerfile and proxy.py; each is rebuilt
 # only when that changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BASE_TAG="${DELTARUN_BASE:-deltarun/base:bookworm}"
 PY_TAG="deltarun/sandbox-python:bookworm"
+PROXY_TAG="deltarun/model-proxy:bookworm"
 
 if ! docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
     if [[ "$BASE_TAG" == deltarun/base:* ]]; then
@@ -33,4 +35,13 @@ if [ "$want" != "$have" ]; then
     docker build -q --network none --build-arg "BASE=$BASE_TAG" \
         --label "deltarun.dockerfile=$want" -t "$PY_TAG" worker_images/python >/dev/null
 fi
-echo "images ready: $PY_TAG $(docker image inspect -f '{{.Id}}' "$PY_TAG" | cut -c1-19)"
+
+want="$(cat worker_images/proxy/Dockerfile worker_images/proxy/proxy.py | sha256sum | cut -c1-64)"
+have="$(docker image inspect -f '{{ index .Config.Labels "deltarun.dockerfile" }}' "$PROXY_TAG" 2>/dev/null || true)"
+if [ "$want" != "$have" ]; then
+    echo "building $PROXY_TAG..."
+    docker build -q --network none --build-arg "BASE=$PY_TAG" \
+        --label "deltarun.dockerfile=$want" -t "$PROXY_TAG" worker_images/proxy >/dev/null
+fi
+short() { docker image inspect -f '{{.Id}}' "$1" | cut -c1-19; }
+echo "images ready: $PY_TAG $(short "$PY_TAG") $PROXY_TAG $(short "$PROXY_TAG")"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import docker.errors
 import pytest
 
 from tests.helpers import PY_IMAGE
@@ -75,3 +78,30 @@ def reference(tmp_path_factory: pytest.TempPathFactory, docker_api: object) -> d
     result = run_cli("run", str(controls), "--out", str(root / "run"), "-j", "2")
     assert result.returncode == 0, result.stderr
     return essence(root / "run")
+
+
+_ROOT = Path(__file__).resolve().parents[1]
+PROXY_IMAGE = "deltarun/model-proxy:bookworm"
+
+
+@pytest.fixture(scope="session")
+def proxy_image(docker_api: Any) -> str:
+    """The proxy image, (re)built by scripts/build-images.sh when missing or stale."""
+    sources = [_ROOT / "worker_images/proxy/Dockerfile", _ROOT / "worker_images/proxy/proxy.py"]
+    want = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()
+    try:
+        have = (docker_api.inspect_image(PROXY_IMAGE)["Config"].get("Labels") or {}).get(
+            "deltarun.dockerfile"
+        )
+    except docker.errors.ImageNotFound:
+        have = None
+    if have != want:
+        built = subprocess.run(
+            ["bash", "scripts/build-images.sh"],
+            cwd=_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert built.returncode == 0, built.stdout + built.stderr
+    return PROXY_IMAGE

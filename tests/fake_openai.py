@@ -84,19 +84,25 @@ Script = list[Step] | Callable[[dict[str, Any], int], Step]
 class FakeModel:
     """The server; use as a context manager. ``base_url`` ends in ``/v1``."""
 
-    def __init__(self, script: Script, *, key: str | None = None) -> None:
+    def __init__(
+        self, script: Script, *, key: str | None = None, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.script = script
         self.key = key
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        self._server = ThreadingHTTPServer((host, port), self._handler())
+        self.base_url = f"http://{host}:{self._server.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def __enter__(self) -> FakeModel:
         self._thread.start()
         return self
+
+    def serve_forever(self) -> None:
+        """Serve in this thread (inside a container)."""
+        self._server.serve_forever()
 
     def __exit__(self, *exc_info: object) -> None:
         self._server.shutdown()

@@ -35,6 +35,25 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class ModelAccess:
+    """``network: model-only``: the one model endpoint a sandbox may reach, through a gateway."""
+
+    upstream: str  # the route's base_url
+    api_key_env: str | None  # read on the worker; the key stays in the gateway
+    egress_network: str  # the Docker network from which the gateway reaches the upstream
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One request a sandbox made to the model, as the gateway saw it."""
+
+    status: int
+    model: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """How to make one sandbox. ``labels`` are for the reaper, never visible inside."""
 
@@ -44,8 +63,9 @@ class SandboxSpec:
     labels: Mapping[str, str]
     with_agent_dir: bool = False
     with_io: bool = True  # /io and /baseline: only the agent phase needs them
-    network: str = "none"  # "none", or the name of a network (the model gateway's)
+    network: str = "none"
     oci_runtime: str | None = None
+    model_access: ModelAccess | None = None  # set: the sandbox reaches the model, nothing else
 
 
 @dataclass(frozen=True)
@@ -91,6 +111,15 @@ class Sandbox(Protocol):
 
     def read_file(self, path: str, cap: int) -> tuple[bytes | None, bool]:
         """Read one regular file (None when absent), at most ``cap`` bytes, and a truncated flag."""
+        ...
+
+    @property
+    def model_base_url(self) -> str | None:
+        """Where the sandbox reaches the model (``model_access`` set), else None."""
+        ...
+
+    def model_calls(self) -> list[ModelCall]:
+        """The requests the sandbox made to the model so far (empty without a gateway)."""
         ...
 
 

@@ -44,8 +44,11 @@ from runner.sandbox.base import (
     WORKSPACE,
     ExecRequest,
     ExecResult,
+    ModelAccess,
+    ModelCall,
     SandboxSpec,
 )
+from runner.sandbox.model_gateway import GatewaySpec, ModelGateway
 
 LABEL_PREFIX = "deltarun."
 KILL_GRACE_S = 2.0
@@ -159,6 +162,7 @@ class DockerSession:
         self.spec = spec
         self.container: str | None = None
         self.volumes: list[str] = []
+        self.gateway: ModelGateway | None = None
 
     def __enter__(self) -> DockerSandbox:
         try:
@@ -209,9 +213,14 @@ class DockerSession:
                 tmpfs[BASELINE_DIR] = f"rw,nosuid,nodev,size={limits.workspace_bytes},mode=0700"
             if spec.with_agent_dir:
                 mounts.append(self._volume(AGENT_DIR, 256 << 20, labels, "0755"))
+            network_mode, dns = spec.network, None
+            if spec.model_access is not None:
+                self.gateway = self._open_gateway(spec.model_access, labels)
+                network_mode, dns = self.gateway.network, self.gateway.sandbox_dns
             host_config = client.create_host_config(
                 mounts=mounts,
-                network_mode=spec.network,
+                network_mode=network_mode,
+                dns=dns,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 read_only=True,
@@ -233,7 +242,7 @@ class DockerSession:
                 working_dir=WORKSPACE,
                 labels=labels,
                 host_config=host_config,
-                network_disabled=spec.network == "none",
+                network_disabled=network_mode == "none",
                 environment={},
             )
             self.container = str(created["Id"])
@@ -248,7 +257,24 @@ class DockerSession:
             raise SandboxError(f"Docker failed to create the sandbox: {exc}") from exc
         except _API_ERRORS as exc:
             raise SandboxError(f"Docker failed to create the sandbox: {exc}") from exc
-        return DockerSandbox(self.factory, self.container, digest)
+        return DockerSandbox(self.factory, self.container, digest, self.gateway)
+
+    def _open_gateway(self, access: ModelAccess, labels: dict[str, str]) -> ModelGateway:
+        """Start the trial's gateway; the key is read here, on the worker, and goes nowhere else."""
+        key = None
+        if access.api_key_env is not None:
+            key = os.environ.get(access.api_key_env) or None
+            if key is None:
+                raise SandboxError(
+                    f"environment variable {access.api_key_env} (route.api_key_env) is not set "
+                    f"on worker {self.factory.worker}"
+                )
+        gateway = ModelGateway(
+            self.factory.client,
+            GatewaySpec(access.upstream, key, labels, egress_network=access.egress_network),
+        )
+        gateway.__enter__()
+        return gateway
 
     def _remove(self) -> None:
         client = self.factory.client
@@ -261,6 +287,8 @@ class DockerSession:
                 pass  # the labels let `deltarun gc` remove it later
             self.factory._track(self.container, False)
             self.container = None
+        if self.gateway is not None:
+            self.gateway.__exit__(None, None, None)  # never raises; gc removes what it cannot
         for name in self.volumes:
             for _ in range(3):
                 try:
@@ -276,11 +304,30 @@ class DockerSession:
 class DockerSandbox:
     """A started container; every method is bounded in time and output."""
 
-    def __init__(self, factory: DockerSandboxFactory, container: str, digest: str) -> None:
+    def __init__(
+        self,
+        factory: DockerSandboxFactory,
+        container: str,
+        digest: str,
+        gateway: ModelGateway | None = None,
+    ) -> None:
         self.factory = factory
         self.client = factory.client
         self.container = container
         self._digest = digest
+        self._gateway = gateway
+
+    @property
+    def model_base_url(self) -> str | None:
+        return self._gateway.agent_base_url if self._gateway is not None else None
+
+    def model_calls(self) -> list[ModelCall]:
+        if self._gateway is None:
+            return []
+        return [
+            ModelCall(e.status, e.model, e.prompt_tokens, e.completion_tokens)
+            for e in self._gateway.exchanges()
+        ]
 
     @property
     def image_digest(self) -> str:

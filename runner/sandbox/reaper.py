@@ -1,4 +1,8 @@
-"""Removing sandboxes a crashed process left behind, found by their labels."""
+"""Removing sandboxes a crashed process left behind, found by their labels.
+
+Containers go first (a network or volume in use cannot be removed), then the
+model-only networks (``runner.sandbox.model_gateway``), then volumes.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ def reap(
     include_live: bool = False,
     worker: str | None = None,
 ) -> list[str]:
-    """Remove deltarun containers, then volumes, past their deadline; return what was done."""
+    """Remove deltarun containers, then networks, then volumes, past their deadline;
+    return what was done."""
     now = time.time()
     lines: list[str] = []
     label = f"{LABEL_PREFIX}deadline"
@@ -40,7 +45,20 @@ def reap(
                 client.remove_container(container["Id"], force=True, v=True)
             except docker.errors.NotFound:
                 pass
-    volumes = (client.volumes(filters={"label": label}) or {}).get("Volumes") or []
+    for network in client.networks(filters=filters):
+        labels = network.get("Labels") or {}
+        deadline = float(labels.get(label, "0") or 0)
+        if deadline > now and not include_live:
+            continue
+        lines.append(f"{'would remove' if dry_run else 'removed'} network {network['Name']}")
+        if not dry_run:
+            try:
+                client.remove_network(network["Id"])
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError:
+                lines[-1] += " (in use; try again later)"
+    volumes = (client.volumes(filters=filters) or {}).get("Volumes") or []
     for volume in volumes:
         labels = volume.get("Labels") or {}
         deadline = float(labels.get(label, "0") or 0)
@@ -83,6 +101,15 @@ def reap_orphans(client: docker.APIClient, worker: str) -> list[str]:
         try:
             client.remove_container(container["Id"], force=True, v=True)
             lines.append(f"removed orphaned container {container['Id'][:12]} (pid {pid} gone)")
+        except docker.errors.APIError:
+            pass
+    for network in client.networks(filters={"label": selector}):
+        pid = (network.get("Labels") or {}).get(f"{LABEL_PREFIX}pid", "")
+        if pid and _alive(pid):
+            continue
+        try:
+            client.remove_network(network["Id"])
+            lines.append(f"removed orphaned network {network['Name']}")
         except docker.errors.APIError:
             pass
     volumes = (client.volumes(filters={"label": selector}) or {}).get("Volumes") or []
