@@ -33,6 +33,7 @@ from runner.toolbox import Toolbox, ToolPolicy, ToolResult
 from runner.tools import tool_definitions
 
 MALFORMED_TURNS_LIMIT = 3
+MAX_CALLS_PER_TURN = 32  # a reply with more gets an error for the rest, not a longer trial
 
 EndpointFactory = Callable[[Route, str | None], ChatEndpoint]
 
@@ -233,10 +234,15 @@ class ModelAgent:
     ) -> bool:
         """Carry out one turn's calls; True when the trial ends."""
         malformed = 0
-        for call in calls:
+        for index, call in enumerate(calls):
             state.tool_calls += 1
             function = call["function"]
-            result = toolbox.call(function["name"], function["arguments"])
+            if index < MAX_CALLS_PER_TURN:
+                result = toolbox.call(function["name"], function["arguments"])
+            else:
+                result = ToolResult(
+                    f"error: not run; at most {MAX_CALLS_PER_TURN} calls per reply", refused=True
+                )
             state.violation = state.violation or result.violation
             if result.refused and not result.violation:
                 malformed += 1

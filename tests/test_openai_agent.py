@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -324,6 +325,29 @@ def test_the_wall_clock_limit_holds_against_a_slow_model(tmp_path: Path, docker_
         trial = run_model(docker_api, suite_for(tmp_path, fake.base_url, timeout_s=3))
     assert trial.outcome is Outcome.TIMEOUT and trial.stop_reason == "deadline"
     assert trial.wall_s < 30
+
+
+def test_a_model_that_answers_too_slowly_times_out_at_the_limit(
+    tmp_path: Path, docker_api: Any
+) -> None:
+    def stalls(body: dict[str, Any], index: int) -> Step:
+        time.sleep(8)
+        return reply(call("submit", {}))
+
+    with FakeModel(stalls) as fake:
+        trial = run_model(docker_api, suite_for(tmp_path, fake.base_url, timeout_s=2))
+    assert trial.outcome is Outcome.TIMEOUT and trial.stop_reason == "deadline"
+    assert trial.wall_s < 8  # the trial did not wait for the reply
+
+
+def test_a_flood_of_calls_in_one_reply_is_capped(tmp_path: Path, docker_api: Any) -> None:
+    flood = [call("list_dir", {}) for _ in range(40)]
+    with FakeModel([reply(*flood), reply(call("submit", {}))]) as fake:
+        trial = run_model(docker_api, suite_for(tmp_path, fake.base_url))
+    results = [m["content"] for m in tool_results(fake)]
+    assert len(results) == 40 and results[-1].startswith("error: not run")
+    assert sum(r.startswith("error: not run") for r in results) == 8
+    assert trial.stop_reason == "submit"
 
 
 def test_run_hidden_test_grades_in_a_separate_sandbox(tmp_path: Path, docker_api: Any) -> None:
