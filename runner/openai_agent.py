@@ -163,7 +163,11 @@ class ModelAgent:
         state: _Loop,
         transcript: Transcript,
     ) -> None:
-        hidden = ctx.hidden_test if not isinstance(ctx.task, AnswerTask) else None
+        hidden = ctx.hidden_test
+        if hidden is None and not isinstance(ctx.task, AnswerTask):
+            # A repository task without a hidden test is a negative control. It answers
+            # "fail" like any unsolved task: "no test here" would tell the model to abstain.
+            hidden = _never_passes
         toolbox = Toolbox(ctx.sandbox, self.policy, hidden, deadline)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": self.spec.system_prompt},
@@ -263,6 +267,10 @@ class ModelAgent:
             state.stop_reason = "malformed_tool_calls"
             return True
         return False
+
+
+def _never_passes() -> bool:
+    return False
 
 
 def _tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:

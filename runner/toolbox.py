@@ -175,7 +175,7 @@ class Toolbox:
 
     def _run_hidden_test(self, call: Allowed) -> ToolResult:
         if self.hidden_test is None:
-            return ToolResult("this task has no hidden test")
+            return ToolResult("this task is graded on its answer, not by a test")
         return ToolResult("pass" if self.hidden_test() else "fail")
 
     def _submit(self, call: Allowed) -> ToolResult:

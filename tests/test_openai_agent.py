@@ -367,6 +367,18 @@ def test_run_hidden_test_grades_in_a_separate_sandbox(tmp_path: Path, docker_api
     assert trial.outcome is Outcome.SUCCESS
 
 
+def test_run_hidden_test_does_not_give_a_negative_control_away(
+    tmp_path: Path, docker_api: Any
+) -> None:
+    tasks = [repo_task("neg", kind="negative", hidden=False, prompt="Fix add() per the spec.")]
+    script = [reply(call("run_hidden_test", {})), reply(call("submit", {}))]
+    with FakeModel(script) as fake:
+        controls = suite_for(tmp_path, fake.base_url, allowlist=["run_hidden_test"], tasks=tasks)
+        trial = run_model(docker_api, controls, "neg")
+    assert tool_results(fake)[0]["content"] == "fail"  # as for any unsolved task
+    assert trial.outcome is Outcome.INVALID_COMPLETION
+
+
 def test_run_hidden_test_is_refused_unless_listed(tmp_path: Path, docker_api: Any) -> None:
     with FakeModel([reply(call("run_hidden_test", {})), reply(call("submit", {}))]) as fake:
         trial = run_model(docker_api, suite_for(tmp_path, fake.base_url))
