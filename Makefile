@@ -52,6 +52,7 @@ bench: setup redis images  ## benchmarks, each against a baseline measured in th
 	$(PY) bench/overhead.py
 	$(PY) bench/dispatch.py
 	$(PY) bench/scoring.py
+	$(PY) bench/tools.py
 
 gc: setup  ## remove deltarun sandboxes left past their deadline
 	$(VENV)/bin/deltarun gc

@@ -14,12 +14,13 @@ from __future__ import annotations
 import posixpath
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runner.sandbox.base import WORKSPACE, ExecRequest, ExecResult, Sandbox
 from runner.tools import Allowed, Refused, check, check_resolved
 
+_READS = frozenset({"read_file", "list_dir", "search"})
 AGENT_TOOL_ENV = {
     "HOME": "/home/agent",
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -73,7 +74,7 @@ class Toolbox:
         decision = check(name, raw_arguments, self.policy.allowlist, self.policy.forbidden)
         if isinstance(decision, Refused):
             return _refused(decision)
-        if decision.paths:
+        if decision.paths and name not in _READS:  # reads resolve in the same exec
             resolved = self._resolve(decision.paths)
             if isinstance(resolved, Refused):
                 return _refused(resolved)
@@ -101,14 +102,38 @@ class Toolbox:
             resolved.append(checked)
         return tuple(resolved)
 
+    def _resolved_read(self, rel: str, argv: list[str], cap: int) -> ExecResult | ToolResult:
+        """One exec for a read: resolve ``rel`` inside the sandbox, then run ``argv``.
+
+        The read runs as the agent user, so it sees nothing the agent could not read
+        itself; its output is returned only when the resolved path passes the policy
+        (else the call is refused as if resolved first). One exec instead of two:
+        reads are most of a model's calls.
+        """
+        script = 'realpath -m -- "$1" || exit 120; printf "\\000"; shift; exec "$@"'
+        result = self._exec(["sh", "-c", script, "sh", _abs(rel), *argv], cap + 4096)
+        if result.timed_out:
+            return self._finished(result, "")
+        head, separator, rest = result.output.partition(b"\0")
+        if not separator:
+            return _refused(Refused(f"cannot resolve {rel!r}", violation=False))
+        checked = check_resolved(
+            rel, head.decode("utf-8", "surrogateescape").rstrip("\n"), (self.policy.forbidden)
+        )
+        if isinstance(checked, Refused):
+            return _refused(checked)
+        return replace(result, output=rest[:cap], output_truncated=len(rest) > cap)
+
     # -- tools -------------------------------------------------------------------------
 
     def _read_file(self, call: Allowed) -> ToolResult:
         cap = self.policy.output_cap
-        target = _abs(call.paths[0])
-        result = self._exec(["head", "-c", str(cap + 1), "--", target], cap + 1)
+        rel = call.paths[0]
+        result = self._resolved_read(rel, ["head", "-c", str(cap + 1), "--", _abs(rel)], cap + 1)
+        if isinstance(result, ToolResult):
+            return result
         if result.exit_code != 0:
-            return self._finished(result, f"cannot read {call.paths[0]}")
+            return self._finished(result, f"cannot read {rel}")
         data = result.output
         text = data[:cap].decode("utf-8", "replace")
         if len(data) > cap:
@@ -117,10 +142,20 @@ class Toolbox:
 
     def _list_dir(self, call: Allowed) -> ToolResult:
         rel = call.paths[0]
-        result = self._exec(
-            ["find", _abs(rel), "-mindepth", "1", "-maxdepth", "1", "-printf", r"%y %s %P\n"],
-            1 << 20,
-        )
+        argv = [
+            "find",
+            "-H",
+            _abs(rel),
+            "-mindepth",
+            "1",
+            "-maxdepth",
+            "1",
+            "-printf",
+            r"%y %s %P\n",
+        ]
+        result = self._resolved_read(rel, argv, 1 << 20)
+        if isinstance(result, ToolResult):
+            return result
         if result.exit_code != 0:
             return self._finished(result, f"cannot list {rel}")
         entries = []
@@ -136,7 +171,9 @@ class Toolbox:
     def _search(self, call: Allowed) -> ToolResult:
         rel = call.paths[0]
         argv = ["grep", "-rnIE", "--color=never", "-e", call.args["pattern"], "--", rel]
-        result = self._exec(argv, 1 << 20)
+        result = self._resolved_read(rel, argv, 1 << 20)
+        if isinstance(result, ToolResult):
+            return result
         if result.exit_code not in (0, 1):
             return self._finished(result, f"search failed: {_text(result.output, 500)}")
         kept = []
