@@ -50,6 +50,7 @@ def suite_for(
     tasks: list[dict[str, Any]] | None = None,
     timeout_s: float = 60,
     channel: str = "exploratory",
+    runtime: dict[str, Any] | None = None,
 ) -> Path:
     return make_suite(
         root,
@@ -62,6 +63,7 @@ def suite_for(
         },
         route={"base_url": base_url, "model": MODEL, "max_attempts": 3, **(route or {})},
         channel=channel,
+        runtime=runtime,
     )
 
 
@@ -275,6 +277,22 @@ def test_endpoint_that_keeps_failing_is_an_error_not_a_miss(
     assert trial.outcome is Outcome.ERROR and trial.stop_reason == "endpoint_error"
     assert "failed 3 attempts" in (trial.error or "") and "HTTP 500" in (trial.error or "")
     assert len(fake.requests) == 3
+
+
+def test_whole_trial_retries_are_counted_in_retries_used(tmp_path: Path, docker_api: Any) -> None:
+    def flaky(body: dict[str, Any], index: int) -> Step:
+        if index < 2:  # the first attempt of the trial spends both of its request attempts
+            return error(500, "boom", retry_after="0")
+        if index == 2:
+            return reply(call("apply_patch", {"patch": ADD_GOLD}))
+        return reply(call("submit", {}))
+
+    with FakeModel(flaky) as fake:
+        controls = suite_for(
+            tmp_path, fake.base_url, route={"max_attempts": 2}, runtime={"max_retries": 1}
+        )
+        trial = run_model(docker_api, controls)
+    assert trial.outcome is Outcome.SUCCESS and trial.retries_used == 1 and trial.attempt == 2
 
 
 def test_malformed_arguments_get_an_error_then_end_the_trial(
