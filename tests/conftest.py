@@ -105,3 +105,21 @@ def proxy_image(docker_api: Any) -> str:
         )
         assert built.returncode == 0, built.stdout + built.stderr
     return PROXY_IMAGE
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[Any]:
+    """A real Redis on a free loopback port for one test; a failure in CI when missing."""
+    import shutil
+
+    from tests.distributed_support import RedisServer
+
+    if shutil.which("redis-server") is None:
+        message = "redis-server is not installed; run `make redis`"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()

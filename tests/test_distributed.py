@@ -6,7 +6,6 @@ job and a report identical (ids and times aside) to the local executor's.
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import time
@@ -17,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import IN_CI, run_cli
+from tests.conftest import run_cli
 from tests.distributed_support import (
     Proc,
     RedisServer,
@@ -31,19 +30,6 @@ from tests.distributed_support import (
 
 pytestmark = pytest.mark.docker
 JOBS = 12
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        message = "redis-server is not installed; run `make redis`"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 class Run:

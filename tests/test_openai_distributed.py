@@ -6,33 +6,17 @@ Real Redis, real worker processes, the scripted endpoint on 127.0.0.1.
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from runner.controls import load_controls
-from tests.conftest import IN_CI
 from tests.distributed_support import Proc, RedisServer, start_worker, wait_for
 from tests.fake_openai import FakeModel, call, reply
 from tests.helpers import repo_task
 from tests.test_openai_agent import suite_for
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        message = "redis-server is not installed; run `make redis`"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_scored_distributed_run_stops_and_workers_skip_the_rest(
