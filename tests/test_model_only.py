@@ -187,3 +187,17 @@ def test_the_sandbox_reaches_nothing_but_the_gateway(
     seen = json.loads(line.removeprefix("PROBE "))
     assert seen["resolve"] != "resolved" and seen["direct"] != "connected", seen
     assert seen["off_path"] == 403 and seen["key_in_env"] is False, seen
+
+
+def test_a_missing_egress_network_is_one_line_before_anything_runs(
+    tmp_path: Path, docker_api: Any, proxy_image: str
+) -> None:
+    controls = suite(tmp_path, f"deltarun-test-absent-{uuid.uuid4().hex[:8]}", "fake-model")
+    result = run_cli(
+        "run", str(controls), "--out", str(tmp_path / "run"), env={"DELTARUN_MO_KEY": KEY}
+    )
+    assert result.returncode == 1, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "runtime.model_network" in lines[0], result.stderr
+    assert not (tmp_path / "run").exists()
+    assert leftover_sandboxes(docker_api) == ([], [])

@@ -115,29 +115,42 @@ class DockerSandboxFactory:
         """One sandbox with the run's limits, before any trial: the engine accepts the limits
         and the image has what the harness needs (``timeout``, ``git``, uid 1000). One line
         (``UserError``) naming the image and the fix otherwise."""
-        with self.open(spec) as sandbox:
-            script = (
-                "command -v timeout >/dev/null || echo 'coreutils timeout'; "
-                "command -v git >/dev/null || echo git; "
-                "command -v sh >/dev/null || echo sh; "
-                "[ \"$(id -u agent 2>/dev/null)\" = 1000 ] || echo 'an agent user with uid 1000'"
+        try:
+            with self.open(spec) as sandbox:
+                self._check_harness(spec, sandbox)
+        except SandboxError as exc:
+            if spec.model_access is None:
+                raise
+            raise UserError(
+                f"the model gateway of runtime.network 'model-only' did not start ({exc}); check "
+                f"runtime.model_network ({spec.model_access.egress_network!r}) and run "
+                "`make images` for deltarun/model-proxy"
+            ) from exc
+
+    def _check_harness(self, spec: SandboxSpec, sandbox: DockerSandbox) -> None:
+        """The image has sh, coreutils timeout, git and the agent user (uid 1000)."""
+        script = (
+            "command -v timeout >/dev/null || echo 'coreutils timeout'; "
+            "command -v git >/dev/null || echo git; "
+            "command -v sh >/dev/null || echo sh; "
+            "[ \"$(id -u agent 2>/dev/null)\" = 1000 ] || echo 'an agent user with uid 1000'"
+        )
+        try:
+            exec_id = self.client.exec_create(sandbox.container, ["sh", "-c", script])["Id"]
+            out = self.client.exec_start(exec_id)
+            code = self.client.exec_inspect(exec_id).get("ExitCode")
+        except _API_ERRORS as exc:
+            raise UserError(
+                f"sandbox image {spec.image!r} cannot run the harness ({exc}); it needs sh, "
+                "coreutils timeout, git and an agent user with uid 1000: build it from "
+                "worker_images/python"
+            ) from exc
+        missing = out.decode("utf-8", "replace").strip().splitlines() if out else []
+        if code != 0 or missing:
+            raise UserError(
+                f"sandbox image {spec.image!r} lacks {', '.join(missing) or 'a working sh'}; "
+                "build it from worker_images/python (`make images`) or add them"
             )
-            try:
-                exec_id = self.client.exec_create(sandbox.container, ["sh", "-c", script])["Id"]
-                out = self.client.exec_start(exec_id)
-                code = self.client.exec_inspect(exec_id).get("ExitCode")
-            except _API_ERRORS as exc:
-                raise UserError(
-                    f"sandbox image {spec.image!r} cannot run the harness ({exc}); it needs sh, "
-                    "coreutils timeout, git and an agent user with uid 1000: build it from "
-                    "worker_images/python"
-                ) from exc
-            missing = out.decode("utf-8", "replace").strip().splitlines() if out else []
-            if code != 0 or missing:
-                raise UserError(
-                    f"sandbox image {spec.image!r} lacks {', '.join(missing) or 'a working sh'}; "
-                    "build it from worker_images/python (`make images`) or add them"
-                )
 
     def kill_all(self) -> None:
         """Kill every live sandbox of this factory (Ctrl-C); their sessions remove them."""
