@@ -188,6 +188,7 @@ class ScoredTrial:
     wall_s: float
     retries_used: int
     tool_calls: int
+    stop_reason: str | None = None
 
     @classmethod
     def of(cls, t: Trial) -> ScoredTrial:
@@ -209,6 +210,7 @@ class ScoredTrial:
             t.wall_s,
             t.retries_used,
             t.tool_calls,
+            None if t.stop_reason is None else sys.intern(t.stop_reason),
         )
 
 

@@ -77,6 +77,7 @@ def _summary(s: ArmSummary) -> dict[str, Any]:
             "false_abstention_rate": _rate(s.false_abstention_rate),
         },
         "outcomes": s.outcomes,
+        "stop_reasons": s.stop_reasons,
     }
 
 
@@ -373,6 +374,14 @@ def report_markdown(scores: Scores, pins: Pins, report: dict[str, Any]) -> str:
             f"| {_num(s.tokens_per_pass, '.1f')} | {_num(s.wall_s_per_task)} "
             f"| {_num(s.retries_mean)} | {_num(s.tool_calls_mean)} |"
         )
+    stopped = [s for s in scores.summaries if s.stop_reasons]
+    if stopped:
+        reasons = sorted({r for s in stopped for r in s.stop_reasons})
+        lines += ["", "## How model-driven trials ended", ""]
+        lines += ["| arm | " + " | ".join(reasons) + " |", "|---|" + "---|" * len(reasons)]
+        for s in stopped:
+            counts = " | ".join(str(s.stop_reasons.get(r, 0)) for r in reasons)
+            lines.append(f"| {s.arm} | {counts} |")
     lines += ["", "## Refusal slice (negative controls)", ""]
     lines += [
         "| arm | abstention accuracy | invalid completions | false abstentions (ordinary) |",

@@ -47,6 +47,7 @@ class ArmJSON(_M):
     tool_calls_mean: float | None
     refusal: RefusalJSON
     outcomes: dict[str, int]
+    stop_reasons: dict[str, int]
 
 
 class AggregateDeltaJSON(_M):

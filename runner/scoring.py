@@ -63,6 +63,7 @@ class ArmSummary:
     invalid_completion_rate: Rate
     false_abstention_rate: Rate
     outcomes: dict[str, int]
+    stop_reasons: dict[str, int] = field(default_factory=dict)  # model-driven trials only
 
 
 @dataclass(frozen=True)
@@ -114,9 +115,12 @@ def summarise(arm: str, control: bool, trials: Sequence[Record]) -> ArmSummary:
     retries: list[float] = []
     tool_calls: list[float] = []
     outcomes: dict[str, int] = defaultdict(int)
+    stops: dict[str, int] = defaultdict(int)
     for t in trials:
         outcome = t.outcome
         outcomes[outcome._value_] += 1
+        if t.stop_reason is not None:
+            stops[t.stop_reason] += 1
         tokens += t.prompt_tokens + t.completion_tokens
         walls.append(t.wall_s)
         retries.append(float(t.retries_used))
@@ -153,6 +157,7 @@ def summarise(arm: str, control: bool, trials: Sequence[Record]) -> ArmSummary:
         invalid_completion_rate=Rate(invalid_completions, n_negative),
         false_abstention_rate=Rate(false_abstentions, n_ordinary),
         outcomes=dict(sorted(outcomes.items())),
+        stop_reasons=dict(sorted(stops.items())),
     )
 
 

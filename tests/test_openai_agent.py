@@ -471,6 +471,13 @@ def test_cli_run_scores_the_model_and_keeps_the_key_out(tmp_path: Path, docker_a
     report = json.loads((tmp_path / "right" / "report.json").read_text())
     model = next(a for a in report["arms"] if a["arm"] == "model")
     assert model["passes"] == 2 and model["tokens_per_pass"] == 240.0
+    assert model["stop_reasons"] == {"submit": 2}
+    wrong_report = json.loads((tmp_path / "wrong" / "report.json").read_text())
+    wrong_model = next(a for a in wrong_report["arms"] if a["arm"] == "model")
+    assert wrong_model["stop_reasons"] == {"endpoint_error": 2}
+    assert wrong_model["error_rate"]["k"] == 2
+    markdown = (tmp_path / "right" / "report.md").read_text()
+    assert "## How model-driven trials ended" in markdown and "| model | 2 |" in markdown
     for directory in ("wrong", "right"):
         for path in (tmp_path / directory).rglob("*"):
             if path.is_file():
