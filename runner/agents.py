@@ -246,16 +246,11 @@ def _model_usage(base: AgentResult, calls: list[ModelCall], route: Route) -> Age
         prompt_tokens=sum(c.prompt_tokens for c in calls),
         completion_tokens=sum(c.completion_tokens for c in calls),
     )
-    others = sorted({c.model for c in calls if c.model is not None} - route.accepted)
-    if not others:
+    answered = sorted({c.model for c in calls if c.model is not None})
+    error = next((e for model in answered if (e := route.mismatch(model))), None)
+    if error is None:
         return tokens
-    return replace(
-        tokens,
-        route_mismatch=True,
-        stop_reason="route_mismatch",
-        error=f"route_mismatch: the endpoint answered as model {others[0]!r}, "
-        f"the route pins {route.model!r}",
-    )
+    return replace(tokens, route_mismatch=True, stop_reason="route_mismatch", error=error)
 
 
 def collect_outputs(sandbox: Sandbox, base: AgentResult, cap: int) -> AgentResult:
@@ -298,7 +293,7 @@ def make_agent(
         return Replay(members or [])
     if isinstance(spec, CommandAgent):
         model_only = controls is not None and controls.runtime.network == "model-only"
-        route = controls.route if model_only and controls is not None else None
+        route = controls.route if controls is not None and model_only else None
         return Command(members or [], spec.argv, toggles, route)
     if isinstance(spec, OpenAIAgent):
         # Imported here: the model agent builds on this module's interface.
@@ -307,7 +302,7 @@ def make_agent(
 
         if controls is None:
             raise TypeError("an openai agent needs the controls")
-        route = spec.route or controls.route
+        route = controls.route_for(spec)
         if route is None:
             raise TypeError("an openai agent needs a route")
         tools = controls.tools

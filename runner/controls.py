@@ -22,6 +22,7 @@ from runner.archives import members_from_dir, tree_digest
 from runner.errors import ArchiveError, UserError
 from runner.hashing import sha256_json
 from runner.models import Strict
+from runner.tools import TOOL_NAMES
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -115,20 +116,6 @@ DEFAULT_GRADING_PATHS = [
 ]
 
 
-TOOL_NAMES = (
-    "read_file",
-    "list_dir",
-    "search",
-    "write_file",
-    "apply_patch",
-    "run_command",
-    "run_tests",
-    "run_hidden_test",
-    "submit",
-    "abstain",
-)
-
-
 class Tools(Strict):
     allowlist: list[str] = Field(
         default_factory=list,
@@ -191,9 +178,14 @@ class Route(Strict):
         description="Attempts of one request on 429, 5xx or a lost connection (infrastructure).",
     )
 
-    @property
-    def accepted(self) -> frozenset[str]:
-        return frozenset([self.model, *self.accept_models])
+    def mismatch(self, answered: str | None) -> str | None:
+        """The route lock: why a reply naming ``answered`` breaks it, or None when it holds."""
+        if answered == self.model or answered in self.accept_models:
+            return None
+        return (
+            f"route_mismatch: the endpoint answered as model {answered!r}, "
+            f"the route pins {self.model!r}"
+        )
 
 
 class ScriptedAgent(Strict):
@@ -350,10 +342,10 @@ class Controls(Strict):
             )
         return self
 
-    def route_of(self, arm: Arm) -> Route | None:
-        """The model route an arm uses: its own (openai agents), else the top-level one."""
-        if isinstance(arm.agent, OpenAIAgent) and arm.agent.route is not None:
-            return arm.agent.route
+    def route_for(self, agent: AgentSpec) -> Route | None:
+        """The model route an agent uses: its own (openai agents), else the top-level one."""
+        if isinstance(agent, OpenAIAgent) and agent.route is not None:
+            return agent.route
         return self.route
 
     @property
@@ -459,18 +451,19 @@ def scored_channel_problems(
 
 def missing_api_keys(controls: Controls, environ: Mapping[str, str]) -> list[str]:
     """Where a used route names an API-key variable this environment lacks (``field: VAR``)."""
-    found: list[str] = []
-    uses_top = controls.runtime.network == "model-only"
+    used: list[tuple[str, Route | None]] = []
+    if controls.runtime.network == "model-only":
+        used.append(("route", controls.route))
     for index, arm in enumerate(controls.arms):
-        if not isinstance(arm.agent, OpenAIAgent):
-            continue
-        if arm.agent.route is None:
-            uses_top = True
-        elif arm.agent.route.api_key_env and not environ.get(arm.agent.route.api_key_env):
-            found.append(f"arms[{index}].agent.route.api_key_env: {arm.agent.route.api_key_env}")
-    route = controls.route
-    if uses_top and route is not None and route.api_key_env and not environ.get(route.api_key_env):
-        found.insert(0, f"route.api_key_env: {route.api_key_env}")
+        if isinstance(arm.agent, OpenAIAgent):
+            field = f"arms[{index}].agent.route" if arm.agent.route else "route"
+            used.append((field, controls.route_for(arm.agent)))
+    found: list[str] = []
+    for field, route in used:
+        variable = route.api_key_env if route else None
+        entry = f"{field}.api_key_env: {variable}"
+        if variable and not environ.get(variable) and entry not in found:
+            found.append(entry)
     return found
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,17 +34,6 @@ from runner.tools import tool_definitions
 
 MALFORMED_TURNS_LIMIT = 3
 MAX_CALLS_PER_TURN = 32  # a reply with more gets an error for the rest, not a longer trial
-
-EndpointFactory = Callable[[Route, str | None], ChatEndpoint]
-
-
-def default_endpoint(route: Route, api_key: str | None) -> ChatEndpoint:
-    return ChatEndpoint(
-        route.base_url,
-        api_key,
-        max_attempts=route.max_attempts,
-        request_timeout_s=route.request_timeout_s,
-    )
 
 
 def api_key_of(route: Route, environ: Mapping[str, str]) -> str | None:
@@ -108,8 +97,6 @@ class ModelAgent:
         seed: int,
         transcript_cap: int,
         toggles: Toggles | None = None,
-        endpoint: EndpointFactory = default_endpoint,
-        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.spec = spec
         self.route = route
@@ -117,15 +104,12 @@ class ModelAgent:
         self.seed = seed
         self.transcript_cap = transcript_cap
         self.toggles = toggles
-        self.endpoint = endpoint
-        self.environ = environ
 
     def run(self, ctx: AgentContext) -> AgentResult:
         deadline = time.monotonic() + ctx.timeout_s
         transcript = Transcript(self.transcript_cap)
         state = _Loop()
-        environ = os.environ if self.environ is None else self.environ
-        key = api_key_of(self.route, environ)
+        key = api_key_of(self.route, os.environ)
         if self.route.api_key_env is not None and key is None:
             state.stop_reason = "endpoint_error"
             state.error = (
@@ -133,7 +117,13 @@ class ModelAgent:
                 "(route.api_key_env) is not set on this worker"
             )
         else:
-            self._loop(ctx, self.endpoint(self.route, key), deadline, state, transcript)
+            endpoint = ChatEndpoint(
+                self.route.base_url,
+                key,
+                max_attempts=self.route.max_attempts,
+                request_timeout_s=self.route.request_timeout_s,
+            )
+            self._loop(ctx, endpoint, deadline, state, transcript)
         entries, truncated = transcript.final()
         ending = state.ending
         log = f"stop: {state.stop_reason}" + (f" ({state.error})" if state.error else "")
@@ -214,11 +204,12 @@ class ModelAgent:
                     "attempts": reply.attempts,
                 }
             )
-            if reply.model not in self.route.accepted:
-                state.route_mismatch, state.stop_reason = True, "route_mismatch"
-                state.error = (
-                    f"route_mismatch: the endpoint answered as model {reply.model!r}, "
-                    f"the route pins {self.route.model!r}"
+            mismatch = self.route.mismatch(reply.model)
+            if mismatch is not None:
+                state.route_mismatch, state.stop_reason, state.error = (
+                    True,
+                    "route_mismatch",
+                    mismatch,
                 )
                 return
             if not calls:

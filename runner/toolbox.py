@@ -183,7 +183,7 @@ class Toolbox:
                 continue
             kept.append(line)
         text = "\n".join(kept) or "(no matches)"
-        return self._finished(result, self._cap(text))
+        return self._finished(result, text)
 
     def _write_file(self, call: Allowed) -> ToolResult:
         target = _abs(call.paths[0])

@@ -25,5 +25,5 @@ def test_the_openai_example_has_a_model_control_beside_the_candidate() -> None:
     controls = load_controls(EXAMPLES / "controls.yaml").controls
     control = next(arm for arm in controls.arms if arm.control)
     assert isinstance(control.agent, OpenAIAgent)
-    routes = {arm.name: controls.route_of(arm) for arm in controls.arms}
+    routes = {arm.name: controls.route_for(arm.agent) for arm in controls.arms}
     assert routes["small-model"].model != routes["candidate"].model  # type: ignore[union-attr]

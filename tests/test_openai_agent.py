@@ -7,7 +7,6 @@ chat-completions protocol over HTTP; every tool call runs in a real sandbox.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from runner.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite import load_suite
+from runner.tools import TOOL_NAMES
 from runner.trial import TrialEnv, execute_trial
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.fake_openai import FakeModel, Step, call, error, reply
@@ -28,15 +28,8 @@ from tests.helpers import ADD_GOLD, make_suite, repo_task
 pytestmark = pytest.mark.docker
 
 MODEL = "qwen-test"
-ALL_TOOLS = [
-    "read_file",
-    "list_dir",
-    "search",
-    "write_file",
-    "apply_patch",
-    "run_command",
-    "run_tests",
-]
+# Every tool but the grading oracle and the two that are always offered.
+ALL_TOOLS = [t for t in TOOL_NAMES if t not in ("run_hidden_test", "submit", "abstain")]
 CONTROL = {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}}
 
 
@@ -502,4 +495,3 @@ def test_scored_run_stops_on_a_route_mismatch(tmp_path: Path, docker_api: Any) -
     assert len(mismatched) == 1  # the record that showed it is kept; the run stopped there
     assert len(lines) < 8
     assert "Traceback" not in result.stderr
-    assert os.environ.get("DELTARUN_TEST_KEY") is None

@@ -203,7 +203,7 @@ def test_missing_keys_are_found_for_the_routes_in_use() -> None:
         "arms[2].agent.route.api_key_env: SMALL_KEY",
     ]
     assert missing_api_keys(controls, {"BIG_KEY": "a", "SMALL_KEY": "b"}) == []
-    assert controls.route_of(controls.arms[2]).model == "s"  # type: ignore[union-attr]
+    assert controls.route_for(controls.arms[2].agent).model == "s"  # type: ignore[union-attr]
 
 
 def test_a_key_in_the_controls_file_is_not_a_field() -> None:

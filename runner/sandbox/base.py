@@ -63,7 +63,6 @@ class SandboxSpec:
     labels: Mapping[str, str]
     with_agent_dir: bool = False
     with_io: bool = True  # /io and /baseline: only the agent phase needs them
-    network: str = "none"
     oci_runtime: str | None = None
     model_access: ModelAccess | None = None  # set: the sandbox reaches the model, nothing else
 

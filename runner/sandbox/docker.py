@@ -226,7 +226,7 @@ class DockerSession:
                 tmpfs[BASELINE_DIR] = f"rw,nosuid,nodev,size={limits.workspace_bytes},mode=0700"
             if spec.with_agent_dir:
                 mounts.append(self._volume(AGENT_DIR, 256 << 20, labels, "0755"))
-            network_mode, dns = spec.network, None
+            network_mode, dns = "none", None
             if spec.model_access is not None:
                 self.gateway = self._open_gateway(spec.model_access, labels)
                 network_mode, dns = self.gateway.network, self.gateway.sandbox_dns
