@@ -13,13 +13,14 @@ contract, ``HOME``, ``PATH`` and ``LANG``.
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from runner.archives import Member, build_tar, members_from_dir, single_file_tar
+from runner.archives import Member, build_tar, is_forbidden, members_from_dir, single_file_tar
+from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 from runner.controls import (
     AgentSpec,
     CommandAgent,
@@ -30,8 +31,8 @@ from runner.controls import (
     ScriptedAgent,
     Toggles,
 )
+from runner.gitpatch import PatchError, touched_paths
 from runner.models import Task
-from runner.patches import drop_forbidden
 from runner.sandbox.base import (
     AGENT_DIR,
     AGENT_UID,
@@ -42,6 +43,10 @@ from runner.sandbox.base import (
 )
 
 PROMPT_FILE = f"{IO_DIR}/prompt.txt"
+# The harness's guard (runner/sandbox_scripts/guard.py), root-owned and read-only.
+GUARD_FILE = f"{IO_DIR}/.deltarun-guard.py"
+GUARD_REPORT = re.compile(rb"deltarun-guard: mode=(\w+) (exit|signal|terminated)=(\d+)")
+ANSWER_BOUNDS = JsonBounds(max_bytes=1 << 20, max_depth=32, max_number_chars=64)
 ABSTAIN_FILE = f"{IO_DIR}/abstain.txt"
 ANSWER_FILE = f"{IO_DIR}/answer.json"
 AGENT_ENV = {
@@ -98,6 +103,8 @@ class AgentResult:
     route_mismatch: bool = False
     transcript: list[dict[str, Any]] | None = None
     transcript_truncated: bool = False
+    guard_broken: bool = False  # the agent killed the harness's guard: a miss, with a violation
+    reason: str | None = None  # why the phase ended as it did, for the record
 
     @property
     def abstained(self) -> bool:
@@ -153,8 +160,10 @@ class Replay:
             return _parse_answer(answer, truncated=False)
         if diff is None:
             return AgentResult(log="no recorded output for this task")
-        text = diff.decode("utf-8", "surrogateescape")
-        _kept, dropped = drop_forbidden(text, ctx.forbidden_paths)
+        try:
+            dropped = [p for p in touched_paths(diff) if is_forbidden(p, ctx.forbidden_paths)]
+        except PatchError as exc:
+            return AgentResult(exit_code=1, tool_calls=1, log=f"patch unreadable: {exc}")
         if dropped:
             # A recorded patch that writes a forbidden path is refused whole.
             return AgentResult(
@@ -165,9 +174,7 @@ class Replay:
             )
         ctx.sandbox.put_archive(
             IO_DIR,
-            single_file_tar(
-                "agent.diff", text.encode("utf-8", "surrogateescape"), uid=AGENT_UID, gid=AGENT_UID
-            ),
+            single_file_tar("agent.diff", diff, uid=AGENT_UID, gid=AGENT_UID),
         )
         result = ctx.sandbox.run(
             ExecRequest(
@@ -221,16 +228,32 @@ class Command:
                 "OPENAI_BASE_URL": base_url,
                 "OPENAI_API_KEY": "sk-deltarun-gateway",
             }
+        # Under the guard: when the program exits, every other process of the agent's
+        # uid is killed before the exit can be seen; the guard alone writes to stderr.
+        guarded = ["python3", "-I", "-S", GUARD_FILE, "run", "--", *self.argv]
         result = ctx.sandbox.run(
-            ExecRequest(argv=self.argv, env=env, timeout_s=ctx.timeout_s, output_cap=ctx.output_cap)
+            ExecRequest(
+                argv=guarded,
+                env=env,
+                timeout_s=ctx.timeout_s,
+                output_cap=ctx.output_cap,
+                separate_stderr=True,
+                stderr_cap=4096,
+            )
         )
         log = result.output.decode("utf-8", "replace")
+        report = GUARD_REPORT.search(result.stderr)
+        exit_code = result.exit_code
+        if report is not None and report.group(2) == b"exit":
+            exit_code = int(report.group(3))
+        broken = report is None and not result.timed_out and not result.oom_killed
         base = AgentResult(
-            exit_code=result.exit_code,
+            exit_code=exit_code,
             timed_out=result.timed_out,
             oom_killed=result.oom_killed,
             log=log,
             log_truncated=result.output_truncated,
+            guard_broken=broken,
         )
         if base_url is not None and self.route is not None:
             base = _model_usage(base, ctx.sandbox.model_calls(), self.route)
@@ -263,19 +286,29 @@ def collect_outputs(sandbox: Sandbox, base: AgentResult, cap: int) -> AgentResul
     if answer is not None:
         parsed = _parse_answer(answer, truncated)
         return replace(
-            base, answer=parsed.answer, answer_present=True, answer_invalid=parsed.answer_invalid
+            base,
+            answer=parsed.answer,
+            answer_present=True,
+            answer_invalid=parsed.answer_invalid,
+            reason=parsed.reason,
         )
     return base
 
 
 def _parse_answer(data: bytes, truncated: bool) -> AgentResult:
+    """An answer file read within bounds (size, nesting, number length): anything else is
+    an invalid answer with its reason, never an exception."""
     if truncated:
-        return AgentResult(answer_present=True, answer_invalid=True, log="answer over the cap")
+        return invalid_answer("the answer is over the output cap")
     try:
-        value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return AgentResult(answer_present=True, answer_invalid=True, log="answer is not JSON")
+        value = loads_bounded(data, ANSWER_BOUNDS)
+    except BoundsError as exc:
+        return invalid_answer(f"the answer is not acceptable JSON: {exc}")
     return AgentResult(answer=value, answer_present=True)
+
+
+def invalid_answer(reason: str) -> AgentResult:
+    return AgentResult(answer_present=True, answer_invalid=True, log=reason, reason=reason)
 
 
 def make_agent(

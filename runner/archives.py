@@ -312,3 +312,34 @@ def read_capped_tar_file(stream: Iterable[bytes], name: str, cap: int) -> tuple[
     except (tarfile.TarError, EOFError):
         return b"", True
     return b"", False
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a tar built for a sandbox, with the owner and mode the harness chose."""
+
+    path: str
+    data: bytes | None  # None: a directory
+    uid: int
+    mode: int
+
+
+def owned_tar(entries: Iterable[Entry]) -> bytes:
+    """An uncompressed tar of ``entries`` in the order given (parents before children).
+
+    Docker applies each entry's owner and mode, to an existing directory too: this
+    is how the verify phase hands directories on hidden paths over to root.
+    """
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        for entry in entries:
+            info = tarfile.TarInfo(entry.path)
+            info.uid = info.gid = entry.uid
+            info.mode = entry.mode
+            if entry.data is None:
+                info.type = tarfile.DIRTYPE
+                archive.addfile(info)
+            else:
+                info.size = len(entry.data)
+                archive.addfile(info, io.BytesIO(entry.data))
+    return buffer.getvalue()

@@ -100,22 +100,6 @@ class Runtime(Strict):
     )
 
 
-DEFAULT_GRADING_PATHS = [
-    "conftest.py",
-    "pytest.ini",
-    "tox.ini",
-    "setup.cfg",
-    "sitecustomize.py",
-    "usercustomize.py",
-    "*.pth",
-    "pytest.py",
-    "py.py",
-    "pytest/*",
-    "_pytest/*",
-    "pluggy/*",
-]
-
-
 class Tools(Strict):
     allowlist: list[str] = Field(
         default_factory=list,
@@ -138,12 +122,14 @@ class Tools(Strict):
         default_factory=lambda: [".git/"], description="Paths absent from the agent's workspace."
     )
     grading_paths: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_GRADING_PATHS),
+        default_factory=list,
         description=(
-            "Patterns of files that steer the test runner (conftest.py, pytest.ini, a module "
-            "shadowing pytest...). The agent's changes to them are dropped before the hidden "
-            "test runs and counted as tool violations. A pattern without '/' matches any "
-            "file of that name; one with '/' matches the path from the repository root."
+            "Extra patterns of files the agent may not change for grading, beyond the built-in "
+            "policy (runner configuration, package metadata, bytecode, modules shadowing the "
+            "image's own, files beside the hidden tests). The agent's changes to them are "
+            "dropped before the hidden tests run and counted as tool violations. A pattern "
+            "without '/' matches any file of that name; one with '/' matches the path from "
+            "the repository root."
         ),
     )
 

@@ -65,15 +65,47 @@ class RepoTask(_TaskBase):
     repo_sha256: str = Field(default="", description="SHA-256 of the fixture; set by `seal`.")
     hidden: str | None = Field(default=None, description="Hidden-test tar, relative path.")
     hidden_sha256: str = Field(default="", description="SHA-256 of the hidden tar; set by `seal`.")
-    hidden_test: str | None = Field(default=None, description="Command; exit 0 means pass.")
+    hidden_test: str | None = Field(
+        default=None,
+        description="Command whose exit status alone grades (exit 0 passes); prefer hidden_tests.",
+    )
+    hidden_tests: list[str] | None = Field(
+        default=None,
+        description=(
+            "Tests that must all pass, graded by the harness's own pytest run: node ids "
+            "(tests/test_x.py::test_y[1]), files or file::Class prefixes, relative to the "
+            "repository root. A pass needs every one present and passed, none failed."
+        ),
+    )
+    pytest_args: list[str] = Field(
+        default_factory=list,
+        description="Extra pytest options for hidden_tests (e.g. ['-p', 'asyncio']).",
+    )
     image: str | None = Field(default=None, description="Sandbox image; runtime.image if unset.")
     timeout_s: float | None = Field(default=None, gt=0, description="Overrides runtime.timeout_s.")
     size_bucket: str = Field(default="", description="Covariate for the report, e.g. s/m/l.")
 
     @model_validator(mode="after")
     def _hidden_needed(self) -> RepoTask:
-        if self.kind is TaskKind.ORDINARY and (self.hidden is None or not self.hidden_test):
-            raise ValueError("an ordinary repository task needs 'hidden' and 'hidden_test'")
+        if self.hidden_test and self.hidden_tests is not None:
+            raise ValueError(
+                "give 'hidden_tests' (declared tests, graded by the harness) or 'hidden_test' "
+                "(a command graded by its exit status), not both"
+            )
+        graded = bool(self.hidden_test) or bool(self.hidden_tests)
+        if self.kind is TaskKind.ORDINARY and (self.hidden is None or not graded):
+            raise ValueError(
+                "an ordinary repository task needs 'hidden' and 'hidden_tests' (or 'hidden_test')"
+            )
+        if self.hidden_tests is not None:
+            for entry in self.hidden_tests:
+                if not entry or entry.startswith(("-", "/")) or "\n" in entry or "\x00" in entry:
+                    raise ValueError(
+                        f"hidden_tests: {entry!r} is not a test id; write it like "
+                        "tests/test_x.py::test_y, relative to the repository root"
+                    )
+        if self.pytest_args and self.hidden_tests is None:
+            raise ValueError("'pytest_args' applies only with 'hidden_tests'")
         if self.hidden is None and self.hidden_sha256:
             raise ValueError("'hidden_sha256' is set but 'hidden' is not")
         for name in ("repo_sha256", "hidden_sha256"):
@@ -97,6 +129,23 @@ class AnswerTask(_TaskBase):
 
 
 Task = RepoTask | AnswerTask
+
+
+class Grading(StrEnum):
+    """How a task's verdict is decided; the report says it per task."""
+
+    PYTEST = "pytest"  # declared tests, read from the harness's own results file
+    EXIT_STATUS = "exit_status"  # the hidden_test command's exit status alone
+    METRICS = "metrics"  # an answer task's metrics
+    NONE = "none"  # a negative repository task: abstention decides, no test runs
+
+
+def grading_of(task: Task) -> Grading:
+    if isinstance(task, AnswerTask):
+        return Grading.METRICS
+    if task.hidden_tests is not None:
+        return Grading.PYTEST
+    return Grading.EXIT_STATUS if task.hidden_test else Grading.NONE
 
 
 def task_timeout(task: Task, default_s: float) -> float:
@@ -138,8 +187,13 @@ class Trial(Strict):
     retries_used: int = 0
     tool_calls: int = 0
     patch: str = ""
+    patch_encoding: Literal["utf-8", "base64"] = "utf-8"
     patch_sha256: str = ""
     patch_truncated: bool = False
+    applied_sha256: str = ""
+    dropped: list[str] = Field(default_factory=list)
+    reason: str | None = None
+    grading: str | None = None
     answer: Any = None
     verify_exit_code: int | None = None
     verify_log: str = ""

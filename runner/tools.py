@@ -18,17 +18,19 @@ The agent's uid stays the last line of defence either way.
 
 from __future__ import annotations
 
-import json
 import posixpath
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from runner.archives import is_forbidden
+from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
+from runner.gitpatch import PatchError, touched_paths
 from runner.sandbox.base import WORKSPACE
 
 ALWAYS_ALLOWED = frozenset({"submit", "abstain"})
+# A model's tool arguments: a patch or a file's content fits, a hostile value does not.
+ARG_BOUNDS = JsonBounds(max_bytes=16 << 20, max_depth=32, max_number_chars=64)
 MAX_PATCH_BYTES = 4 << 20
 MAX_WRITE_BYTES = 4 << 20
 
@@ -158,9 +160,9 @@ def check(
     if name not in SCHEMAS or (name not in allowlist and name not in ALWAYS_ALLOWED):
         return Refused(f"tool {name!r} is not allowed here", detail={"rule": "allowlist"})
     try:
-        args = json.loads(raw_arguments or "{}")
-    except json.JSONDecodeError as exc:
-        return Refused(f"arguments are not valid JSON ({exc.msg}); send a JSON object", False)
+        args = loads_bounded((raw_arguments or "{}").encode("utf-8", "surrogatepass"), ARG_BOUNDS)
+    except BoundsError as exc:
+        return Refused(f"arguments are not acceptable JSON ({exc}); send a JSON object", False)
     if not isinstance(args, dict):
         return Refused("arguments must be a JSON object", violation=False)
     for key in _STRING_ARGS.get(name, ()):
@@ -179,7 +181,11 @@ def check(
     if name == "apply_patch":
         if len(args["patch"].encode("utf-8", "surrogatepass")) > MAX_PATCH_BYTES:
             return Refused(f"patch over {MAX_PATCH_BYTES} bytes", violation=False)
-        for path in patch_paths(args["patch"]):
+        try:
+            touched = patch_paths(args["patch"])
+        except PatchError as exc:
+            return Refused(f"git cannot read this patch ({exc})", violation=False)
+        for path in touched:
             checked = check_path(path, forbidden)
             if isinstance(checked, Refused):
                 return checked
@@ -229,37 +235,7 @@ def check_resolved(requested: str, resolved: str, forbidden: Sequence[str]) -> s
     return relative
 
 
-_DIFF_GIT = re.compile(r"^diff --git (\S+) (\S+)$")
-_RENAME = re.compile(r"^(?:rename|copy) (?:from|to) (.+)$")
-
-
 def patch_paths(patch: str) -> list[str]:
-    """Every path a unified or git diff names, with ``a/`` and ``b/`` prefixes removed.
-
-    A ``---`` line counts as a header only when a ``+++`` line follows it, so a
-    removed line that begins with ``--`` inside a hunk is not taken for a path.
-    """
-    lines = patch.splitlines()
-    names: list[str] = []
-    for index, line in enumerate(lines):
-        if match := _DIFF_GIT.match(line):
-            names += [match.group(1), match.group(2)]
-        elif match := _RENAME.match(line):
-            names.append(match.group(1).strip())
-        elif (
-            line.startswith("--- ")
-            and index + 1 < len(lines)
-            and lines[index + 1].startswith("+++ ")
-        ):
-            names += [_header_path(line), _header_path(lines[index + 1])]
-    found = []
-    for name in names:
-        if name == "/dev/null" or not name:
-            continue
-        found.append(name[2:] if name.startswith(("a/", "b/")) else name)
-    return list(dict.fromkeys(found))
-
-
-def _header_path(line: str) -> str:
-    """The path of a ``---``/``+++`` header, without a trailing tab and timestamp."""
-    return line[4:].split("\t", 1)[0].strip()
+    """Every path ``git apply --recount`` would touch (``runner.gitpatch``, git's own rules);
+    raises ``PatchError`` where git would refuse the patch."""
+    return touched_paths(patch.encode("utf-8", "surrogateescape"), recount=True)

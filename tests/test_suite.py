@@ -61,7 +61,7 @@ def test_one_changed_byte_is_a_digest_mismatch(tmp_path: Path) -> None:
         ),
         (
             '{"id": "a", "kind": "ordinary", "prompt": "p", "repo": "r.tar"}',
-            "needs 'hidden' and 'hidden_test'",
+            "needs 'hidden' and 'hidden_tests'",
         ),
         (
             '{"id": "a", "kind": "sideways", "prompt": "p", "expect": 1, "metrics": ["exact_match"], "deadline_s": 5}',

@@ -63,6 +63,9 @@ class SandboxSpec:
     labels: Mapping[str, str]
     with_agent_dir: bool = False
     with_io: bool = True  # /io and /baseline: only the agent phase needs them
+    # The verify phase: /workspace itself root-owned and sticky, so the test's uid can add
+    # files at the top but never rename or remove what root put there (hidden tests).
+    workspace_root_owned: bool = False
     oci_runtime: str | None = None
     model_access: ModelAccess | None = None  # set: the sandbox reaches the model, nothing else
 
@@ -77,6 +80,7 @@ class ExecResult:
     timed_out: bool
     duration_s: float
     oom_killed: bool = False
+    stderr: bytes = b""  # only with ``ExecRequest.separate_stderr``; otherwise in ``output``
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,11 @@ class ExecRequest:
     timeout_s: float = 60.0
     output_cap: int = 1 << 20
     stdin: bytes | None = None  # written to the command's standard input, then closed
+    # False: ``output`` holds stdout and stderr as they came. True: ``output`` is stdout
+    # alone and ``ExecResult.stderr`` the rest (capped at ``stderr_cap``), for a command
+    # whose stdout is data (a patch) or whose stderr only the harness may write.
+    separate_stderr: bool = False
+    stderr_cap: int = 1 << 16
 
 
 class Sandbox(Protocol):

@@ -128,10 +128,12 @@ class DockerSandboxFactory:
             ) from exc
 
     def _check_harness(self, spec: SandboxSpec, sandbox: DockerSandbox) -> None:
-        """The image has sh, coreutils timeout, git and the agent user (uid 1000)."""
+        """The image has sh, coreutils timeout, git, python3 (the harness's guard and pytest
+        launcher run with it) and the agent user (uid 1000)."""
         script = (
             "command -v timeout >/dev/null || echo 'coreutils timeout'; "
             "command -v git >/dev/null || echo git; "
+            "command -v python3 >/dev/null || echo python3; "
             "command -v sh >/dev/null || echo sh; "
             "[ \"$(id -u agent 2>/dev/null)\" = 1000 ] || echo 'an agent user with uid 1000'"
         )
@@ -142,7 +144,7 @@ class DockerSandboxFactory:
         except _API_ERRORS as exc:
             raise UserError(
                 f"sandbox image {spec.image!r} cannot run the harness ({exc}); it needs sh, "
-                "coreutils timeout, git and an agent user with uid 1000: build it from "
+                "coreutils timeout, git, python3 and an agent user with uid 1000: build it from "
                 "worker_images/python"
             ) from exc
         missing = out.decode("utf-8", "replace").strip().splitlines() if out else []
@@ -200,6 +202,8 @@ class DockerSession:
         options = f"size={size},uid={AGENT_UID},gid={AGENT_UID},mode={mode}"
         if target == AGENT_DIR:
             options = f"size={size},mode=0755"
+        elif target == WORKSPACE and self.spec.workspace_root_owned:
+            options = f"size={size},uid=0,gid=0,mode=1777"
         self.factory.client.create_volume(
             name=name,
             driver="local",
@@ -382,15 +386,14 @@ class DockerSandbox:
                 stderr=True,
                 stdin=request.stdin is not None,
             )["Id"]
-            if request.stdin is None:
-                stream = self.client.exec_start(exec_id, stream=True)
-                watchdog.attach(stream)
-                output, truncated = _collect(stream, request.output_cap)
-            else:
-                raw = _raw_socket(self.client.exec_start(exec_id, socket=True))
-                watchdog.attach(raw)
+            raw = _raw_socket(self.client.exec_start(exec_id, socket=True))
+            watchdog.attach(raw)
+            if request.stdin is not None:
                 _feed(raw, request.stdin)
-                output, truncated = _collect(_frames(raw), request.output_cap)
+            split = request.separate_stderr
+            output, truncated, stderr = _collect_frames(
+                _frames(raw), request.output_cap, request.stderr_cap if split else 0
+            )
         except _API_ERRORS as exc:
             if watchdog.fired:
                 raise SandboxError(_stalled(deadline)) from exc
@@ -412,6 +415,7 @@ class DockerSandbox:
             timed_out=timed_out,
             duration_s=duration,
             oom_killed=killed and self.oom_kills() > 0,
+            stderr=stderr,
         )
 
     def _exit_code(self, exec_id: str) -> int | None:
@@ -459,30 +463,49 @@ def _feed(raw: socket.socket, data: bytes) -> None:
     threading.Thread(target=write, daemon=True, name="exec-stdin").start()
 
 
-def _frames(raw: socket.socket) -> Iterator[bytes]:
-    """The payloads of Docker's multiplexed stream (8-byte header: stream, 0, 0, 0, size)."""
-    buffer = b""
+def _frames(raw: socket.socket) -> Iterator[tuple[int, bytes]]:
+    """(stream, payload) of Docker's multiplexed stream (8-byte header: stream, 0, 0, 0,
+    size; stream 1 is stdout, 2 stderr). Memory: one frame plus one read at a time."""
+    buffer = bytearray()
+    start = 0
     while True:
         chunk = raw.recv(1 << 16)
         if not chunk:
             break
         buffer += chunk
-        while len(buffer) >= 8:
-            size = int.from_bytes(buffer[4:8], "big")
-            if len(buffer) < 8 + size:
+        while len(buffer) - start >= 8:
+            size = int.from_bytes(buffer[start + 4 : start + 8], "big")
+            if len(buffer) - start < 8 + size:
                 break
-            yield buffer[8 : 8 + size]
-            buffer = buffer[8 + size :]
+            yield buffer[start], bytes(buffer[start + 8 : start + 8 + size])
+            start += 8 + size
+        if start:
+            del buffer[:start]
+            start = 0
     with contextlib.suppress(OSError):
         raw.close()
 
 
-def _collect(stream: Iterator[bytes], cap: int) -> tuple[bytes, bool]:
-    """Read an exec stream to its end, keeping at most ``cap`` bytes."""
+def _collect_frames(
+    frames: Iterator[tuple[int, bytes]], cap: int, stderr_cap: int
+) -> tuple[bytes, bool, bytes]:
+    """Read an exec stream to its end: (output, truncated, stderr).
+
+    With ``stderr_cap`` 0, stdout and stderr are one output, in arrival order;
+    otherwise stderr is kept apart (at most ``stderr_cap`` bytes). ``output`` keeps
+    at most ``cap`` bytes and ``truncated`` says whether more came.
+    """
     parts: list[bytes] = []
-    kept = 0
+    errors: list[bytes] = []
+    kept = kept_err = 0
     truncated = False
-    for chunk in stream:
+    for stream, chunk in frames:
+        if stderr_cap and stream == 2:
+            if kept_err < stderr_cap:
+                piece = chunk[: stderr_cap - kept_err]
+                errors.append(piece)
+                kept_err += len(piece)
+            continue
         if kept < cap:
             piece = chunk[: cap - kept]
             parts.append(piece)
@@ -491,7 +514,7 @@ def _collect(stream: Iterator[bytes], cap: int) -> tuple[bytes, bool]:
                 truncated = True
         else:
             truncated = True
-    return b"".join(parts), truncated
+    return b"".join(parts), truncated, b"".join(errors)
 
 
 def _stalled(deadline: float) -> str:

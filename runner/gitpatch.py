@@ -1,0 +1,507 @@
+"""Git patches as bytes, read the way ``git apply`` reads them. Pure.
+
+Which files a patch touches decides what the harness keeps of it, so this
+module follows git's own parser (``apply.c``: ``find_header``,
+``parse_git_diff_header``, ``parse_fragment``, ``parse_binary``) instead of a
+line-splitting approximation:
+
+- lines end at ``\\n`` only (never at ``\\r``, ``\\x0b`` or ``\\x85``), and the
+  patch is handled as bytes, so file names and contents that are not UTF-8 pass
+  through unchanged;
+- a hunk ends when the line counts of its ``@@ -a,b +c,d @@`` header are used
+  up, not at the first line that looks like a header;
+- a file section starts at a ``diff --git`` line or at a traditional
+  ``---``/``+++`` pair followed by ``@@ -``; quoted names are C-unquoted.
+
+``parse`` is strict: it accepts what ``git diff --binary`` writes and nothing
+else (no text between sections), which is what the harness stores. What it
+cannot parse is an error, so a caller never applies a patch it did not read.
+``touched_paths`` is lenient like ``git apply`` (junk between sections is
+skipped, ``--recount`` semantics optional) and serves checks made before a
+model-written patch is applied.
+
+Memory stays proportional to the patch and the number of files, never to the
+number of lines: hunks are measured with C-speed searches over the bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+_HUNK = re.compile(rb"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+# The first line of a hunk body that is no hunk line (' ', '+', '-', '\\' or an empty context line).
+_NOT_HUNK_LINE = re.compile(rb"\n[^ +\-\\\n]")
+_GIT_HEADER_LINES = (
+    b"--- ",
+    b"+++ ",
+    b"old mode ",
+    b"new mode ",
+    b"deleted file mode ",
+    b"new file mode ",
+    b"copy from ",
+    b"copy to ",
+    b"rename old ",
+    b"rename new ",
+    b"rename from ",
+    b"rename to ",
+    b"similarity index ",
+    b"dissimilarity index ",
+    b"index ",
+)
+_BINARY_HUNK = re.compile(rb"(literal|delta) (\d+)\n")
+_ESCAPES = {
+    ord("a"): 7,
+    ord("b"): 8,
+    ord("f"): 12,
+    ord("n"): 10,
+    ord("r"): 13,
+    ord("t"): 9,
+    ord("v"): 11,
+    ord("\\"): 92,
+    ord('"'): 34,
+}
+
+
+class PatchError(ValueError):
+    """The patch is not one ``git apply`` (strict: ``git diff``) would read; says where."""
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    """One file's section of a patch: its byte range and what it does to which paths.
+
+    Paths are repository-relative, decoded from bytes with ``surrogateescape``
+    (so any byte survives a round trip); ``None`` is ``/dev/null`` (a created
+    file has no old path, a deleted one no new path).
+    """
+
+    start: int
+    end: int
+    old_path: str | None
+    new_path: str | None
+    old_mode: str | None = None
+    new_mode: str | None = None
+    binary: bool = False
+    copy: bool = False  # "copy from/to": the old file stays
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Every path the section touches (old and new, once each)."""
+        return tuple(dict.fromkeys(p for p in (self.old_path, self.new_path) if p is not None))
+
+    @property
+    def is_symlink(self) -> bool:
+        return "120000" in (self.old_mode, self.new_mode)
+
+    @property
+    def deletes(self) -> bool:
+        return self.new_path is None
+
+
+def parse(patch: bytes) -> list[FileDiff]:
+    """Every file section of a ``git diff`` patch, covering it from end to end.
+
+    Raises ``PatchError`` for anything ``git diff --binary`` does not write:
+    text between sections, a hunk whose counts do not match its lines, a
+    header without names, a truncated binary block.
+    """
+    files: list[FileDiff] = []
+    offset = 0
+    size = len(patch)
+    while offset < size:
+        if not patch.startswith(b"diff --git ", offset):
+            raise PatchError(f"byte {offset}: expected 'diff --git', found {_peek(patch, offset)}")
+        section = _section(patch, offset, recount=False)
+        files.append(section)
+        offset = section.end
+    return files
+
+
+def touched_paths(patch: bytes, *, recount: bool = False) -> list[str]:
+    """Every path ``git apply [--recount]`` would touch, in order; lenient like git.
+
+    Text between sections is skipped as git skips it. Raises ``PatchError``
+    where git would refuse the patch (a hunk without a header, bad counts).
+    """
+    paths: list[str] = []
+    offset = 0
+    while True:
+        start = _find_header(patch, offset)
+        if start is None:
+            break
+        section = _section(patch, start, recount=recount)
+        paths.extend(section.paths)
+        if section.end <= start:  # cannot happen; guards the loop
+            raise PatchError(f"byte {start}: no progress")
+        offset = section.end
+    return list(dict.fromkeys(paths))
+
+
+def keep(patch: bytes, files: Iterable[FileDiff], wanted: Callable[[FileDiff], bool]) -> bytes:
+    """The patch with only the sections ``wanted`` accepts, byte for byte as they were."""
+    return b"".join(patch[f.start : f.end] for f in files if wanted(f))
+
+
+# --- sections -----------------------------------------------------------------------------
+
+
+def _line_end(data: bytes, offset: int) -> int:
+    """Offset just past the line starting at ``offset`` (its ``\\n`` included, if any)."""
+    end = data.find(b"\n", offset)
+    return len(data) if end < 0 else end + 1
+
+
+def _peek(data: bytes, offset: int) -> str:
+    line = data[offset : min(_line_end(data, offset), offset + 60)]
+    return repr(line.decode("utf-8", "replace"))
+
+
+def _find_header(data: bytes, offset: int) -> int | None:
+    """Where the next file section starts at or after ``offset``, as git's ``find_header``."""
+    size = len(data)
+    while offset < size:
+        end = _line_end(data, offset)
+        line = data[offset:end]
+        if line.startswith(b"@@ -"):
+            raise PatchError(f"byte {offset}: a hunk without a file header")
+        if line.startswith(b"diff --git "):
+            return offset
+        if line.startswith(b"--- ") and data.startswith(b"+++ ", end):
+            after = _line_end(data, end)
+            if data.startswith(b"@@ -", after):
+                return offset
+        offset = end
+    return None
+
+
+def _section(data: bytes, start: int, *, recount: bool) -> FileDiff:
+    """Parse one file section that starts at ``start`` (a git or a traditional header)."""
+    names = _Names()
+    offset = start
+    if data.startswith(b"diff --git ", start):
+        end = _line_end(data, start)
+        names.default = _git_header_name(data[start + 11 : end].rstrip(b"\n"))
+        offset = end
+        offset = _git_extended_header(data, offset, names)
+    else:  # traditional: "--- old" / "+++ new"
+        end = _line_end(data, start)
+        names.old = _traditional_name(data[start + 4 : end])
+        after = _line_end(data, end)
+        names.new = _traditional_name(data[end + 4 : after])
+        names.saw_old = names.saw_new = True
+        offset = after
+    binary = False
+    if data.startswith(b"GIT binary patch\n", offset):
+        offset = _binary_body(data, offset + len(b"GIT binary patch\n"))
+        binary = True
+    elif data.startswith(b"Binary files ", offset):
+        end = _line_end(data, offset)
+        if not data[offset:end].endswith(b" differ\n"):
+            raise PatchError(f"byte {offset}: malformed 'Binary files' line")
+        offset = end
+        binary = True
+    else:
+        while data.startswith(b"@@ -", offset):
+            offset = _hunk(data, offset, recount=recount)
+    old, new = names.resolve(start)
+    return FileDiff(start, offset, old, new, names.old_mode, names.new_mode, binary, names.copied)
+
+
+@dataclass
+class _Names:
+    default: str | None = None
+    old: str | None = None
+    new: str | None = None
+    saw_old: bool = False
+    saw_new: bool = False
+    created: bool = False
+    deleted: bool = False
+    copied: bool = False
+    old_mode: str | None = None
+    new_mode: str | None = None
+
+    def resolve(self, start: int) -> tuple[str | None, str | None]:
+        old = self.old if self.saw_old else self.default
+        new = self.new if self.saw_new else self.default
+        if self.created:
+            old = None
+        if self.deleted:
+            new = None
+        if old is None and new is None:
+            raise PatchError(f"byte {start}: a file section without a file name")
+        return old, new
+
+
+def _git_extended_header(data: bytes, offset: int, names: _Names) -> int:
+    """Read the lines after ``diff --git`` up to the first one git does not recognise."""
+    size = len(data)
+    while offset < size:
+        end = _line_end(data, offset)
+        line = data[offset:end]
+        if not line.endswith(b"\n") or line.startswith(b"@@ -"):
+            break
+        prefix = next((p for p in _GIT_HEADER_LINES if line.startswith(p)), None)
+        if prefix is None:
+            break
+        value = line[len(prefix) : -1]
+        if prefix == b"--- ":
+            names.old, names.saw_old = _side_name(value, b"a/"), True
+        elif prefix == b"+++ ":
+            names.new, names.saw_new = _side_name(value, b"b/"), True
+        elif prefix in (b"rename from ", b"rename old ", b"copy from "):
+            names.old, names.saw_old = _path(_unquote_maybe(value)), True
+            names.copied = names.copied or prefix == b"copy from "
+        elif prefix in (b"rename to ", b"rename new ", b"copy to "):
+            names.new, names.saw_new = _path(_unquote_maybe(value)), True
+        elif prefix == b"new file mode ":
+            names.created, names.new_mode = True, value.decode("ascii", "replace")
+        elif prefix == b"deleted file mode ":
+            names.deleted, names.old_mode = True, value.decode("ascii", "replace")
+        elif prefix == b"old mode ":
+            names.old_mode = value.decode("ascii", "replace")
+        elif prefix == b"new mode ":
+            names.new_mode = value.decode("ascii", "replace")
+        elif prefix == b"index ":
+            mode = value.rsplit(b" ", 1)
+            if len(mode) == 2 and names.old_mode is None and names.new_mode is None:
+                names.old_mode = names.new_mode = mode[1].decode("ascii", "replace")
+        offset = end
+    return offset
+
+
+def _hunk(data: bytes, offset: int, *, recount: bool) -> int:
+    """One ``@@`` hunk at ``offset``; returns the offset past it (git's ``parse_fragment``)."""
+    end = _line_end(data, offset)
+    match = _HUNK.match(data, offset)
+    if match is None or match.end() > end:
+        raise PatchError(f"byte {offset}: malformed hunk header {_peek(data, offset)}")
+    old = 1 if match.group(2) is None else int(match.group(2))
+    new = 1 if match.group(4) is None else int(match.group(4))
+    body = end
+    if recount:
+        return _recount_body(data, body)
+    fast = _counted_body_fast(data, body, old, new)
+    if fast is not None:
+        return fast
+    return _counted_body(data, body, old, new)
+
+
+def _counted_body_fast(data: bytes, body: int, old: int, new: int) -> int | None:
+    """The end of a hunk body when its lines run up to the next non-hunk line (what git diff
+    writes): counted with C-speed searches. None when the counts say otherwise."""
+    found = _NOT_HUNK_LINE.search(data, body - 1)
+    region_end = len(data) if found is None else found.start() + 1
+    if region_end < len(data) and data[region_end - 1 : region_end] != b"\n":
+        return None
+    if region_end == len(data) and not data.endswith(b"\n"):
+        return None
+    context = data.count(b"\n ", body - 1, region_end - 1) + data.count(
+        b"\n\n", body - 1, region_end - 1
+    )
+    minus = data.count(b"\n-", body - 1, region_end - 1)
+    plus = data.count(b"\n+", body - 1, region_end - 1)
+    if context + minus != old or context + plus != new:
+        return None
+    if not (minus or plus):
+        return None  # git refuses a hunk that changes nothing; the slow path says so
+    # A trailing "\ No newline at end of file" is part of the region already.
+    return region_end
+
+
+def _counted_body(data: bytes, offset: int, old: int, new: int) -> int:
+    """Git's line-by-line count, for hunks the fast path cannot place."""
+    size = len(data)
+    changed = 0
+    while offset < size and (old or new):
+        end = _line_end(data, offset)
+        line = data[offset:end]
+        if not line.endswith(b"\n"):
+            raise PatchError(f"byte {offset}: a hunk line without a newline")
+        first = line[:1]
+        if first in (b" ", b"\n"):
+            old, new = old - 1, new - 1
+        elif first == b"-":
+            old, changed = old - 1, changed + 1
+        elif first == b"+":
+            new, changed = new - 1, changed + 1
+        elif first == b"\\":
+            if len(line) < 12 or not line.startswith(b"\\ "):
+                raise PatchError(f"byte {offset}: malformed hunk line {_peek(data, offset)}")
+        else:
+            raise PatchError(f"byte {offset}: hunk line counts do not match the @@ header")
+        offset = end
+    if old or new or old < 0 or new < 0:
+        raise PatchError(f"byte {offset}: the hunk ends before its @@ header's line counts")
+    if not changed:
+        raise PatchError(f"byte {offset}: a hunk that changes nothing")
+    if data.startswith(b"\\ ", offset) and _line_end(data, offset) - offset > 12:
+        offset = _line_end(data, offset)
+    return offset
+
+
+def _recount_body(data: bytes, offset: int) -> int:
+    """``git apply --recount``: the hunk runs while lines look like hunk lines."""
+    found = _NOT_HUNK_LINE.search(data, offset - 1)
+    return len(data) if found is None else found.start() + 1
+
+
+def _binary_body(data: bytes, offset: int) -> int:
+    """A ``GIT binary patch`` body: a forward block and an optional reverse block."""
+    offset = _binary_block(data, offset, required=True)
+    if _BINARY_HUNK.match(data, offset):
+        offset = _binary_block(data, offset, required=True)
+    return offset
+
+
+def _binary_block(data: bytes, offset: int, *, required: bool) -> int:
+    match = _BINARY_HUNK.match(data, offset)
+    if match is None:
+        raise PatchError(f"byte {offset}: a binary patch without a literal or delta block")
+    offset = match.end()
+    size = len(data)
+    while offset < size:
+        end = _line_end(data, offset)
+        line = data[offset:end]
+        if line == b"\n":
+            return end
+        if not line.endswith(b"\n"):
+            break
+        first = line[0]
+        if ord("A") <= first <= ord("Z"):
+            length = first - ord("A") + 1
+        elif ord("a") <= first <= ord("z"):
+            length = first - ord("a") + 27
+        else:
+            raise PatchError(f"byte {offset}: a malformed binary patch line")
+        if len(line) - 2 != (length + 3) // 4 * 5:
+            raise PatchError(f"byte {offset}: a binary patch line of the wrong length")
+        offset = end
+    raise PatchError(f"byte {offset}: a binary patch block without its closing empty line")
+
+
+# --- names ---------------------------------------------------------------------------------
+
+
+def _path(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def unquote(raw: bytes) -> bytes:
+    """Undo git's C-style quoting of a name (``"a/t\\303\\251st"``); raises ``PatchError``."""
+    if len(raw) < 2 or raw[:1] != b'"' or raw[-1:] != b'"':
+        raise PatchError(f"not a quoted name: {raw[:60]!r}")
+    out = bytearray()
+    index, end = 1, len(raw) - 1
+    while index < end:
+        byte = raw[index]
+        if byte == 0x22:  # an unescaped quote inside
+            raise PatchError(f"malformed quoted name: {raw[:60]!r}")
+        if byte != 0x5C:
+            out.append(byte)
+            index += 1
+            continue
+        index += 1
+        if index >= end:
+            raise PatchError(f"malformed quoted name: {raw[:60]!r}")
+        code = raw[index]
+        if code in _ESCAPES:
+            out.append(_ESCAPES[code])
+            index += 1
+        elif 0x30 <= code <= 0x33 and index + 2 < end + 1:
+            digits = raw[index : index + 3]
+            if len(digits) != 3 or any(not 0x30 <= d <= 0x37 for d in digits):
+                raise PatchError(f"malformed octal escape in {raw[:60]!r}")
+            out.append(int(digits, 8))
+            index += 3
+        else:
+            raise PatchError(f"unknown escape in quoted name {raw[:60]!r}")
+    return bytes(out)
+
+
+def _unquote_maybe(raw: bytes) -> bytes:
+    return unquote(raw) if raw.startswith(b'"') else raw
+
+
+def _strip_component(name: bytes) -> bytes | None:
+    """Drop the first path component (``-p1``): ``a/x/y`` → ``x/y``."""
+    slash = name.find(b"/")
+    if slash <= 0 or slash == len(name) - 1:
+        return None
+    return name[slash + 1 :]
+
+
+def _side_name(value: bytes, _prefix: bytes) -> str | None:
+    """The name of a ``---``/``+++`` line of a git section (``/dev/null`` is None)."""
+    value = value.split(b"\t", 1)[0] if not value.startswith(b'"') else value
+    if value == b"/dev/null":
+        return None
+    name = _strip_component(_unquote_maybe(value))
+    if name is None:
+        raise PatchError(f"a file name without a leading directory: {value[:60]!r}")
+    return _path(name)
+
+
+def _traditional_name(line: bytes) -> str | None:
+    """The name of a traditional ``--- name<TAB>date`` line, ``-p1``."""
+    value = line.rstrip(b"\n")
+    if value.startswith(b'"'):
+        closing = _closing_quote(value)
+        value = unquote(value[: closing + 1])
+    else:
+        value = value.split(b"\t", 1)[0].rstrip(b" ")
+    if value == b"/dev/null":
+        return None
+    name = _strip_component(value)
+    return _path(name if name is not None else value)
+
+
+def _closing_quote(value: bytes) -> int:
+    index = 1
+    while index < len(value):
+        if value[index] == 0x5C:
+            index += 2
+            continue
+        if value[index] == 0x22:
+            return index
+        index += 1
+    raise PatchError(f"unterminated quoted name: {value[:60]!r}")
+
+
+def _git_header_name(rest: bytes) -> str | None:
+    """The name in ``diff --git a/NAME b/NAME`` when both sides agree (git's rule), else None.
+
+    Unquoted names may contain spaces; the split is the one where both sides,
+    without their first component, are equal.
+    """
+    if rest.startswith(b'"'):
+        closing = _closing_quote(rest)
+        first = _strip_component(unquote(rest[: closing + 1]))
+        second_raw = rest[closing + 1 :]
+        if not second_raw.startswith(b" "):
+            raise PatchError(f"malformed diff --git line: {rest[:60]!r}")
+        second = _strip_component(_unquote_maybe(second_raw[1:]))
+        return _path(first) if first is not None and first == second else None
+    if rest.endswith(b'"'):
+        space = rest.find(b' "')
+        if space < 0:
+            raise PatchError(f"malformed diff --git line: {rest[:60]!r}")
+        first = _strip_component(rest[:space])
+        second = _strip_component(unquote(rest[space + 1 :]))
+        return _path(first) if first is not None and first == second else None
+    # Both unquoted: "a/N b/N" has length 2*len(N) + 5 when both prefixes are one byte.
+    if len(rest) % 2 == 1:
+        half = (len(rest) - 1) // 2
+        left, right = rest[:half], rest[half + 1 :]
+        if rest[half : half + 1] == b" ":
+            a, b = _strip_component(left), _strip_component(right)
+            if a is not None and a == b:
+                return _path(a)
+    index = rest.find(b" ")
+    while index >= 0:
+        a, b = _strip_component(rest[:index]), _strip_component(rest[index + 1 :])
+        if a is not None and a == b:
+            return _path(a)
+        index = rest.find(b" ", index + 1)
+    return None

@@ -1,0 +1,274 @@
+"""Phase B, the verdict: the screened patch and the hidden tests in a fresh sandbox.
+
+The agent never saw this sandbox, and nothing it left decides how grading runs:
+
+1. Layer one, in the test's uid: the full fixture; root-owned: the harness's
+   directory ``.deltarun-<random>/`` (an empty git directory whose attributes
+   switch every workspace attribute off, the screened patch). ``/workspace``
+   itself is root-owned and sticky.
+2. ``git apply`` of the screened patch as the test's uid; a patch that does not
+   apply is a miss with git's reason.
+3. Layer two, root-owned: the hidden files over whatever is at their paths,
+   every directory on their paths, the fixture's pristine ``__init__.py`` and
+   ``conftest.py`` in those directories, the fixture's runner settings as a copy
+   pytest reads with ``-c``, the pytest launcher and plugin. The test's uid can
+   no longer change any of them, nor rename a directory they are in.
+4. The test: ``hidden_tests`` through the harness's pytest (``run_pytest.py``,
+   verdict from its results file, ``runner.pytest_grading``), or the
+   ``hidden_test`` command (verdict from its exit status). Bytecode is neither
+   written nor read from where the code under test could plant it
+   (``PYTHONPYCACHEPREFIX`` points at an empty root-owned directory), plugin
+   autoloading is off, pytest's settings come from the pristine copy.
+5. Every process of the test's uid is killed before the results are read.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import secrets
+from dataclasses import dataclass, replace
+
+from runner.archives import Entry, Member, owned_tar
+from runner.models import RepoTask
+from runner.pytest_grading import RESULTS_CAP, grade, runner_config, test_files
+from runner.sandbox.base import AGENT_UID, WORKSPACE, ExecRequest, Sandbox
+from runner.sandbox_scripts import source
+
+# The harness's git for `git apply`: no hooks, no fsmonitor, no path protections
+# (they would turn a file name into a harness failure), nothing from the workspace.
+APPLY_GIT = [
+    "git",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.protectNTFS=false",
+    "-c",
+    "core.protectHFS=false",
+    "-c",
+    "safe.directory=*",
+]
+# In $GIT_DIR/info/attributes (highest precedence): every attribute that converts,
+# filters or re-encodes content is unspecified, whatever .gitattributes says.
+NEUTRAL_ATTRIBUTES = (
+    b"* !text !eol !crlf !ident !filter !diff !merge !working-tree-encoding !encoding"
+    b" !whitespace !export-subst !delta\n"
+)
+PATH = "/usr/local/bin:/usr/bin:/bin"
+# The tmpfs block a file costs at least, to tell ahead whether the tree fits.
+_BLOCK = 4096
+
+
+@dataclass(frozen=True)
+class VerifyOutcome:
+    """What the verify phase found."""
+
+    passed: bool
+    timed_out: bool = False
+    exit_code: int | None = None
+    log: str = ""
+    log_truncated: bool = False
+    oom_killed: bool = False
+    reason: str | None = None  # why it is not a pass, when the harness knows
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """The controls the verify phase uses."""
+
+    timeout_s: float
+    output_cap: int
+    workspace_bytes: int
+
+
+def verify(
+    sandbox: Sandbox,
+    task: RepoTask,
+    fixture: list[Member],
+    hidden: list[Member],
+    patch: bytes,
+    settings: VerifySettings,
+) -> VerifyOutcome:
+    """Run phase B in ``sandbox`` (fresh, ``workspace_root_owned``) on a screened patch."""
+    size = sum(_footprint(m) for m in fixture) + sum(_footprint(m) for m in hidden)
+    if patch and size + 2 * len(patch) + (1 << 20) > settings.workspace_bytes:
+        return VerifyOutcome(
+            False, reason="the patched tree would not fit in runtime.limits.workspace"
+        )
+    harness = f".deltarun-{secrets.token_hex(8)}"
+    home = f"{WORKSPACE}/{harness}"
+    sandbox.put_archive(WORKSPACE, owned_tar(_layer_one(fixture, harness, patch)))
+    if patch:
+        applied = sandbox.run(
+            ExecRequest(
+                argv=[*APPLY_GIT, "apply", "--whitespace=nowarn", f"{home}/agent.patch"],
+                env=_git_env(home),
+                timeout_s=min(120.0, settings.timeout_s),
+                output_cap=1 << 16,
+                separate_stderr=True,
+            )
+        )
+        if applied.exit_code != 0 or applied.timed_out:
+            why = (applied.stderr or applied.output)[-400:].decode("utf-8", "replace").strip()
+            return VerifyOutcome(False, reason=f"the patch does not apply: {why}")
+    config = runner_config(fixture)
+    config_name = f"{harness}{config.suffix}"
+    sandbox.put_archive(
+        WORKSPACE, owned_tar(_layer_two(fixture, hidden, harness, config_name, config.data))
+    )
+    env = {
+        "HOME": "/home/agent",
+        "PATH": PATH,
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPYCACHEPREFIX": f"{home}/pycache",
+        "PYTHONNOUSERSITE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
+    fixed = ["-c", f"{WORKSPACE}/{config_name}", "--rootdir", WORKSPACE, "-p", "no:cacheprovider"]
+    nonce = secrets.token_hex(16)
+    if task.hidden_tests is not None:
+        spec = {
+            "nonce": nonce,
+            "rootdir": WORKSPACE,
+            "results": f"{home}/out/results.json",
+            "select": task.hidden_tests,
+            "args": ["-q", *task.pytest_args, *fixed, *test_files(task.hidden_tests)],
+        }
+        request = ExecRequest(
+            argv=["python3", "-B", "-s", f"{home}/run_pytest.py"],
+            env=env,
+            timeout_s=settings.timeout_s,
+            output_cap=settings.output_cap,
+            stdin=json.dumps(spec).encode("utf-8"),
+        )
+    else:
+        assert task.hidden_test is not None
+        env |= {"PYTEST_ADDOPTS": " ".join(fixed), "DELTARUN_HIDDEN_TEST": task.hidden_test}
+        request = ExecRequest(
+            argv=["sh", "-c", 'exec sh -c "$DELTARUN_HIDDEN_TEST"'],
+            env=env,
+            timeout_s=settings.timeout_s,
+            output_cap=settings.output_cap,
+        )
+    result = sandbox.run(request)
+    _sweep(sandbox, home)
+    found = VerifyOutcome(
+        False,
+        exit_code=result.exit_code,
+        log=result.output[-settings.output_cap :].decode("utf-8", "replace"),
+        log_truncated=result.output_truncated,
+        oom_killed=result.oom_killed,
+    )
+    if result.timed_out:
+        return replace(found, timed_out=True, exit_code=None, reason="the hidden tests timed out")
+    if task.hidden_tests is None:
+        passed = result.exit_code == 0
+        return replace(
+            found,
+            passed=passed,
+            reason=None if passed else f"the hidden test exited {result.exit_code}",
+        )
+    data, truncated = sandbox.read_file(f"{home}/out/results.json", RESULTS_CAP)
+    if truncated:
+        data = b""  # over the cap: unreadable, graded as damaged
+    verdict = grade(task.hidden_tests, data, nonce, result.exit_code)
+    return replace(found, passed=verdict.passed, reason=verdict.reason)
+
+
+def _footprint(member: Member) -> int:
+    return -(-len(member.data) // _BLOCK) * _BLOCK + _BLOCK
+
+
+def _git_env(home: str) -> dict[str, str]:
+    return {
+        "GIT_DIR": f"{home}/git",
+        "GIT_WORK_TREE": WORKSPACE,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "HOME": "/home/agent",
+        "PATH": PATH,
+    }
+
+
+def _dirs_of(paths: list[str]) -> list[str]:
+    """Every directory above the paths, parents first ("" excluded)."""
+    found: dict[str, None] = {}
+    for path in paths:
+        parts = path.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            found.setdefault("/".join(parts[:i]))
+    return sorted(found, key=lambda d: (d.count("/"), d))
+
+
+def _layer_one(fixture: list[Member], harness: str, patch: bytes) -> list[Entry]:
+    """The fixture as the test's uid, plus the harness's root-owned directory."""
+    files = [m for m in fixture if not m.is_dir]
+    dirs = sorted(
+        set(_dirs_of([m.path for m in files])) | {m.path for m in fixture if m.is_dir},
+        key=lambda d: (d.count("/"), d),
+    )
+    entries = [Entry(d, None, AGENT_UID, 0o755) for d in dirs]
+    entries += [
+        Entry(m.path, m.data, AGENT_UID, 0o755 if m.executable else 0o644)
+        for m in sorted(files, key=lambda m: m.path)
+    ]
+    git = f"{harness}/git"
+    entries += [
+        Entry(harness, None, 0, 0o755),
+        Entry(git, None, 0, 0o755),
+        Entry(f"{git}/objects", None, 0, 0o755),
+        Entry(f"{git}/refs", None, 0, 0o755),
+        Entry(f"{git}/info", None, 0, 0o755),
+        Entry(f"{git}/HEAD", b"ref: refs/heads/main\n", 0, 0o444),
+        Entry(f"{git}/config", b"[core]\n\trepositoryformatversion = 0\n", 0, 0o444),
+        Entry(f"{git}/info/attributes", NEUTRAL_ATTRIBUTES, 0, 0o444),
+    ]
+    if patch:
+        entries.append(Entry(f"{harness}/agent.patch", patch, 0, 0o444))
+    return entries
+
+
+def _layer_two(
+    fixture: list[Member], hidden: list[Member], harness: str, config_name: str, config: bytes
+) -> list[Entry]:
+    """What root owns for the test: hidden files and their directories, the pristine
+    harness files beside them, the runner settings and the launcher."""
+    hidden_files = [m for m in hidden if not m.is_dir]
+    hidden_dirs = _dirs_of([m.path for m in hidden_files]) + sorted(
+        m.path for m in hidden if m.is_dir
+    )
+    pristine = {m.path: m for m in fixture if not m.is_dir}
+    entries = [Entry(d, None, 0, 0o755) for d in dict.fromkeys(hidden_dirs)]
+    for directory in ["", *hidden_dirs]:
+        for name in ("__init__.py", "conftest.py"):
+            member = pristine.get(posixpath.join(directory, name))
+            if member is not None:
+                entries.append(Entry(member.path, member.data, 0, 0o644))
+    entries += [
+        Entry(m.path, m.data, 0, 0o755 if m.executable else 0o644)
+        for m in sorted(hidden_files, key=lambda m: m.path)
+    ]
+    entries += [
+        Entry(config_name, config, 0, 0o444),
+        Entry(f"{harness}/out", None, AGENT_UID, 0o755),
+        Entry(f"{harness}/pycache", None, 0, 0o555),
+        Entry(f"{harness}/run_pytest.py", source("run_pytest.py"), 0, 0o444),
+        Entry(f"{harness}/deltarun_results.py", source("deltarun_results.py"), 0, 0o444),
+        Entry(f"{harness}/guard.py", source("guard.py"), 0, 0o444),
+    ]
+    return entries
+
+
+def _sweep(sandbox: Sandbox, home: str) -> None:
+    """Kill every process of the test's uid (a daemon the code under test started)."""
+    sandbox.run(
+        ExecRequest(
+            argv=["python3", "-I", "-S", f"{home}/guard.py", "sweep"],
+            env={"PATH": PATH, "LANG": "C.UTF-8"},
+            timeout_s=30,
+            output_cap=4096,
+        )
+    )
