@@ -244,6 +244,11 @@ def _int_chars(number: int, bounds: JsonBounds) -> int | None:
     return len(str(number))
 
 
+def has_surrogate(text: str) -> bool:
+    """Does ``text`` hold a surrogate code point (which no UTF-8 writer accepts)?"""
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
 def check_storable(value: Any, bounds: JsonBounds = JsonBounds()) -> None:
     """Raise ``BoundsError`` unless ``value`` survives deltarun's writer and reader unchanged.
 

@@ -7,14 +7,18 @@ more failing rows withhold the headline number from the summary line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from runner.controls import Controls
-from runner.models import Record
+from runner.models import Outcome, Record
 from runner.scoring import Scores
+from runner.stats import sign_test_greater
 
 WITHHOLD_AT = 2
+# An arm errs "clearly more" than its control when the one-sided exact sign test on the
+# (task, repeat) pairs where exactly one of them errored says so at this level.
+ERRORS_ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,7 @@ def evaluate(
     trials: Sequence[Record],
     negative_tasks: int,
     edited: bool,
+    tasks: Sequence[Mapping[str, str]] = (),
 ) -> list[Row]:
     """Every row of the checklist, in a fixed order."""
     pinned = controls.suite.sha256
@@ -54,6 +59,7 @@ def evaluate(
             True,
             "hidden tests run only in a second, fresh sandbox; answer oracles never enter one",
         ),
+        _grading_row(tasks),
         Row(
             "retries zero in the headline run",
             controls.runtime.max_retries == 0 and retries == 0,
@@ -85,6 +91,7 @@ def evaluate(
             if control is not None
             else "no control",
         ),
+        _errors_row(trials, scores),
         Row("channel scored", controls.channel == "scored", f"channel {controls.channel}"),
         Row(
             "replay reproduces the report",
@@ -94,6 +101,55 @@ def evaluate(
             else "the ledger was edited after the run (accepted with --accept-edits)",
         ),
     ]
+
+
+def _grading_row(tasks: Sequence[Mapping[str, str]]) -> Row:
+    """Every ordinary repository task is graded on declared tests, not an exit status."""
+    item = "every repository task is graded by declared tests"
+    alone = [
+        t["id"]
+        for t in tasks
+        if t.get("kind") == "ordinary" and t.get("grading", "exit_status") == "exit_status"
+    ]
+    if not alone:
+        return Row(item, True, "a pass needs each declared test to run and pass")
+    named = ", ".join(alone[:3]) + (f" and {len(alone) - 3} more" if len(alone) > 3 else "")
+    return Row(
+        item,
+        False,
+        f"{len(alone)} task(s) graded by exit status alone ({named}); declare hidden_tests",
+    )
+
+
+def _errors_row(trials: Sequence[Record], scores: Scores) -> Row:
+    """Errors that follow an arm are suspected to be caused by it: compare each arm's
+    errors with the control's on the same (task, repeat) pairs."""
+    item = "errors do not follow the arm"
+    control = next((s.arm for s in scores.summaries if s.control), None)
+    errored: dict[tuple[str, int, str], bool] = {
+        (t.task_id, t.repeat, t.arm): t.outcome is Outcome.ERROR for t in trials
+    }
+    worst: list[str] = []
+    counts: list[str] = []
+    for summary in scores.summaries:
+        if summary.control or control is None:
+            continue
+        b = c = 0
+        for (task_id, repeat, arm), failed in errored.items():
+            if arm != summary.arm:
+                continue
+            other = errored.get((task_id, repeat, control))
+            if other is None or failed == other:
+                continue
+            b, c = (b + 1, c) if failed else (b, c + 1)
+        if b or c:
+            counts.append(f"{summary.arm} {b} vs {c}")
+        if b > c and sign_test_greater(b, c) < ERRORS_ALPHA:
+            worst.append(f"{summary.arm} (errors where the control had none: {b}, reverse: {c})")
+    if worst:
+        return Row(item, False, "clearly more errors than the control: " + "; ".join(worst))
+    detail = "errors where only the arm / only the control erred: " + ", ".join(counts)
+    return Row(item, True, detail if counts else "no arm errs where its control does not")
 
 
 def verdict(rows: Sequence[Row]) -> str:

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from runner.bounded_json import check_storable, has_surrogate
+
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -214,6 +216,23 @@ class Trial(Strict):
     finished_at: str
 
     schema_version: Literal[1] = 1
+
+    @model_validator(mode="after")
+    def _storable(self) -> Trial:
+        """Writer and reader accept the same records: a value the JSON reader would refuse
+        (a lone surrogate, nesting past the reader's limit, a huge number, NaN) never
+        makes it into a record (``runner.bounded_json``)."""
+        for name, value in self.__dict__.items():
+            if type(value) is str and not value.isascii() and has_surrogate(value):
+                raise ValueError(f"{name}: a lone surrogate; record text must be UTF-8")
+        for entry in self.dropped:
+            if has_surrogate(entry):
+                raise ValueError("dropped: a lone surrogate; record text must be UTF-8")
+        if self.answer is not None:
+            check_storable(self.answer)
+        if self.transcript is not None:
+            check_storable(self.transcript)
+        return self
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from runner.controls import (
 from runner.errors import DigestMismatch, UserError
 from runner.metric_modules import load_metrics, read_module
 from runner.metrics import Metric
-from runner.models import AnswerTask, Job, RepoTask, Task
+from runner.models import AnswerTask, Job, RepoTask, Task, grading_of
 from runner.plan import plan_jobs
 from runner.store import RunDir, RunMeta, new_run_id, now_utc
 from runner.suite import Suite, load_suite
@@ -122,6 +122,7 @@ def prepare(
                     "id": t.id,
                     "kind": t.kind.value,
                     "size_bucket": t.size_bucket if isinstance(t, RepoTask) else "answer",
+                    "grading": grading_of(t).value,
                 }
                 for t in suite.tasks
             ],

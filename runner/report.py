@@ -198,6 +198,9 @@ def report_json(
         "baseline_legs": [_scorecard(d, pins, summaries, bootstrap) for d in legs],
         "covariates": covariates(trials, tasks),
         "per_task": per_task,
+        # How each task's verdict is decided (pytest: declared tests; exit_status: a command's
+        # exit status alone; metrics: an answer task; none: a negative control).
+        "grading": {t["id"]: t.get("grading", "exit_status") for t in tasks},
     }
 
 
@@ -442,10 +445,12 @@ def report_markdown(scores: Scores, pins: Pins, report: dict[str, Any]) -> str:
         lines.append("")
     lines += ["## Outcomes per task", ""]
     arms = [s.arm for s in scores.summaries]
-    lines += ["| task | " + " | ".join(arms) + " |", "|---" * (len(arms) + 1) + "|"]
+    grading = report.get("grading") or {}
+    lines += ["| task | graded by | " + " | ".join(arms) + " |", "|---" * (len(arms) + 2) + "|"]
     for task_id, by_arm in sorted(report["per_task"].items()):
         cells = [", ".join(by_arm.get(arm, ["—"])) for arm in arms]
-        lines.append(f"| {task_id} | " + " | ".join(cells) + " |")
+        how = grading.get(task_id, "—")
+        lines.append(f"| {task_id} | {how} | " + " | ".join(cells) + " |")
     lines.append("")
     if checklist:
         lines += ["## Checklist", "", "| | item | detail |", "|---|---|---|"]

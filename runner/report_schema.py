@@ -143,3 +143,4 @@ class ReportJSON(_M):
     baseline_legs: list[ScorecardJSON]
     covariates: dict[str, dict[str, dict[str, RateJSON]]]
     per_task: dict[str, dict[str, list[str]]]
+    grading: dict[str, Literal["pytest", "exit_status", "metrics", "none"]]

@@ -91,6 +91,7 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         trials,
         negative_tasks=sum(t["kind"] == "negative" for t in meta.tasks),
         edited=edited_from is not None,
+        tasks=meta.tasks,
     )
     pins = Pins(
         protocol_id=meta.protocol_id,

@@ -453,6 +453,28 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, (2 * total) / (1 << n))
 
 
+def sign_test_greater(b: int, c: int) -> float:
+    """One-sided exact sign test: ``P[X >= b]`` with ``X ~ Binomial(b + c, 1/2)``.
+
+    The p-value that ``b`` discordant pairs going one way against ``c`` going the
+    other is chance, when only "more than chance" is the question (an arm that
+    errs where its control did not). Exact integers, one rounded division;
+    ``b + c == 0`` gives 1.0. Matches
+    ``scipy.stats.binomtest(b, b + c, 0.5, alternative="greater").pvalue``.
+    """
+    if b < 0 or c < 0:
+        raise ValueError(f"discordant counts must be >= 0, got b={b}, c={c}")
+    n = b + c
+    if n == 0:
+        return 1.0
+    term = 1  # C(n, n) counted down to C(n, b)
+    total = 1
+    for i in range(n, b, -1):  # C(n, i - 1) = C(n, i) * i / (n - i + 1)
+        term = term * i // (n - i + 1)
+        total += term
+    return min(1.0, total / (1 << n))
+
+
 def paired_bootstrap_interval(
     diffs: Sequence[float],
     rng: random.Random,

@@ -170,13 +170,28 @@ def execute_trial(job: Job, task: Task, agent: Agent, env: TrialEnv) -> Trial:
     try:
         return _record(job, task, env, facts, started_at, wall_s, retries)
     except Exception as exc:  # a record that cannot be built is deltarun's error, not a lost job
-        return error_record(job, task, env, f"{type(exc).__name__}: {exc}", started_at, wall_s)
+        return error_record(
+            job,
+            task,
+            env.worker,
+            f"{type(exc).__name__}: {exc}",
+            started_at,
+            wall_s,
+            env.clock(),
+        )
 
 
 def error_record(
-    job: Job, task: Task, env: TrialEnv, error: str, started_at: datetime, wall_s: float
+    job: Job,
+    task: Task,
+    worker: str,
+    error: str,
+    started_at: datetime,
+    wall_s: float,
+    finished_at: datetime,
 ) -> Trial:
-    """The smallest record of a job whose full record could not be built."""
+    """The smallest record of a job whose full record could not be built or read: a
+    deltarun error naming the cause, so the job is neither lost nor counted as a miss."""
     return Trial(
         run_id=job.run_id,
         job_id=job.job_id,
@@ -193,9 +208,9 @@ def error_record(
         wall_s=round(wall_s, 3),
         error=clean_text(f"deltarun could not record this trial: {error}")[:2000],
         grading=grading_of(task).value,
-        worker=env.worker,
+        worker=worker,
         started_at=started_at.isoformat(),
-        finished_at=env.clock().isoformat(),
+        finished_at=finished_at.isoformat(),
     )
 
 

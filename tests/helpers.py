@@ -58,7 +58,10 @@ def repo_task(
     timeout_s: float = 60,
     prompt: str = "Fix add().",
     hidden: bool = True,
+    exit_status: bool = False,
 ) -> dict[str, Any]:
+    """A repository task over the ``calc`` fixture; graded by its declared hidden test, or
+    with ``exit_status`` by the exit status of ``HIDDEN_TEST`` alone."""
     task: dict[str, Any] = {
         "id": task_id,
         "kind": kind,
@@ -68,7 +71,11 @@ def repo_task(
         "timeout_s": timeout_s,
     }
     if hidden:
-        task.update(hidden=f"hidden/{task_id}.tar", hidden_test=HIDDEN_TEST)
+        task["hidden"] = f"hidden/{task_id}.tar"
+        if exit_status:
+            task["hidden_test"] = HIDDEN_TEST
+        else:
+            task["hidden_tests"] = ["tests/test_hidden.py"]
     return task
 
 

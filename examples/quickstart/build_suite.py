@@ -5,7 +5,7 @@ Every task lives in ``src/<id>/``:
 
 ``task.json``
     Metadata merged into the task line (``kind``, ``tags``, and either
-    ``image``/``timeout_s``/``size_bucket``/``hidden_test`` for a repository
+    ``image``/``timeout_s``/``size_bucket``/``hidden_tests`` for a repository
     task or ``expect``/``schema``/``metrics``/``deadline_s`` for an answer
     task). The prompt may be given here as ``prompt`` or, more readably, in
     ``prompt.md``.
@@ -44,7 +44,6 @@ import hashlib
 import io
 import json
 import re
-import shlex
 import shutil
 import sys
 import tarfile
@@ -57,7 +56,6 @@ SRC = HERE / "src"
 ID_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 KINDS = ("ordinary", "negative")
 METRICS = ("exact_match", "json_schema_ok", "within_deadline")
-HIDDEN_TEST_PREFIX = "python3 -m pytest"
 
 # Never packed: caches a local test run may leave behind.
 SKIP_DIR_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
@@ -69,7 +67,7 @@ SIZE_LIMITS: tuple[tuple[int, str], ...] = ((3600, "s"), (4400, "m"))
 
 # Keys each kind of task.json may hold (``prompt`` may also come from prompt.md).
 REPO_KEYS = frozenset(
-    {"prompt", "kind", "image", "timeout_s", "size_bucket", "tags", "hidden_test"}
+    {"prompt", "kind", "image", "timeout_s", "size_bucket", "tags", "hidden_tests"}
 )
 ANSWER_KEYS = frozenset({"prompt", "kind", "expect", "schema", "metrics", "deadline_s", "tags"})
 
@@ -156,21 +154,13 @@ def _read_abstain(path: Path) -> bytes:
     return (text + "\n").encode("utf-8")
 
 
-def _hidden_test_paths(task_id: str, command: str) -> list[str]:
-    if not command.startswith(HIDDEN_TEST_PREFIX + " "):
-        raise BuildError(f"{task_id}: hidden_test must start with {HIDDEN_TEST_PREFIX!r}")
-    paths: list[str] = []
-    takes_value = False
-    for arg in shlex.split(command)[3:]:
-        if takes_value:  # the plugin name after "-p"
-            takes_value = False
-        elif arg == "-p":
-            takes_value = True
-        elif not arg.startswith("-"):
-            paths.append(arg.split("::", 1)[0])
-    if not paths:
-        raise BuildError(f"{task_id}: hidden_test names no test file")
-    return paths
+def _hidden_test_paths(task_id: str, declared: Any) -> list[str]:
+    """The files the declared tests live in (test ids are ``file`` or ``file::name``)."""
+    if not isinstance(declared, list) or not declared:
+        raise BuildError(f"{task_id}: hidden_tests must be a non-empty list of test ids")
+    if not all(isinstance(entry, str) and entry for entry in declared):
+        raise BuildError(f"{task_id}: hidden_tests must hold test ids like tests/test_x.py")
+    return list(dict.fromkeys(entry.split("::", 1)[0] for entry in declared))
 
 
 def _check_common(task_id: str, meta: dict[str, Any], allowed: frozenset[str]) -> None:
@@ -227,18 +217,20 @@ def build_task(
         }
         suite_files[line["repo"]] = repo_tar
         if kind == "ordinary":
-            if not hidden_dir.is_dir() or "hidden_test" not in meta:
+            if not hidden_dir.is_dir() or "hidden_tests" not in meta:
                 raise BuildError(
-                    f"{task_id}: an ordinary repository task needs hidden/ and hidden_test"
+                    f"{task_id}: an ordinary repository task needs hidden/ and hidden_tests"
                 )
-            for rel in _hidden_test_paths(task_id, meta["hidden_test"]):
+            for rel in _hidden_test_paths(task_id, meta["hidden_tests"]):
                 if not (hidden_dir / rel).is_file():
-                    raise BuildError(f"{task_id}: hidden_test names {rel}, which is not in hidden/")
+                    raise BuildError(
+                        f"{task_id}: hidden_tests names {rel}, which is not in hidden/"
+                    )
             hidden_tar = make_tar(hidden_dir)
             line.update(
                 hidden=f"hidden/{task_id}.tar",
                 hidden_sha256=sha256_hex(hidden_tar),
-                hidden_test=meta["hidden_test"],
+                hidden_tests=meta["hidden_tests"],
             )
             suite_files[line["hidden"]] = hidden_tar
             gold_diff = task_dir / "gold.diff"
@@ -246,7 +238,7 @@ def build_task(
                 raise BuildError(f"{task_id}: missing gold.diff")
             gold[f"{task_id}.diff"] = gold_diff.read_bytes()
         else:
-            if hidden_dir.exists() or "hidden_test" in meta:
+            if hidden_dir.exists() or "hidden_tests" in meta:
                 raise BuildError(
                     f"{task_id}: negative tasks are never verified; give them no hidden tests"
                 )

@@ -255,6 +255,12 @@ def candidate_output(task_id: str) -> tuple[str, Path | None]:
     return "nothing", None
 
 
+def hidden_command(task: dict[str, Any]) -> str:
+    """The declared tests as one local pytest command (deltarun runs its own, in a sandbox)."""
+    files = dict.fromkeys(entry.split("::", 1)[0] for entry in task["hidden_tests"])
+    return "python3 -m pytest -q -p no:cacheprovider " + " ".join(files)
+
+
 def fresh_tree(task: dict[str, Any], scratch: Path, name: str) -> Path:
     tree = scratch / name
     tree.mkdir()
@@ -265,14 +271,14 @@ def fresh_tree(task: dict[str, Any], scratch: Path, name: str) -> Path:
 def verify_patch(
     task: dict[str, Any], diff: Path | None, scratch: Path, name: str, python: str
 ) -> tuple[bool, str]:
-    """Apply *diff* (if any) to a fresh fixture, copy the hidden files over, run hidden_test."""
+    """Apply *diff* (if any) to a fresh fixture, copy the hidden files over, run the hidden tests."""
     tree = fresh_tree(task, scratch, name)
     if diff is not None:
         code, output = git_apply(diff, tree)
         if code != 0:
             raise CheckFailed(f"{diff.name} does not apply: {last_line(output)}")
     safe_extract(SUITE / task["hidden"], tree)
-    code, output = run_tests(task["hidden_test"], tree, python)
+    code, output = run_tests(hidden_command(task), tree, python)
     return code == 0, last_line(output)
 
 
@@ -287,7 +293,7 @@ def check_ordinary_repo(task: dict[str, Any], scratch: Path, python: str) -> dic
     row["visible"] = "pass"
 
     safe_extract(SUITE / task["hidden"], fixture)
-    code, output = run_tests(task["hidden_test"], fixture, python)
+    code, output = run_tests(hidden_command(task), fixture, python)
     if code != 1:  # 1 = tests ran and some failed; anything else is a broken test file
         raise CheckFailed(
             f"hidden test should fail on the fixture (exit 1), got exit {code}: {last_line(output)}"
@@ -324,7 +330,7 @@ def check_ordinary_repo(task: dict[str, Any], scratch: Path, python: str) -> dic
 
 def check_negative_repo(task: dict[str, Any], scratch: Path, python: str) -> dict[str, str]:
     task_id = task["id"]
-    if any(key in task for key in ("hidden", "hidden_sha256", "hidden_test")):
+    if any(key in task for key in ("hidden", "hidden_sha256", "hidden_tests")):
         raise CheckFailed("negative tasks must not carry hidden tests")
     if not (PATCHES / "gold" / f"{task_id}.abstain").is_file():
         raise CheckFailed("gold arm does not abstain")

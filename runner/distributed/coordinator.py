@@ -11,11 +11,13 @@ neither recorded nor leased.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 
@@ -32,7 +34,7 @@ from runner.errors import DeltarunError, UserError
 from runner.executors.local import Interrupted
 from runner.models import Job, Trial, task_timeout
 from runner.prepare import PreparedRun
-from runner.trial import SANDBOX_LIFETIME_MARGIN_S, image_of
+from runner.trial import SANDBOX_LIFETIME_MARGIN_S, error_record, image_of
 
 log = logging.getLogger("deltarun.coordinator")
 CURSOR_FILE = "stream.cursor"
@@ -95,8 +97,11 @@ def run_celery(
             try:
                 trial = Trial.model_validate_json(raw)
             except ValidationError as exc:
-                warn(f"stream {keys.records(run_id)} entry {entry_id}: not a trial record ({exc})")
-                continue
+                stand_in = _unreadable(raw, exc)
+                if stand_in is None:
+                    warn(f"stream {keys.records(run_id)} entry {entry_id}: not a trial record")
+                    continue
+                trial = stand_in
             if trial.protocol_sha256 != prepared.meta.protocol_sha256:
                 warn(f"record of job {trial.job_id[:12]} belongs to another protocol; ignored")
                 continue
@@ -112,6 +117,30 @@ def run_celery(
             tmp.write_text(cursor + "\n")
             tmp.replace(cursor_path)
         return len(entries)
+
+    def _unreadable(raw: str, exc: ValidationError) -> Trial | None:
+        """A record a worker wrote but this coordinator cannot read: an error record for
+        its job (when it names a pending one), so the run neither waits forever nor counts
+        the job as anything but deltarun's failure."""
+        try:
+            job_id = json.loads(raw).get("job_id")
+        except (ValueError, AttributeError):
+            return None
+        job = pending.get(job_id) if isinstance(job_id, str) else None
+        if job is None:
+            return None
+        now = datetime.now(UTC)
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return error_record(
+            job,
+            prepared.tasks[job.task_id],
+            "coordinator",
+            f"the worker's record is unreadable ({where}: {first['msg']})",
+            now,
+            0.0,
+            now,
+        )
 
     def send(jobs: list[Job]) -> None:
         with app.producer_or_acquire() as producer:

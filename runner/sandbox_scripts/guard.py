@@ -17,7 +17,12 @@ Copied into a sandbox and run as the agent's uid with the image's own python3
 
     Exit status: the program's exit code, 128+S when a signal killed it, and
     128+S when the guard itself got SIGTERM, SIGINT or SIGHUP (then it kills
-    everything first).
+    everything first). ``error=<exception>`` (status 125) replaces the outcome
+    if the guard itself failed (fork refused by the pids limit, a bug), after
+    the same killing; ``stragglers`` counts processes still alive after 10 s.
+    When the main thread exits alone (pthread_exit) or another thread execs,
+    the program is killed as it would be by its exit: the guard traces the
+    main thread only.
 ``python3 -I -S guard.py sweep``
     Kills every other process of this uid; prints ``deltarun-guard: swept=<k>``.
 ``python3 -I guard.py modules``
@@ -79,7 +84,7 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 class _Libc:
-    """ptrace and prctl through ctypes; ``None`` methods when ctypes is unavailable."""
+    """ptrace and prctl through ctypes; without ctypes (``ok`` false) they fail with ENOSYS."""
 
     def __init__(self) -> None:
         self.ok = False
@@ -278,10 +283,12 @@ def _child(argv: "list[str]", pipes: "tuple[int, int, int, int]", libc: _Libc) -
     os._exit(127)
 
 
-def _report(mode: str, status: "int | None", stragglers: int) -> int:
+def _report(mode: str, status: "int | None", stragglers: int, error: str = "") -> int:
     """Write the report line; the guard's exit status."""
     if _State.signum:
         outcome, code = f"terminated={_State.signum}", 128 + _State.signum
+    elif error:
+        outcome, code = f"error={error}", 125
     elif status is None:
         outcome, code = "exit=125", 125
     elif os.WIFSIGNALED(status):
@@ -366,21 +373,21 @@ def _waited(child: int) -> "tuple[int | None, int]":
     return _waitpid(child, 0), stragglers
 
 
-def _terminate(child: int, traced: bool, libc: _Libc) -> "tuple[int | None, int]":
-    """The guard got a terminating signal: kill everything, the program last, reap it."""
-    _, stragglers = stop_everyone(spare=(child,) if child > 0 and traced else ())
+def _terminate(child: int, libc: _Libc) -> "tuple[int | None, int]":
+    """Kill everything, the program last (traced or not), reap it."""
+    # Spared because a traced program may sit in a ptrace stop, its exit stop included,
+    # that SIGKILL does not end: a scan would wait for it in vain.
+    _, stragglers = stop_everyone(spare=(child,) if child > 0 else ())
     status = None
     if child > 0:
         _signal(child, signal.SIGKILL)
-        if traced:  # it may sit in a ptrace stop (even at its exit) that SIGKILL does not end
-            libc.ptrace(PTRACE_CONT, child, 0, 0)
+        libc.ptrace(PTRACE_CONT, child, 0, 0)  # ESRCH when it is not in a ptrace stop
         while True:
             status = _waitpid(child, 0)
             if status is None or not os.WIFSTOPPED(status):
                 break
             libc.ptrace(PTRACE_CONT, child, 0, 0)
-        if traced:
-            _, stragglers = stop_everyone()
+        _, stragglers = stop_everyone()
     return status, stragglers
 
 
@@ -392,7 +399,7 @@ def run(argv: "list[str]", use_ptrace: bool) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
     for signum in TERMINATING:
         signal.signal(signum, _on_signal)
-    child, traced = -1, False
+    child, error = -1, ""
     mode = "ptrace" if use_ptrace and libc.ok else "wait"
     try:
         go_r, go_w = os.pipe()
@@ -407,15 +414,18 @@ def run(argv: "list[str]", use_ptrace: bool) -> int:
         os.close(ready_r)
         if mode == "ptrace":
             options = PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL
-            traced = libc.ptrace(PTRACE_SEIZE, child, 0, options) == 0
-            mode = "ptrace" if traced else "wait"
+            if libc.ptrace(PTRACE_SEIZE, child, 0, options) != 0:
+                mode = "wait"  # EPERM, ENOSYS: seccomp, gVisor
         os.write(go_w, b"g")
         os.close(go_w)
-        status, stragglers = _traced(child, libc) if traced else _waited(child)
+        status, stragglers = _traced(child, libc) if mode == "ptrace" else _waited(child)
     except Terminated:
+        status, stragglers = _terminate(child, libc)
+    except Exception as exc:  # a bug, or fork failed (EAGAIN): still leave nothing behind
         _State.critical = True
-        status, stragglers = _terminate(child, traced, libc)
-    return _report(mode, status, stragglers)
+        error = type(exc).__name__
+        status, stragglers = _terminate(child, libc)
+    return _report(mode, status, stragglers, error)
 
 
 # --- sweep -------------------------------------------------------------------------
