@@ -48,7 +48,9 @@ def raw_rate(runs: int, parallel: int) -> float:
 def trial_rate(tasks: int, parallel: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        suite_tasks = [{**repo_task(f"t{i}"), "hidden_test": "true"} for i in range(tasks)]
+        suite_tasks = [
+            {**repo_task(f"t{i}", exit_status=True), "hidden_test": "true"} for i in range(tasks)
+        ]
         controls = make_suite(
             root,
             suite_tasks,

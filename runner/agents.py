@@ -45,7 +45,7 @@ from runner.sandbox.base import (
 PROMPT_FILE = f"{IO_DIR}/prompt.txt"
 # The harness's guard (runner/sandbox_scripts/guard.py), root-owned and read-only.
 GUARD_FILE = f"{IO_DIR}/.deltarun-guard.py"
-GUARD_REPORT = re.compile(rb"deltarun-guard: mode=(\w+) (exit|signal|terminated)=(\d+)")
+GUARD_REPORT = re.compile(rb"deltarun-guard: mode=(\w+) (exit|signal|terminated|error)=(\w+)")
 ANSWER_BOUNDS = JsonBounds(max_bytes=1 << 20, max_depth=32, max_number_chars=64)
 ABSTAIN_FILE = f"{IO_DIR}/abstain.txt"
 ANSWER_FILE = f"{IO_DIR}/answer.json"
@@ -246,6 +246,11 @@ class Command:
         exit_code = result.exit_code
         if report is not None and report.group(2) == b"exit":
             exit_code = int(report.group(3))
+        if report is not None and report.group(2) == b"error":
+            failure = report.group(3).decode("ascii", "replace")
+            return AgentResult(
+                exit_code=exit_code, log=log, error=f"deltarun's guard failed: {failure}"
+            )
         broken = report is None and not result.timed_out and not result.oom_killed
         base = AgentResult(
             exit_code=exit_code,

@@ -503,12 +503,15 @@ def test_a_trial_with_sanitized_hostile_values_round_trips_through_the_ledger_fo
         started_at="s",
         finished_at="f",
         answer=value,
-        transcript=[{"role": "assistant", "content": value}],
+        transcript=sanitize([{"role": "assistant", "content": hostile}]),
     )
     back = Trial.model_validate_json(trial.model_dump_json())
     assert same(back.answer, value)
-    assert back.transcript is not None
-    assert same(back.transcript[0]["content"], value)
+    assert back.transcript is not None and back.transcript == trial.transcript
+    # Unsanitized, the same values never make a record: the writer would accept what the
+    # reader refuses.
+    with pytest.raises(ValueError):
+        Trial.model_validate({**trial.model_dump(), "transcript": [{"content": hostile}]})
 
 
 # ----------------------------------------------------------------------------- properties

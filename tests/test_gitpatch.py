@@ -119,7 +119,9 @@ CONTENTS = [
 ]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     before=st.dictionaries(st.sampled_from(NAMES), st.sampled_from(CONTENTS), max_size=5),
     after=st.dictionaries(

@@ -126,9 +126,7 @@ def test_a_new_package_is_dropped_with_every_file_in_it() -> None:
 
 def test_user_patterns_still_apply() -> None:
     ground = Ground(FIXTURE, HIDDEN, MODULES, patterns=("*.cfg",))
-    assert rules(change("setup.cfg"), ground=ground) == {
-        "setup.cfg": ("tools.grading_paths", True)
-    }
+    assert rules(change("setup.cfg"), ground=ground) == {"setup.cfg": ("tools.grading_paths", True)}
 
 
 # --- properties ---------------------------------------------------------------------------

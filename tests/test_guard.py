@@ -286,7 +286,7 @@ def test_sweep_kills_what_a_previous_exec_left(sandbox: DockerSandbox) -> None:
 
 
 def test_modules_lists_the_installation_not_the_workspace(sandbox: DockerSandbox) -> None:
-    files = {"evilmod.py": "", "calc/__init__.py": "", "evilpkg/x.py": ""}
+    files: dict[str, str | bytes] = {"evilmod.py": "", "calc/__init__.py": "", "evilpkg/x.py": ""}
     sandbox.put_archive("/workspace", tar_bytes(files))
     check_import = ["python3", "-c", "import evilmod, calc"]
     assert run(sandbox, check_import, workdir="/workspace").exit_code == 0  # importable from cwd

@@ -207,7 +207,7 @@ def stop_everyone(spare: "tuple[int, ...]" = ()) -> "tuple[int, int]":
     fork: the kernel holds the task list while it signals), then kills what a
     /proc scan finds with SIGKILL. The guard's ancestors and ``spare`` (the
     traced program, held at its exit) are frozen too but never killed; the
-    ancestors are resumed with SIGCONT at the end. Gives up after 10 s.
+    ancestors are resumed with SIGCONT after each round. Gives up after 10 s.
     """
     me, uid = os.getpid(), os.getuid()
     deadline = time.monotonic() + STOP_GIVE_UP_S
@@ -226,6 +226,8 @@ def stop_everyone(spare: "tuple[int, ...]" = ()) -> "tuple[int, int]":
                 first = len(live)
             for pid in live:
                 _signal(pid, signal.SIGKILL)
+            for pid in ancestors:  # between rounds too: `timeout -k` may end a stuck guard
+                _signal(pid, signal.SIGCONT)
             if not live:
                 return first, 0
             if time.monotonic() > deadline:
