@@ -37,7 +37,9 @@ def child(lines: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         script = (
-            f"python3 -c \"open('big.txt', 'wb').write(b'a\\\\n' * {lines})\"\n" if lines else "true\n"
+            f"python3 -c \"open('big.txt', 'wb').write(b'a\\\\n' * {lines})\"\n"
+            if lines
+            else "true\n"
         )
         agent = write_agent(root, "writer", script)
         controls = make_suite(

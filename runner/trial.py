@@ -405,6 +405,9 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: _Facts
         if isinstance(task, RepoTask):
             if not _take(sandbox, facts):
                 return
+            if facts.patch_truncated:
+                facts.reason = f"the patch is over the verify cap of {MAX_VERIFY_PATCH_BYTES} bytes"
+                return
             screened = _screen(job, task, env, fixture, facts.patch, image, facts.image_digest)
             if screened is None:
                 facts.reason = "the patch could not be read as git writes it"
@@ -551,15 +554,18 @@ def take_patch(sandbox: Sandbox) -> tuple[bytes, bool, str | None]:
     """(patch, truncated, problem): ``git diff``'s stdout against the baseline, exactly.
 
     Only stdout is the patch (git's warnings, which name agent-chosen paths, go to
-    stderr). A git that fails on the workspace the agent left gives a problem
-    instead of a patch; an engine failure raises ``SandboxError`` (infrastructure).
+    stderr). Files git refuses to index (names it reserves, such as ``.GIT/x``)
+    are left out of the patch rather than losing the rest. A git that fails on the
+    workspace the agent left gives a problem instead of a patch; an engine failure
+    raises ``SandboxError`` (infrastructure).
     """
     request = ExecRequest(
         argv=[
             "sh",
             "-c",
-            f"{GIT} add -A >/dev/null && {GIT} diff --cached --binary --no-color "
-            "--no-ext-diff --no-textconv --no-renames HEAD",
+            # A path git refuses to index (".GIT/x") is left out, the rest is taken.
+            f"{GIT} add -A --ignore-errors >/dev/null; {GIT} diff --cached --binary "
+            "--no-color --no-ext-diff --no-textconv --no-renames HEAD",
         ],
         user=ROOT_USER,
         env=_GIT_ENV,

@@ -302,7 +302,7 @@ def test_malformed_arguments_get_an_error_then_end_the_trial(
     with FakeModel(script) as fake:
         trial = run_model(docker_api, suite_for(tmp_path, fake.base_url))
     results = [m["content"] for m in tool_results(fake)]
-    assert results[0].startswith("error: arguments are not valid JSON")
+    assert results[0].startswith("error: arguments are not acceptable JSON")
     assert "return a - b" in results[2]
     assert trial.stop_reason == "malformed_tool_calls" and len(fake.requests) == 6
     assert not trial.tool_violation  # malformed is not hostile
