@@ -140,8 +140,13 @@ def touched_paths(patch: bytes, *, recount: bool = False) -> list[str]:
 
 
 def keep(patch: bytes, files: Iterable[FileDiff], wanted: Callable[[FileDiff], bool]) -> bytes:
-    """The patch with only the sections ``wanted`` accepts, byte for byte as they were."""
-    return b"".join(patch[f.start : f.end] for f in files if wanted(f))
+    """The patch with only the sections ``wanted`` accepts, byte for byte as they were
+    (the patch itself, not a copy, when every section is kept)."""
+    sections = list(files)
+    chosen = [f for f in sections if wanted(f)]
+    if len(chosen) == len(sections) and sum(f.end - f.start for f in chosen) == len(patch):
+        return patch
+    return b"".join(patch[f.start : f.end] for f in chosen)
 
 
 # --- sections -----------------------------------------------------------------------------
