@@ -115,6 +115,8 @@ class Agent(Protocol):
     """Acts on a task inside sandbox A."""
 
     needs_agent_dir: bool
+    # Runs programs in the sandbox that may leave processes behind (swept after the phase).
+    runs_programs: bool
     toggles: Toggles | None
 
     def run(self, ctx: AgentContext) -> AgentResult: ...
@@ -124,6 +126,7 @@ class Scripted:
     """The frozen control: does nothing, or abstains."""
 
     needs_agent_dir = False
+    runs_programs = False
     toggles: Toggles | None = None
 
     def __init__(self, action: str) -> None:
@@ -143,6 +146,7 @@ class Replay:
     """
 
     needs_agent_dir = False
+    runs_programs = False  # git apply, run by the harness, leaves nothing behind
     toggles: Toggles | None = None
 
     def __init__(self, members: list[Member]) -> None:
@@ -201,6 +205,7 @@ class Command:
     """
 
     needs_agent_dir = True
+    runs_programs = True
 
     def __init__(
         self,

@@ -87,6 +87,7 @@ class ModelAgent:
     """Implements the ``Agent`` protocol for ``type: openai`` arms."""
 
     needs_agent_dir = False
+    runs_programs = True
 
     def __init__(
         self,

@@ -389,7 +389,8 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: _Facts
         agent_t0 = time.monotonic()
         result = agent.run(context)
         agent_wall = time.monotonic() - agent_t0
-        stop_agent(sandbox)
+        if agent.runs_programs:
+            stop_agent(sandbox)
         facts.agent = result
         if result.error is not None:
             facts.error = result.error  # the endpoint failed: infrastructure, not the agent

@@ -183,6 +183,7 @@ def _run_with_symlinks(docker_api: Any, controls_path: Path) -> Trial:
 
     class Planting:
         needs_agent_dir = False
+        runs_programs = True
         toggles = None
 
         def run(self, ctx: AgentContext) -> AgentResult:
