@@ -72,6 +72,8 @@ from runner.verify import VerifyOutcome, VerifySettings, verify
 MAX_VERIFY_PATCH_BYTES = 64 << 20
 SANDBOX_LIFETIME_MARGIN_S = 120.0
 MAX_DROPPED_LISTED = 50
+# A prompt up to this size travels in one environment string (Linux allows 128 KiB).
+MAX_ENV_PROMPT_BYTES = 100 << 10
 _GIT_ENV = {
     "GIT_DIR": f"{BASELINE_DIR}/git",
     "GIT_WORK_TREE": WORKSPACE,
@@ -369,7 +371,7 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: _Facts
         facts.image_digest = sandbox.image_digest
         _copy_in(sandbox, fixture, exclude=forbidden)
         prompt = agent.toggles.prompt(task.prompt) if agent.toggles else task.prompt
-        _baseline(sandbox, prompt)
+        _baseline(sandbox, prompt, guard=agent.runs_programs)
         hidden_test = None
         if isinstance(task, RepoTask) and grading_of(task) is not Grading.NONE:
 
@@ -477,13 +479,15 @@ def _copy_in(sandbox: Sandbox, fixture: list[Member], exclude: tuple[str, ...] =
         )
 
 
-def _root(sandbox: Sandbox, script: str, timeout_s: float = 120.0) -> bytes:
+def _root(
+    sandbox: Sandbox, script: str, timeout_s: float = 120.0, env: dict[str, str] | None = None
+) -> bytes:
     """Run a harness shell script as root (no capabilities); an infra error if it fails."""
     result = sandbox.run(
         ExecRequest(
             argv=["sh", "-c", script],
             user=ROOT_USER,
-            env=_GIT_ENV,
+            env={**_GIT_ENV, **(env or {})},
             timeout_s=timeout_s,
             output_cap=1 << 16,
         )
@@ -494,26 +498,30 @@ def _root(sandbox: Sandbox, script: str, timeout_s: float = 120.0) -> bytes:
     return result.output
 
 
-def _baseline(sandbox: Sandbox, prompt: str) -> None:
-    """Copy the prompt and the guard into /io (root-owned, read-only to the agent) and
-    commit the workspace as given into the root-only /baseline, whose attributes file
-    switches off every workspace attribute."""
-    sandbox.put_archive(
-        IO_DIR,
-        owned_tar(
-            [
-                Entry(PROMPT_FILE.rsplit("/", 1)[1], prompt.encode("utf-8"), 0, 0o444),
-                Entry(GUARD_FILE.rsplit("/", 1)[1], source("guard.py"), 0, 0o444),
-            ]
-        ),
-    )
-    _root(
-        sandbox,
+def _baseline(sandbox: Sandbox, prompt: str, guard: bool) -> None:
+    """Commit the workspace as given into the root-only /baseline, whose attributes file
+    switches off every workspace attribute, and write the prompt (and, for agents that
+    run programs, the guard) into /io, root-owned and read-only to the agent.
+
+    One exec when it can be: a prompt that fits one environment string travels in
+    the environment of this root process, which has ended before the agent starts.
+    """
+    script = (
         f"{GIT} init -q && mkdir -p {BASELINE_DIR}/git/info && "
         f"echo '{NEUTRAL_ATTRIBUTES}' > {BASELINE_DIR}/git/info/attributes && "
         f"{GIT} add -A && {GIT} -c user.name=deltarun -c user.email=deltarun@localhost "
-        "commit -q --no-verify --allow-empty -m baseline",
+        "commit -q --no-verify --allow-empty -m baseline"
     )
+    data = prompt.encode("utf-8")
+    inline = len(data) <= MAX_ENV_PROMPT_BYTES
+    files = [] if inline else [Entry(PROMPT_FILE.rsplit("/", 1)[1], data, 0, 0o444)]
+    if guard:
+        files.append(Entry(GUARD_FILE.rsplit("/", 1)[1], source("guard.py"), 0, 0o444))
+    if files:
+        sandbox.put_archive(IO_DIR, owned_tar(files))
+    if inline:
+        script += f' && printf %s "$DELTARUN_PROMPT" > {PROMPT_FILE} && chmod 0444 {PROMPT_FILE}'
+    _root(sandbox, script, env={"DELTARUN_PROMPT": prompt} if inline else None)
 
 
 def stop_agent(sandbox: Sandbox) -> None:

@@ -99,7 +99,12 @@ def verify(
         )
     harness = f".deltarun-{secrets.token_hex(8)}"
     home = f"{WORKSPACE}/{harness}"
-    sandbox.put_archive(WORKSPACE, owned_tar(_layer_one(fixture, harness, patch)))
+    config = runner_config(fixture)
+    config_name = f"{harness}{config.suffix}"
+    first = _layer_one(fixture, harness, patch)
+    second = _layer_two(fixture, hidden, harness, config_name, config.data)
+    # Without a patch nothing runs between the layers: one copy, later entries win.
+    sandbox.put_archive(WORKSPACE, owned_tar(first if patch else first + second))
     if patch:
         applied = sandbox.run(
             ExecRequest(
@@ -113,11 +118,7 @@ def verify(
         if applied.exit_code != 0 or applied.timed_out:
             why = (applied.stderr or applied.output)[-400:].decode("utf-8", "replace").strip()
             return VerifyOutcome(False, reason=f"the patch does not apply: {why}")
-    config = runner_config(fixture)
-    config_name = f"{harness}{config.suffix}"
-    sandbox.put_archive(
-        WORKSPACE, owned_tar(_layer_two(fixture, hidden, harness, config_name, config.data))
-    )
+        sandbox.put_archive(WORKSPACE, owned_tar(second))
     env = {
         "HOME": "/home/agent",
         "PATH": PATH,
@@ -137,8 +138,15 @@ def verify(
             "select": task.hidden_tests,
             "args": ["-q", *task.pytest_args, *fixed, *test_files(task.hidden_tests)],
         }
+        # The sweep runs in the same exec, right after pytest: no process of the test's
+        # uid is left when the results file is read.
         request = ExecRequest(
-            argv=["python3", "-B", "-s", f"{home}/run_pytest.py"],
+            argv=[
+                "sh",
+                "-c",
+                f"python3 -B -s {home}/run_pytest.py; code=$?; "
+                f"python3 -I -S {home}/guard.py sweep >/dev/null; exit $code",
+            ],
             env=env,
             timeout_s=settings.timeout_s,
             output_cap=settings.output_cap,
@@ -154,7 +162,6 @@ def verify(
             output_cap=settings.output_cap,
         )
     result = sandbox.run(request)
-    _sweep(sandbox, home)
     found = VerifyOutcome(
         False,
         exit_code=result.exit_code,
@@ -260,15 +267,3 @@ def _layer_two(
         Entry(f"{harness}/guard.py", source("guard.py"), 0, 0o444),
     ]
     return entries
-
-
-def _sweep(sandbox: Sandbox, home: str) -> None:
-    """Kill every process of the test's uid (a daemon the code under test started)."""
-    sandbox.run(
-        ExecRequest(
-            argv=["python3", "-I", "-S", f"{home}/guard.py", "sweep"],
-            env={"PATH": PATH, "LANG": "C.UTF-8"},
-            timeout_s=30,
-            output_cap=4096,
-        )
-    )
