@@ -24,6 +24,7 @@ from runner.stats import (
     paired_bootstrap_interval,
     pass_at_k,
     pass_hat_k,
+    sign_test_greater,
     student_t_ppf,
     student_t_sf,
     t_interval,
@@ -376,6 +377,27 @@ def test_t_interval_rejects_non_finite(bad: list[float]) -> None:
 def test_t_interval_rejects_bad_confidence(confidence: float) -> None:
     with pytest.raises(ValueError):
         t_interval([1.0, 2.0], confidence)
+
+
+# ----------------------------------------------------------------------------- sign test
+
+
+@PROPERTY
+@given(b=st.integers(min_value=0, max_value=400), c=st.integers(min_value=0, max_value=400))
+def test_one_sided_sign_test_matches_scipy(b: int, c: int) -> None:
+    if b + c == 0:
+        assert sign_test_greater(0, 0) == 1.0
+        return
+    expected = float(sps.binomtest(b, b + c, 0.5, alternative="greater").pvalue)
+    assert close(sign_test_greater(b, c), expected, rel=1e-9, abs_=1e-300)
+
+
+def test_sign_test_worked_values() -> None:
+    assert sign_test_greater(5, 0) == 1 / 32  # five pairs all one way
+    assert sign_test_greater(3, 0) == 1 / 8
+    assert sign_test_greater(0, 4) == 1.0
+    with pytest.raises(ValueError):
+        sign_test_greater(-1, 2)
 
 
 # ----------------------------------------------------------------------------- McNemar
