@@ -29,33 +29,13 @@ import posixpath
 import secrets
 from dataclasses import dataclass, replace
 
+from runner import harness_git
 from runner.archives import Entry, Member, owned_tar
 from runner.models import RepoTask
 from runner.pytest_grading import RESULTS_CAP, grade, runner_config, test_files
 from runner.sandbox.base import AGENT_UID, WORKSPACE, ExecRequest, Sandbox
 from runner.sandbox_scripts import source
 
-# The harness's git for `git apply`: no hooks, no fsmonitor, no path protections
-# (they would turn a file name into a harness failure), nothing from the workspace.
-APPLY_GIT = [
-    "git",
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.protectNTFS=false",
-    "-c",
-    "core.protectHFS=false",
-    "-c",
-    "safe.directory=*",
-]
-# In $GIT_DIR/info/attributes (highest precedence): every attribute that converts,
-# filters or re-encodes content is unspecified, whatever .gitattributes says.
-NEUTRAL_ATTRIBUTES = (
-    b"* !text !eol !crlf !ident !filter !diff !merge !working-tree-encoding !encoding"
-    b" !whitespace !export-subst !delta\n"
-)
 PATH = "/usr/local/bin:/usr/bin:/bin"
 # The tmpfs block a file costs at least, to tell ahead whether the tree fits.
 _BLOCK = 4096
@@ -108,7 +88,7 @@ def verify(
     if patch:
         applied = sandbox.run(
             ExecRequest(
-                argv=[*APPLY_GIT, "apply", "--whitespace=nowarn", f"{home}/agent.patch"],
+                argv=harness_git.argv("apply", "--whitespace=nowarn", f"{home}/agent.patch"),
                 env=_git_env(home),
                 timeout_s=min(120.0, settings.timeout_s),
                 output_cap=1 << 16,
@@ -231,7 +211,7 @@ def _layer_one(fixture: list[Member], harness: str, patch: bytes) -> list[Entry]
         Entry(f"{git}/info", None, 0, 0o755),
         Entry(f"{git}/HEAD", b"ref: refs/heads/main\n", 0, 0o444),
         Entry(f"{git}/config", b"[core]\n\trepositoryformatversion = 0\n", 0, 0o444),
-        Entry(f"{git}/info/attributes", NEUTRAL_ATTRIBUTES, 0, 0o444),
+        Entry(f"{git}/info/attributes", harness_git.NEUTRAL_ATTRIBUTES.encode(), 0, 0o444),
     ]
     if patch:
         entries.append(Entry(f"{harness}/agent.patch", patch, 0, 0o444))

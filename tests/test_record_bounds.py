@@ -20,8 +20,9 @@ import runner.trial as trial_module
 from runner.agents import AgentResult
 from runner.controls import parse_controls
 from runner.models import Job, Outcome, RepoTask, Trial
+from runner.record import Facts, build_record, patch_of
 from runner.store import RunDir, RunMeta
-from runner.trial import TrialEnv, _Facts, _record, execute_trial
+from runner.trial import TrialEnv, execute_trial
 
 CONTROLS = parse_controls(
     "protocol_id: p\nsuite: {file: t.jsonl}\narms:\n"
@@ -97,19 +98,29 @@ def test_any_agent_result_makes_a_record_the_ledger_reads_back(
         log=log,
         reason=reason,
     )
-    facts = _Facts(
+    facts = Facts(
         agent=result,
         patch=b"\xff\xfe not utf-8 " + b"".join(names),
         dropped=tuple(n.decode("utf-8", "surrogateescape") + " (bytecode)" for n in names),
         reason=reason or None,
     )
-    record = _record(JOB, TASK, ENV, facts, NOW, 1.0, 0)
+    record = build_record(
+        JOB,
+        TASK,
+        facts,
+        caps=CONTROLS.runtime.caps,
+        worker="w",
+        started_at=NOW,
+        finished_at=NOW,
+        wall_s=1.0,
+        retries=0,
+    )
     run = RunDir(tmp_path_factory.mktemp("run"))
     run.create(_meta(), b"")
     assert run.append(record)
     (back,) = run.trials()
     assert back == record
-    assert trial_module.patch_of(back) == facts.patch
+    assert patch_of(back) == facts.patch
 
 
 @settings(max_examples=200, deadline=None)
@@ -129,11 +140,11 @@ def test_a_record_that_cannot_be_built_is_an_error_and_the_run_goes_on(
     def phases(*args: Any) -> None:
         return None
 
-    def broken(*args: Any) -> Trial:
+    def broken(*args: Any, **kwargs: Any) -> Trial:
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr(trial_module, "_run_phases", phases)
-    monkeypatch.setattr(trial_module, "_record", broken)
+    monkeypatch.setattr(trial_module, "build_record", broken)
     trial = execute_trial(JOB, TASK, object(), ENV)  # type: ignore[arg-type]
     assert trial.outcome is Outcome.ERROR
     assert trial.error is not None and "RecursionError" in trial.error

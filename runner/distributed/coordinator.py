@@ -34,7 +34,8 @@ from runner.errors import DeltarunError, UserError
 from runner.executors.local import Interrupted
 from runner.models import Job, Trial, task_timeout
 from runner.prepare import PreparedRun
-from runner.trial import SANDBOX_LIFETIME_MARGIN_S, error_record, image_of
+from runner.record import error_record
+from runner.trial import SANDBOX_LIFETIME_MARGIN_S, image_of
 
 log = logging.getLogger("deltarun.coordinator")
 CURSOR_FILE = "stream.cursor"

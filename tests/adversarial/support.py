@@ -60,3 +60,13 @@ def report(data):
     with open(os.environ["DELTARUN_ANSWER_FILE"], "w") as handle:
         json.dump(data, handle)
 """
+
+
+def write_files(*pairs: tuple[str, str]) -> str:
+    """An agent script (sh) that writes each (path, content) into the workspace."""
+    lines = []
+    for path, content in pairs:
+        if "/" in path:
+            lines.append(f"mkdir -p '{path.rsplit('/', 1)[0]}'")
+        lines.append(f"cat > '{path}' <<'DELTARUN_EOF'\n{content}DELTARUN_EOF")
+    return "\n".join(lines) + "\n"

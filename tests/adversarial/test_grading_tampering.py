@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from runner.models import Outcome
+from tests.adversarial.support import write_files
 from tests.helpers import make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one
 
@@ -45,15 +46,6 @@ CASES = {
 }
 
 
-def _script(files: list[tuple[str, str]]) -> str:
-    lines = []
-    for path, content in files:
-        if "/" in path:
-            lines.append(f"mkdir -p {path.rsplit('/', 1)[0]}")
-        lines.append(f"cat > {path} <<'DELTARUN_EOF'\n{content}DELTARUN_EOF")
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("tamper")
@@ -61,12 +53,14 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
     ]
     for name, files in CASES.items():
-        arms.append({"name": name, "agent": write_agent(root, name, _script(files))})
+        arms.append({"name": name, "agent": write_agent(root, name, write_files(*files))})
     fix = "sed -i 's/a - b/a + b/' calc/__init__.py\n"
     arms.append(
         {
             "name": "fix-and-conftest",
-            "agent": write_agent(root, "fix-and-conftest", fix + _script(CASES["conftest-root"])),
+            "agent": write_agent(
+                root, "fix-and-conftest", fix + write_files(*CASES["conftest-root"])
+            ),
         }
     )
     return make_suite(root, [repo_task("t1")], arms)

@@ -21,9 +21,10 @@ from runner.controls import load_controls
 from runner.hashing import sha256_bytes
 from runner.inputs import LocalInputs
 from runner.models import Outcome, RepoTask
+from runner.record import patch_of
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite import load_suite
-from runner.trial import TrialEnv, patch_of, reverify
+from runner.trial import TrialEnv, reverify
 from tests.helpers import make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one
 
