@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from runner.models import Outcome, TaskKind, Trial  # noqa: E402
 from runner.plan import job_id  # noqa: E402
-from runner.store import RunDir  # noqa: E402
+from runner.rundir import RunDir  # noqa: E402
 
 GOAL_S = 5.0
 GOAL_MB = 500.0

@@ -307,7 +307,7 @@ def worker(
 def report(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> None:
     """Score the ledger of a run and write report.md and report.json."""
     from runner.reporting import write_report
-    from runner.store import RunDir
+    from runner.rundir import RunDir
 
     built, paths = write_report(RunDir(run_dir))
     _print_headline(built, paths)
@@ -328,7 +328,7 @@ def replay(
 ) -> None:
     """Re-check the stored digests and rebuild the report byte for byte (exit 3 if it differs)."""
     from runner.reporting import replay as do_replay
-    from runner.store import RunDir
+    from runner.rundir import RunDir
 
     run = RunDir(run_dir)
     built = do_replay(run, accept_edits=accept_edits)

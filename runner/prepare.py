@@ -27,7 +27,7 @@ from runner.metric_modules import load_metrics, read_module
 from runner.metrics import Metric
 from runner.models import AnswerTask, Job, RepoTask, Task, grading_of
 from runner.plan import plan_jobs
-from runner.store import RunDir, RunMeta, new_run_id, now_utc
+from runner.rundir import RunDir, RunMeta, new_run_id, now_utc
 from runner.suite import Suite, load_suite
 from runner.trial import image_of
 

@@ -12,8 +12,8 @@ from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
 from runner.models import Record
 from runner.report import Pins, dumps_json, report_json, report_markdown
 from runner.report_html import render_html
+from runner.rundir import RunDir
 from runner.scoring import Scores, paired_delta, score
-from runner.store import RunDir
 
 EDITS_FILE = "edits.json"
 

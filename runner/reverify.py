@@ -17,8 +17,8 @@ from runner.errors import DigestMismatch, UserError
 from runner.inputs import LocalInputs
 from runner.models import RepoTask, Trial
 from runner.reporting import _stored_controls
+from runner.rundir import RunDir
 from runner.sandbox.base import SandboxFactory
-from runner.store import RunDir
 from runner.suite import load_suite
 from runner.trial import TrialEnv, reverify
 

@@ -21,7 +21,7 @@ from runner.agents import AgentResult
 from runner.controls import parse_controls
 from runner.models import Job, Outcome, RepoTask, Trial
 from runner.record import Facts, build_record, patch_of
-from runner.store import RunDir, RunMeta
+from runner.rundir import RunDir, RunMeta
 from runner.trial import TrialEnv, execute_trial
 
 CONTROLS = parse_controls(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from runner.controls import parse_controls, protocol_hash
 from runner.models import Outcome
-from runner.store import RunDir, RunMeta
+from runner.rundir import RunDir, RunMeta
 from tests.conftest import run_cli
 from tests.test_scoring import trial
 

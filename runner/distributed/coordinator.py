@@ -28,7 +28,7 @@ from runner.distributed import bundle as bundles
 from runner.distributed import keys
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import make_app, required_visibility_s
-from runner.distributed.ledger import RedisLedger
+from runner.distributed.leases import RedisLeases
 from runner.distributed.worker import STOP_TTL_S, connect_redis
 from runner.errors import DeltarunError, UserError
 from runner.executors.local import Interrupted
@@ -83,7 +83,7 @@ def run_celery(
     bundles.publish(prepared.loaded, prepared.suite, blobs)
     app = make_app(broker_url, visibility_timeout_s)
     run_id = prepared.meta.run_id
-    ledger = RedisLedger(client, run_id)
+    ledger = RedisLeases(client, run_id)
     cursor_path = prepared.run_dir.path / CURSOR_FILE
     cursor = _read_cursor(cursor_path)
     pending: dict[str, Job] = {job.job_id: job for job in prepared.todo}

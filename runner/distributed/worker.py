@@ -24,7 +24,7 @@ from runner.distributed import bundle as bundles
 from runner.distributed import keys
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import VISIBILITY_TIMEOUT_S, make_app
-from runner.distributed.ledger import RedisLedger
+from runner.distributed.leases import RedisLeases
 from runner.errors import DeltarunError, UserError
 from runner.models import Job, Outcome, Trial
 from runner.models import Task as SuiteTask
@@ -130,7 +130,7 @@ def _retrying(action: Callable[[], Any], what: str, deadline_s: float = PUBLISH_
 def handle(state: WorkerState, payload: dict[str, Any], body: TrialBody) -> str:
     """Run one job message. Returns what happened, for the log."""
     job = Job.model_validate(payload["job"])
-    ledger = RedisLedger(state.redis, job.run_id)
+    ledger = RedisLeases(state.redis, job.run_id)
     holder = f"{state.name}:{os.getpid()}"
     taken = _retrying(lambda: ledger.acquire(job.job_id, holder), "lease")
     if taken == "done":

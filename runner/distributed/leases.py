@@ -50,7 +50,7 @@ return 0
 """
 
 
-class RedisLedger:
+class RedisLeases:
     """Leases and records of one run."""
 
     def __init__(self, client: redis.Redis, run_id: str) -> None:
@@ -162,7 +162,7 @@ class LeaseKeeper:
     _instance_pid = 0
 
     def __init__(self) -> None:
-        self._held: dict[tuple[str, str], tuple[RedisLedger, str]] = {}
+        self._held: dict[tuple[str, str], tuple[RedisLeases, str]] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="lease-keeper", daemon=True)
         self._thread.start()
@@ -175,11 +175,11 @@ class LeaseKeeper:
             cls._instance_pid = os.getpid()
         return cls._instance
 
-    def add(self, ledger: RedisLedger, job_id: str, holder: str) -> None:
+    def add(self, ledger: RedisLeases, job_id: str, holder: str) -> None:
         with self._lock:
             self._held[(ledger.run_id, job_id)] = (ledger, holder)
 
-    def discard(self, ledger: RedisLedger, job_id: str) -> None:
+    def discard(self, ledger: RedisLeases, job_id: str) -> None:
         with self._lock:
             self._held.pop((ledger.run_id, job_id), None)
 
