@@ -20,13 +20,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.agents import AgentContext  # noqa: E402
-from runner.controls import OpenAIAgent, Route  # noqa: E402
+from runner.agents.base import BASE_ENV, AgentContext  # noqa: E402
+from runner.agents.model.loop import ModelAgent  # noqa: E402
+from runner.agents.model.toolbox import Toolbox, ToolPolicy  # noqa: E402
+from runner.config.model import OpenAIAgent, Route  # noqa: E402
 from runner.models import RepoTask, TaskKind  # noqa: E402
-from runner.openai_agent import ModelAgent  # noqa: E402
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec  # noqa: E402
 from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory, connect  # noqa: E402
-from runner.toolbox import AGENT_TOOL_ENV, Toolbox, ToolPolicy  # noqa: E402
 from tests.fake_openai import FakeModel, call, reply  # noqa: E402
 from tests.helpers import PY_IMAGE  # noqa: E402
 
@@ -48,7 +48,7 @@ def raw_rate(sandbox: DockerSandbox, calls: int) -> float:
             sandbox.container,
             ["head", "-c", "16385", "--", TARGET],
             user="1000:1000",
-            environment=AGENT_TOOL_ENV,
+            environment=BASE_ENV,
         )["Id"]
         client.exec_start(exec_id)
         client.exec_inspect(exec_id)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from runner.errors import ArchiveError
 from runner.hashing import sha256_bytes, sha256_json
+from runner.paths import is_forbidden
 
 
 @dataclass(frozen=True)
@@ -136,17 +137,6 @@ def _check_unique(path: Path, members: list[Member]) -> None:
                     f"{path}: member {member.path!r} lies under {parent!r}, which is a file"
                 )
             parent = posixpath.dirname(parent)
-
-
-def is_forbidden(rel: str, forbidden: Iterable[str]) -> bool:
-    """True when ``rel`` is a forbidden path or lies under one (``.git/`` matches ``.git``)."""
-    for entry in forbidden:
-        base = entry.strip("/")
-        if not base:
-            continue
-        if rel == base or rel.startswith(base + "/"):
-            return True
-    return False
 
 
 def build_tar(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from runner.controls import Controls
+from runner.config.model import Controls
 from runner.models import Outcome, Record
 from runner.scoring import Scores
 from runner.stats import sign_test_greater

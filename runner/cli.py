@@ -44,7 +44,7 @@ def seal(
     target: Annotated[Path, typer.Argument(help="A suite directory, tasks.jsonl or controls.yaml")],
 ) -> None:
     """Check every task and archive, write their digests, print the suite digest."""
-    from runner.controls import load_controls
+    from runner.config.loader import load_controls
     from runner.sealing import seal_target
 
     digest, written = seal_target(target, load_controls)
@@ -74,7 +74,7 @@ def run(
     Without --broker, trials run here, -j at a time. With --broker, jobs go to
     `deltarun worker` processes through Celery on Redis and records stream back.
     """
-    from runner.controls import Controls
+    from runner.config.model import Controls
     from runner.inputs import LocalInputs
     from runner.prepare import prepare
     from runner.reporting import write_report
@@ -380,7 +380,7 @@ def schema(
     """Print the JSON Schema of a file format, for editors."""
     from pydantic import TypeAdapter
 
-    from runner.controls import Controls
+    from runner.config.model import Controls
     from runner.models import AnswerTask, RepoTask
     from runner.report_schema import ReportJSON
 

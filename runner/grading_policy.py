@@ -47,8 +47,8 @@ import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from runner.archives import is_forbidden
 from runner.gitpatch import FileDiff, keep, parse
+from runner.paths import is_forbidden
 
 # Files whose only purpose is configuring the test runner.
 RUNNER_FILES = frozenset(

@@ -12,7 +12,7 @@ import types
 from collections.abc import Mapping
 from pathlib import Path
 
-from runner.controls import MetricsSpec
+from runner.config.model import MetricsSpec
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_bytes
 from runner.metrics import BUILTIN, Metric

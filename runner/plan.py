@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from runner.controls import Controls
+from runner.config.model import Controls
 from runner.hashing import sha256_json
 from runner.models import Job, Task
 

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner import __version__
-from runner.agents import Agent, agent_members, make_agent
-from runner.controls import (
-    Controls,
+from runner.agents.base import Agent
+from runner.agents.factory import agent_members, make_agent
+from runner.config.loader import (
     LoadedControls,
     load_controls,
     missing_api_keys,
     scored_channel_problems,
 )
+from runner.config.model import Controls
 from runner.errors import DigestMismatch, UserError
 from runner.metric_modules import load_metrics, read_module
 from runner.metrics import Metric

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from runner.agents import AgentResult
+from runner.agents.base import AgentResult
 from runner.bounded_json import BoundsError, check_storable, sanitize
-from runner.controls import Caps
+from runner.config.model import Caps
 from runner.hashing import sha256_bytes
 from runner.models import Job, Outcome, Task, Trial, grading_of
 from runner.outcomes import classify

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.checklist import Row, evaluate, withhold_headline
-from runner.controls import Controls, parse_controls, protocol_hash
+from runner.config.loader import parse_controls, protocol_hash
+from runner.config.model import Controls
 from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
 from runner.models import Record
 from runner.report import Pins, dumps_json, report_json, report_markdown

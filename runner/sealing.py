@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from runner.controls import LoadedControls
+from runner.config.loader import LoadedControls
 from runner.errors import UserError
 from runner.suite import seal
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, read_members
-from runner.controls import format_validation_error
+from runner.config.loader import format_validation_error
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_bytes, sha256_file
 from runner.models import AnswerTask, RepoTask, Task

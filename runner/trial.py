@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from runner.agents import Agent, AgentContext
+from runner.agents.base import Agent, AgentContext
 from runner.archives import Member
-from runner.controls import Controls, parse_size
+from runner.config.model import Controls, parse_size
 from runner.errors import DeltarunError
 from runner.gitpatch import PatchError
 from runner.grading_policy import Ground, Screened, screen

@@ -8,7 +8,7 @@ makes its files readable and kills its own processes.
 from __future__ import annotations
 
 from runner import harness_git
-from runner.agents import AGENT_ENV, GUARD_FILE, PROMPT_FILE
+from runner.agents.base import AGENT_ENV, GUARD_FILE, PROMPT_FILE
 from runner.archives import Entry, Member, build_tar, owned_tar
 from runner.errors import InfraError
 from runner.sandbox.base import (

@@ -114,7 +114,7 @@ def make_suite(
     path = root / "controls.yaml"
     path.write_text(yaml.safe_dump(controls, sort_keys=False))
     if seal:
-        from runner.controls import load_controls
+        from runner.config.loader import load_controls
         from runner.sealing import seal_target
 
         seal_target(path, load_controls)

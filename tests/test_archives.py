@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.archives import ArchiveCaps, Member, build_tar, is_forbidden, read_members
+from runner.archives import ArchiveCaps, Member, build_tar, read_members
 from runner.errors import ArchiveError
+from runner.paths import is_forbidden
 
 
 def write(path: Path, build: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runner.controls import parse_controls
+from runner.config.loader import parse_controls
 from runner.errors import UserError
 from tests.conftest import run_cli
 from tests.helpers import make_suite, repo_task, write_agent

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.controls import load_controls
+from runner.config.loader import load_controls
 from runner.distributed import bundle as bundles
 from runner.distributed import keys
 from runner.distributed.blobs import BlobStore

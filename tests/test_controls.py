@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from runner.controls import (
+from runner.config.loader import (
     load_controls,
     parse_controls,
-    parse_size,
     protocol_hash,
     scored_channel_problems,
 )
+from runner.config.model import parse_size
 from runner.errors import UserError
 
 BASE = """\

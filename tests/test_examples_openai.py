@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.controls import OpenAIAgent, load_controls, missing_api_keys
+from runner.config.loader import load_controls, missing_api_keys
+from runner.config.model import OpenAIAgent
 from runner.suite import load_suite
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "openai"

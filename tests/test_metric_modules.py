@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from runner.controls import MetricsSpec
+from runner.config.model import MetricsSpec
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_bytes
 from runner.metric_modules import load_metrics

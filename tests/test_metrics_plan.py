@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from runner.controls import parse_controls
+from runner.config.loader import parse_controls
 from runner.metrics import score_answer
 from runner.models import AnswerTask, TaskKind
 from runner.plan import job_id, plan_jobs

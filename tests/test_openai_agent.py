@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from runner.agents import make_agent
-from runner.controls import load_controls
+from runner.agents.factory import make_agent
+from runner.agents.model.policy import TOOL_NAMES
+from runner.config.loader import load_controls
 from runner.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite import load_suite
-from runner.tools import TOOL_NAMES
 from runner.trial import TrialEnv, execute_trial
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.fake_openai import FakeModel, Step, call, error, reply
@@ -175,7 +175,7 @@ def test_hostile_calls_are_refused_and_counted(tmp_path: Path, docker_api: Any) 
 
 def _run_with_symlinks(docker_api: Any, controls_path: Path) -> Trial:
     """Run the model arm with a wrapped agent that plants symlinks out of the workspace first."""
-    from runner.agents import AgentContext, AgentResult
+    from runner.agents.base import AgentContext, AgentResult
     from runner.sandbox.base import ExecRequest
 
     loaded = load_controls(controls_path)

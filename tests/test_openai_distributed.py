@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.controls import load_controls
+from runner.config.loader import load_controls
 from tests.distributed_support import Proc, RedisServer, start_worker, wait_for
 from tests.fake_openai import FakeModel, call, reply
 from tests.helpers import repo_task

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import runner.trial as trial_module
-from runner.agents import AgentResult
-from runner.controls import parse_controls
+from runner.agents.base import AgentResult
+from runner.config.loader import parse_controls
 from runner.models import Job, Outcome, RepoTask, Trial
 from runner.record import Facts, build_record, patch_of
 from runner.rundir import RunDir, RunMeta

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner.controls import parse_controls, protocol_hash
+from runner.config.loader import parse_controls, protocol_hash
 from runner.models import Outcome
 from runner.rundir import RunDir, RunMeta
 from tests.conftest import run_cli

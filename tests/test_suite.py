@@ -18,7 +18,7 @@ ARMS = [{"name": "c", "control": True, "agent": {"type": "scripted", "action": "
 
 def test_seal_writes_digests_and_pins_controls(tmp_path: Path) -> None:
     controls = make_suite(tmp_path, [repo_task("t1")], ARMS, seal=False)
-    from runner.controls import load_controls
+    from runner.config.loader import load_controls
 
     digest, written = seal_target(controls, load_controls)
     tasks_path = tmp_path / "suite" / "tasks.jsonl"

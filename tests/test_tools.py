@@ -10,10 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.controls import missing_api_keys, parse_controls
-from runner.errors import EndpointError, UserError
-from runner.model_client import ChatEndpoint, DeadlineReached
-from runner.tools import (
+from runner.agents.model.client import ChatEndpoint, DeadlineReached
+from runner.agents.model.policy import (
     Allowed,
     Refused,
     check,
@@ -22,6 +20,8 @@ from runner.tools import (
     patch_paths,
     tool_definitions,
 )
+from runner.config.loader import missing_api_keys, parse_controls
+from runner.errors import EndpointError, UserError
 from tests.fake_openai import FakeModel, Step, call, error, reply
 
 FORBIDDEN = [".git/", "secrets/"]

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from runner.agents import agent_members, make_agent
-from runner.controls import load_controls
+from runner.agents.factory import agent_members, make_agent
+from runner.config.loader import load_controls
 from runner.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory

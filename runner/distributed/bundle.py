@@ -18,9 +18,11 @@ import redis
 from pydantic import ValidationError
 
 from runner import __version__
-from runner.agents import Agent, agent_members, make_agent
+from runner.agents.base import Agent
+from runner.agents.factory import agent_members, make_agent
 from runner.archives import Member, build_tar, read_members, tree_digest
-from runner.controls import Controls, LoadedControls, protocol_hash
+from runner.config.loader import LoadedControls, protocol_hash
+from runner.config.model import Controls
 from runner.distributed import keys
 from runner.distributed.blobs import BlobStore
 from runner.errors import DigestMismatch, ProtocolMismatch

@@ -19,7 +19,7 @@ from typing import Any
 import redis
 from celery import Celery, Task
 
-from runner.agents import Agent
+from runner.agents.base import Agent
 from runner.distributed import bundle as bundles
 from runner.distributed import keys
 from runner.distributed.blobs import BlobStore

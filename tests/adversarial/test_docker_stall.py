@@ -15,8 +15,8 @@ from typing import Any
 import docker
 import pytest
 
-from runner.agents import agent_members, make_agent
-from runner.controls import load_controls
+from runner.agents.factory import agent_members, make_agent
+from runner.config.loader import load_controls
 from runner.inputs import LocalInputs
 from runner.models import Job, Outcome
 from runner.sandbox.docker import DockerSandboxFactory

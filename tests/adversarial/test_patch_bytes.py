@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from runner import gitpatch
-from runner.controls import load_controls
+from runner.config.loader import load_controls
 from runner.hashing import sha256_bytes
 from runner.inputs import LocalInputs
 from runner.models import Outcome, RepoTask

@@ -1,8 +1,8 @@
 """The ``openai`` agent: deltarun drives a model through a chat-completions tool loop.
 
 Every action the model takes is a tool call that passes the harness: checked by
-``runner.tools``, carried out in the sandbox by ``runner.toolbox``, counted,
-timed and written to the transcript. The loop ends when the model calls
+the tool policy (``policy``), carried out in the sandbox by the ``toolbox``,
+counted, timed and written to the transcript. The loop ends when the model calls
 ``submit`` or ``abstain``, replies without a tool call, sends malformed calls
 three turns running, reaches ``max_turns``, or the task's wall-clock limit.
 
@@ -24,13 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.agents import AgentContext, AgentResult
-from runner.controls import OpenAIAgent, Route, Toggles
+from runner.agents.base import AgentContext, AgentResult
+from runner.agents.model.client import ChatEndpoint, DeadlineReached
+from runner.agents.model.policy import tool_definitions
+from runner.agents.model.toolbox import Toolbox, ToolPolicy, ToolResult
+from runner.config.model import OpenAIAgent, Route, Toggles
 from runner.errors import EndpointError
-from runner.model_client import ChatEndpoint, DeadlineReached
 from runner.models import AnswerTask
-from runner.toolbox import Toolbox, ToolPolicy, ToolResult
-from runner.tools import tool_definitions
 
 MALFORMED_TURNS_LIMIT = 3
 MAX_CALLS_PER_TURN = 32  # a reply with more gets an error for the rest, not a longer trial

@@ -1,6 +1,6 @@
 """The tool layer's policy: which calls a model may make, and on which paths. Pure code.
 
-A model-driven agent acts only through these tools; ``runner.toolbox`` carries
+A model-driven agent acts only through these tools; ``runner.agents.model.toolbox`` carries
 out what this module allows, inside the sandbox. Every call passes ``check``:
 
 1. the arguments are a JSON object of the tool's schema (else an error goes back
@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.archives import is_forbidden
 from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 from runner.gitpatch import PatchError, touched_paths
+from runner.paths import is_forbidden
 from runner.sandbox.base import WORKSPACE
 
 ALWAYS_ALLOWED = frozenset({"submit", "abstain"})

@@ -1,28 +1,21 @@
-"""``controls.yaml``: the locked protocol of a run, and its hash.
+"""The controls of a run as strict models: what ``controls.yaml`` may say. Pure.
 
-The file is parsed into strict models (an unknown or misspelt key is an error
-naming its path). The *protocol hash* is the SHA-256 of the canonical JSON of
-the parsed controls plus the content digest of every agent directory, so a
-changed byte in a recorded patch or an agent program changes the hash and a
-run directory cannot be resumed under it.
+Every model forbids unknown keys (a misspelt key is an error naming its path)
+and documents each field; ``deltarun schema controls`` prints them. Nothing here
+reads files, YAML or archives: ``runner.config.loader`` does that and computes
+the protocol hash.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from runner.archives import members_from_dir, tree_digest
-from runner.errors import ArchiveError, UserError
-from runner.hashing import sha256_json
+from runner.agents.model.policy import TOOL_NAMES
 from runner.models import Strict
-from runner.tools import TOOL_NAMES
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -351,129 +344,3 @@ class Controls(Strict):
     def baseline_pairs(self) -> list[tuple[str, str]]:
         """(on leg, off leg) of every ``baseline: both`` arm."""
         return [(f"{a.name}-on", f"{a.name}-off") for a in self.arms if a.baseline == "both"]
-
-
-class LoadedControls:
-    """Controls plus where they came from and the digests of their agent directories."""
-
-    def __init__(self, controls: Controls, path: Path, agent_dirs: dict[str, str]) -> None:
-        self.controls = controls
-        self.path = path
-        self.base = path.parent
-        self.agent_dir_digests = agent_dirs
-
-    @property
-    def suite_path(self) -> Path:
-        return (self.base / self.controls.suite.file).resolve()
-
-    def agent_dir(self, arm: Arm) -> Path | None:
-        agent = arm.agent
-        if isinstance(agent, PatchAgent | CommandAgent):
-            return (self.base / agent.dir).resolve()
-        return None
-
-    @property
-    def protocol_sha256(self) -> str:
-        return protocol_hash(self.controls, self.agent_dir_digests)
-
-
-def protocol_hash(controls: Controls, agent_dir_digests: dict[str, str]) -> str:
-    """SHA-256 of the canonical JSON of the controls and every agent directory's digest."""
-    return sha256_json(
-        {
-            "controls": controls.model_dump(mode="json", by_alias=True),
-            "agent_dirs": dict(sorted(agent_dir_digests.items())),
-        }
-    )
-
-
-def format_validation_error(source: str, exc: ValidationError) -> str:
-    """One line: ``source: a.b[2].c: message (and N more)``."""
-    # A misspelt key shows up as "unknown" plus "missing"; the unknown one names the fix.
-    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    first = errors[0]
-    loc = ""
-    for part in first["loc"]:
-        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-    message = first["msg"]
-    if first["type"] == "extra_forbidden":
-        message = "unknown key; check its spelling against `deltarun schema`"
-    elif first["type"] == "missing":
-        message = "required key is missing"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{source}: {loc or '(top level)'}: {message}{more}"
-
-
-def parse_controls(text: str, source: str) -> Controls:
-    """Parse controls YAML text into a ``Controls``, or raise ``UserError`` in one line."""
-    try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{source}:{where}: not valid YAML; fix the syntax") from exc
-    if not isinstance(data, dict):
-        raise UserError(f"{source}: must be a YAML mapping with protocol_id, suite and arms")
-    try:
-        return Controls.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(format_validation_error(source, exc)) from exc
-
-
-def scored_channel_problems(
-    controls: Controls, images_used: set[str], image_digests: dict[str, str]
-) -> list[str]:
-    """What stops a ``channel: scored`` run: every pin must be present and match."""
-    problems: list[str] = []
-    if not controls.suite.sha256:
-        problems.append("suite.sha256 is empty; run `deltarun seal` on the controls file")
-    if controls.runtime.max_retries != 0:
-        problems.append("runtime.max_retries must be 0 in the scored channel")
-    for image in sorted(images_used):
-        if image not in controls.images:
-            problems.append(f"images.{image!r} is not pinned; pin it to {image_digests.get(image)}")
-    return problems
-
-
-def missing_api_keys(controls: Controls, environ: Mapping[str, str]) -> list[str]:
-    """Where a used route names an API-key variable this environment lacks (``field: VAR``)."""
-    used: list[tuple[str, Route | None]] = []
-    if controls.runtime.network == "model-only":
-        used.append(("route", controls.route))
-    for index, arm in enumerate(controls.arms):
-        if isinstance(arm.agent, OpenAIAgent):
-            field = f"arms[{index}].agent.route" if arm.agent.route else "route"
-            used.append((field, controls.route_for(arm.agent)))
-    found: list[str] = []
-    for field, route in used:
-        variable = route.api_key_env if route else None
-        entry = f"{field}.api_key_env: {variable}"
-        if variable and not environ.get(variable) and entry not in found:
-            found.append(entry)
-    return found
-
-
-def load_controls(path: Path) -> LoadedControls:
-    """Read ``controls.yaml`` and digest every agent directory it names."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise UserError(f"{path}: controls file not found; pass the path of controls.yaml") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read the controls file ({exc})") from exc
-    controls = parse_controls(text, str(path))
-    loaded = LoadedControls(controls, path.resolve(), {})
-    for index, arm in enumerate(controls.arms):
-        directory = loaded.agent_dir(arm)
-        if directory is None:
-            continue
-        if not directory.is_dir():
-            raise UserError(
-                f"{path}: arms[{index}].agent.dir: {directory} is not a directory; "
-                "fix the path (relative to controls.yaml)"
-            )
-        try:
-            loaded.agent_dir_digests[arm.name] = tree_digest(members_from_dir(directory))
-        except ArchiveError as exc:
-            raise UserError(f"{path}: arms[{index}].agent.dir: {exc}") from exc
-    return loaded

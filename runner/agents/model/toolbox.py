@@ -1,6 +1,6 @@
 """Carrying out allowed tool calls inside the sandbox, as the agent user.
 
-``runner.tools`` decides; this module acts. Each call runs as uid 1000 in
+``runner.agents.model.policy`` decides; this module acts. Each call runs as uid 1000 in
 ``/workspace`` through ``Sandbox.run`` with its own timeout (never past the
 trial's deadline) and output cap. Paths the policy allowed are resolved inside
 the sandbox (``realpath``, symlinks followed) and checked again before use.
@@ -17,16 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from runner.agents.base import BASE_ENV
+from runner.agents.model.policy import Allowed, Refused, check, check_resolved
 from runner.sandbox.base import WORKSPACE, ExecRequest, ExecResult, Sandbox
-from runner.tools import Allowed, Refused, check, check_resolved
 
 _READS = frozenset({"read_file", "list_dir", "search"})
-AGENT_TOOL_ENV = {
-    "HOME": "/home/agent",
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
 
 
 @dataclass(frozen=True)
@@ -240,9 +235,7 @@ class Toolbox:
         remaining = self.deadline - time.monotonic()
         timeout = max(0.5, min(self.policy.call_timeout_s, remaining))
         return self.sandbox.run(
-            ExecRequest(
-                argv=argv, env=AGENT_TOOL_ENV, timeout_s=timeout, output_cap=cap, stdin=stdin
-            )
+            ExecRequest(argv=argv, env=BASE_ENV, timeout_s=timeout, output_cap=cap, stdin=stdin)
         )
 
     def _finished(self, result: ExecResult, text: str) -> ToolResult:

@@ -1,0 +1,1 @@
+"""The controls of a run: the models (pure) and their loader (YAML, digests, hash)."""
