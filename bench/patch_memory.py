@@ -31,7 +31,7 @@ HEADER = 200  # bytes of the diff's headers, a generous estimate
 
 def child(lines: int) -> None:
     """One trial in this process; prints its outcome and this process's peak RSS."""
-    from runner.sandbox.docker import connect
+    from runner.sandbox.engine import connect
     from tests.test_trial_docker import run_one
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,7 +26,8 @@ from runner.agents.model.toolbox import Toolbox, ToolPolicy  # noqa: E402
 from runner.config.model import OpenAIAgent, Route  # noqa: E402
 from runner.models import RepoTask, TaskKind  # noqa: E402
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec  # noqa: E402
-from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory, connect  # noqa: E402
+from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory  # noqa: E402
+from runner.sandbox.engine import connect  # noqa: E402
 from tests.fake_openai import FakeModel, call, reply  # noqa: E402
 from tests.helpers import PY_IMAGE  # noqa: E402
 

@@ -78,7 +78,8 @@ def run(
     from runner.inputs import LocalInputs
     from runner.prepare import prepare
     from runner.reporting import write_report
-    from runner.sandbox.docker import DockerSandboxFactory, connect, image_id
+    from runner.sandbox.docker import DockerSandboxFactory
+    from runner.sandbox.engine import connect, image_id
     from runner.trial import TrialEnv, execute_trial, preflight_spec
 
     clients: list[APIClient] = []  # connected lazily: digests are checked before Docker
@@ -249,7 +250,8 @@ def worker(
     from runner.distributed import keys
     from runner.distributed.worker import connect_redis, worker_app, worker_name
     from runner.sandbox.base import Limits, SandboxSpec
-    from runner.sandbox.docker import DockerSandboxFactory, connect, image_id
+    from runner.sandbox.docker import DockerSandboxFactory
+    from runner.sandbox.engine import connect, image_id
     from runner.sandbox.reaper import reap_orphans
 
     if name:
@@ -337,7 +339,8 @@ def replay(
     out.print(f"replay of {run_dir}: {state}", highlight=False)
     if reverify:
         from runner.reverify import reverify_run
-        from runner.sandbox.docker import DockerSandboxFactory, connect
+        from runner.sandbox.docker import DockerSandboxFactory
+        from runner.sandbox.engine import connect
 
         checked, changed = reverify_run(
             run,
@@ -366,7 +369,7 @@ def gc(
     all_: Annotated[bool, typer.Option("--all", help="Also those before their deadline")] = False,
 ) -> None:
     """Remove deltarun containers and volumes left past their deadline."""
-    from runner.sandbox.docker import connect
+    from runner.sandbox.engine import connect
     from runner.sandbox.reaper import reap
 
     for line in reap(connect(), dry_run=dry_run, include_live=all_):

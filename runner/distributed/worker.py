@@ -90,7 +90,8 @@ class WorkerState:
 
     def sandboxes(self) -> Any:
         if self._sandboxes is None:
-            from runner.sandbox.docker import DockerSandboxFactory, connect
+            from runner.sandbox.docker import DockerSandboxFactory
+            from runner.sandbox.engine import connect
 
             self._sandboxes = DockerSandboxFactory(connect(), worker=self.name)
         return self._sandboxes

@@ -29,9 +29,7 @@ from typing import Any
 
 import docker
 import docker.errors
-import requests.exceptions
 from docker.types import LogConfig, Mount, Ulimit
-from docker.utils import kwargs_from_env
 
 from runner.archives import read_capped_tar_file
 from runner.errors import SandboxError, UserError
@@ -48,12 +46,12 @@ from runner.sandbox.base import (
     ModelCall,
     SandboxSpec,
 )
+from runner.sandbox.engine import API_ERRORS, image_id
 from runner.sandbox.model_gateway import GatewaySpec, ModelGateway
 
 LABEL_PREFIX = "deltarun."
 KILL_GRACE_S = 2.0
 WATCHDOG_GRACE_S = 10.0
-_API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
 
 def process_identity(pid: int) -> str:
@@ -64,33 +62,6 @@ def process_identity(pid: int) -> str:
         return f"{pid}:{fields[19]}"  # field 22 of stat: start time since boot
     except (OSError, IndexError):
         return f"{pid}:0"
-
-
-def connect(api_timeout_s: int = 60) -> docker.APIClient:
-    """A low-level Engine API client; raises ``UserError`` with a fix when Docker is absent."""
-    try:
-        # DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH are honoured like the docker CLI.
-        kwargs = kwargs_from_env()
-        client = docker.APIClient(version="auto", timeout=int(api_timeout_s), **kwargs)
-        client.ping()
-    except _API_ERRORS as exc:
-        raise UserError(
-            "Docker engine not reachable (is dockerd running and DOCKER_HOST right?); "
-            "start it, or run `make setup` which installs and starts it"
-        ) from exc
-    return client
-
-
-def image_id(client: docker.APIClient, image: str) -> str:
-    """The local ID (sha256:...) of an image, or a ``UserError`` naming how to build it."""
-    try:
-        return str(client.inspect_image(image)["Id"])  # type: ignore[no-untyped-call]
-    except docker.errors.ImageNotFound as exc:
-        raise UserError(
-            f"sandbox image {image!r} is not present on this machine; build it with `make images`"
-        ) from exc
-    except _API_ERRORS as exc:
-        raise SandboxError(f"Docker failed to inspect image {image!r}: {exc}") from exc
 
 
 class DockerSandboxFactory:
@@ -141,7 +112,7 @@ class DockerSandboxFactory:
             exec_id = self.client.exec_create(sandbox.container, ["sh", "-c", script])["Id"]
             out = self.client.exec_start(exec_id)
             code = self.client.exec_inspect(exec_id).get("ExitCode")
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             raise UserError(
                 f"sandbox image {spec.image!r} cannot run the harness ({exc}); it needs sh, "
                 "coreutils timeout, git, python3 and an agent user with uid 1000: build it from "
@@ -161,7 +132,7 @@ class DockerSandboxFactory:
         for container in live:
             try:
                 self.client.kill(container)
-            except _API_ERRORS:
+            except API_ERRORS:
                 pass
 
     def _track(self, container: str, live: bool) -> None:
@@ -272,7 +243,7 @@ class DockerSession:
                     f"{exc.explanation}; check runtime.limits in controls"
                 ) from exc
             raise SandboxError(f"Docker failed to create the sandbox: {exc}") from exc
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to create the sandbox: {exc}") from exc
         return DockerSandbox(self.factory, self.container, digest, self.gateway)
 
@@ -300,7 +271,7 @@ class DockerSession:
                 client.remove_container(self.container, force=True, v=True)
             except docker.errors.NotFound:
                 pass
-            except _API_ERRORS:
+            except API_ERRORS:
                 pass  # the labels let `deltarun gc` remove it later
             self.factory._track(self.container, False)
             self.container = None
@@ -313,7 +284,7 @@ class DockerSession:
                     break
                 except docker.errors.NotFound:
                     break
-                except _API_ERRORS:
+                except API_ERRORS:
                     time.sleep(0.2)
         self.volumes = []
 
@@ -353,7 +324,7 @@ class DockerSandbox:
     def put_archive(self, dest: str, tar_bytes: bytes) -> None:
         try:
             ok = self.client.put_archive(self.container, dest, tar_bytes)
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to copy files into {dest}: {exc}") from exc
         if not ok:
             raise SandboxError(f"Docker refused to copy files into {dest}")
@@ -363,7 +334,7 @@ class DockerSandbox:
             stream, _stat = self.client.get_archive(self.container, path)
         except docker.errors.NotFound:
             return None, False
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to copy {path} out: {exc}") from exc
         data, truncated = read_capped_tar_file(stream, path.rsplit("/", 1)[-1], cap)
         return data, truncated
@@ -394,7 +365,7 @@ class DockerSandbox:
             output, truncated, stderr = _collect_frames(
                 _frames(raw), request.output_cap, request.stderr_cap if split else 0
             )
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             if watchdog.fired:
                 raise SandboxError(_stalled(deadline)) from exc
             raise SandboxError(f"Docker failed while a command ran: {exc}") from exc
@@ -421,7 +392,7 @@ class DockerSandbox:
     def _exit_code(self, exec_id: str) -> int | None:
         try:
             code = self.client.exec_inspect(exec_id).get("ExitCode")
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to report a command's exit: {exc}") from exc
         return None if code is None else int(code)
 
@@ -434,7 +405,7 @@ class DockerSandbox:
         try:
             exec_id = self.client.exec_create(self.container, ["sh", "-c", script], user=ROOT_USER)
             out = self.client.exec_start(exec_id["Id"])
-        except _API_ERRORS:
+        except API_ERRORS:
             return 0
         text = out.decode("ascii", "replace").strip() if isinstance(out, bytes) else ""
         return int(text) if text.isdigit() else 0
@@ -557,7 +528,7 @@ class _Watchdog:
         threading.Thread(target=self._kill, daemon=True).start()
 
     def _kill(self) -> None:
-        with contextlib.suppress(*_API_ERRORS):
+        with contextlib.suppress(*API_ERRORS):
             self._client.kill(self._container)
 
     def cancel(self) -> None:

@@ -34,10 +34,10 @@ from urllib.parse import urlsplit
 
 import docker
 import docker.errors
-import requests.exceptions
 from docker.types import LogConfig
 
 from runner.errors import SandboxError, UserError
+from runner.sandbox.engine import API_ERRORS
 
 GATEWAY_ALIAS = "model-gateway"
 GATEWAY_PORT = 8080
@@ -50,7 +50,6 @@ _READY_PROBE = (
     "import urllib.request; "
     f"urllib.request.urlopen('http://127.0.0.1:{GATEWAY_PORT}{READY_PATH}', timeout=2)"
 )
-_API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
 
 @dataclass(frozen=True)
@@ -168,7 +167,7 @@ class ModelGateway:
                 # No host address on the bridge: the host is not reachable from it.
                 options={"com.docker.network.bridge.inhibit_ipv4": "true"},
             )
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to create the model-only network: {exc}") from exc
 
     def _create_proxy(self) -> None:
@@ -216,7 +215,7 @@ class ModelGateway:
             raise SandboxError(
                 f"Docker failed to start the model proxy: {exc.explanation}"
             ) from exc
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to start the model proxy: {exc}") from exc
 
     def _wait_ready(self) -> None:
@@ -250,14 +249,14 @@ class ModelGateway:
             return self.client.exec_inspect(exec_id).get("ExitCode") == 0
         except docker.errors.APIError:
             return False  # not running (yet, or any more): the caller looks at the state
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             raise SandboxError(f"Docker failed while the model proxy started: {exc}") from exc
 
     def _inspect(self) -> Any:
         assert self.container is not None
         try:
             return self.client.inspect_container(self.container)
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to inspect the model proxy: {exc}") from exc
 
     def _read_logs(self, *, strict: bool, stderr: bool = False) -> bytes:
@@ -265,7 +264,7 @@ class ModelGateway:
             return self._logs
         try:
             out = self.client.logs(self.container, stdout=not stderr, stderr=stderr)
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             if strict:
                 raise SandboxError(f"Docker failed to read the model proxy's log: {exc}") from exc
             return b""
@@ -276,7 +275,7 @@ class ModelGateway:
         if self.container is not None:
             try:
                 client.remove_container(self.container, force=True, v=True)
-            except _API_ERRORS:
+            except API_ERRORS:
                 pass  # gone already, or the labels let `deltarun gc` remove it later
             self.container = None
         for _ in range(3):
@@ -285,5 +284,5 @@ class ModelGateway:
                 return
             except docker.errors.NotFound:
                 return
-            except _API_ERRORS:
+            except API_ERRORS:
                 time.sleep(0.2)  # an endpoint still being torn down; else gc removes it

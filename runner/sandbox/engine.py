@@ -1,0 +1,45 @@
+"""The Docker Engine API client: connecting to the engine, image IDs, and its errors.
+
+One definition of what a failing engine call raises (``API_ERRORS``), shared by
+the sandbox adapter and the model gateway; translated at each boundary into
+``SandboxError`` (infrastructure during a trial) or ``UserError`` (a setup the
+user fixes), ``from exc``.
+"""
+
+from __future__ import annotations
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.utils import kwargs_from_env
+
+from runner.errors import SandboxError, UserError
+
+API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
+
+
+def connect(api_timeout_s: int = 60) -> docker.APIClient:
+    """A low-level Engine API client; raises ``UserError`` with a fix when Docker is absent."""
+    try:
+        # DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH are honoured like the docker CLI.
+        kwargs = kwargs_from_env()
+        client = docker.APIClient(version="auto", timeout=int(api_timeout_s), **kwargs)
+        client.ping()
+    except API_ERRORS as exc:
+        raise UserError(
+            "Docker engine not reachable (is dockerd running and DOCKER_HOST right?); "
+            "start it, or run `make setup` which installs and starts it"
+        ) from exc
+    return client
+
+
+def image_id(client: docker.APIClient, image: str) -> str:
+    """The local ID (sha256:...) of an image, or a ``UserError`` naming how to build it."""
+    try:
+        return str(client.inspect_image(image)["Id"])  # type: ignore[no-untyped-call]
+    except docker.errors.ImageNotFound as exc:
+        raise UserError(
+            f"sandbox image {image!r} is not present on this machine; build it with `make images`"
+        ) from exc
+    except API_ERRORS as exc:
+        raise SandboxError(f"Docker failed to inspect image {image!r}: {exc}") from exc
