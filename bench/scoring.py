@@ -14,8 +14,9 @@ on this machine, in this run:
 
 - parse: ``RunDir(path).scored_trials()``, the path ``report`` and ``replay`` take
   (pydantic validation of every line, first record of each job id);
-- score+render: ``score`` + ``report_json`` + ``dumps_json`` + ``report_markdown``,
-  called as ``runner.reporting.build_report`` calls them (covariates on the size
+- score+render: ``score`` + ``report.model.build`` + ``to_json`` + ``dumps_json``
+  + ``render_markdown``,
+  called as ``runner.report.build.build_report`` calls them (covariates on the size
   buckets; no checklist rows or baseline legs, whose cost does not grow with the
   records; the bootstrap off, its default: ``--bootstrap N`` turns it on).
   ``render_html`` is timed after that, on its own line, outside the goal;
@@ -209,8 +210,10 @@ def child_generate(
 
 def child_report(run_path: Path, bootstrap: int) -> dict[str, Any]:
     """Parse the ledger, score and render as ``build_report`` does: seconds and memory."""
-    from runner.report import Pins, dumps_json, report_json, report_markdown
-    from runner.report_html import render_html
+    from runner.report.html import render_html
+    from runner.report.jsonform import dumps_json, to_json
+    from runner.report.markdown import render_markdown
+    from runner.report.model import Pins, build
     from runner.scoring import score
 
     meta = json.loads((run_path / META).read_text(encoding="utf-8"))
@@ -234,9 +237,10 @@ def child_report(run_path: Path, bootstrap: int) -> dict[str, Any]:
     t1 = time.perf_counter()
     parse_mb = _maxrss_mb()
     scores = score(trials, meta["arms"], CONTROL, task_ids)
-    data = report_json(scores, pins, trials, (), (bootstrap, 0), (), meta["tasks"])
+    report = build(scores, pins, trials, bootstrap=(bootstrap, 0), tasks=meta["tasks"])
+    data = to_json(report)
     json_text = dumps_json(data)
-    markdown = report_markdown(scores, pins, data)
+    markdown = render_markdown(report)
     cpu2, t2 = _cpu_s(), time.perf_counter()
     peak_mb = _maxrss_mb()
     html = render_html(data)

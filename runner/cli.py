@@ -22,12 +22,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from runner.errors import DeltarunError, RouteMismatch, RunInterrupted, UsageError, UserError
 from runner.executors.local import Interrupted, run_local
 from runner.models import Job, Trial
-from runner.report import headline
+from runner.report.markdown import headline
 
 if TYPE_CHECKING:
     from docker import APIClient
 
-    from runner.reporting import BuiltReport
+    from runner.report.build import BuiltReport
 
 app = typer.Typer(
     add_completion=False,
@@ -77,7 +77,7 @@ def run(
     from runner.config.model import Controls
     from runner.inputs import LocalInputs
     from runner.prepare import prepare
-    from runner.reporting import write_report
+    from runner.report.build import write_report
     from runner.sandbox.docker import DockerSandboxFactory
     from runner.sandbox.engine import connect, image_id
     from runner.trial import TrialEnv, execute_trial, preflight_spec
@@ -308,7 +308,7 @@ def worker(
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> None:
     """Score the ledger of a run and write report.md and report.json."""
-    from runner.reporting import write_report
+    from runner.report.build import write_report
     from runner.rundir import RunDir
 
     built, paths = write_report(RunDir(run_dir))
@@ -329,7 +329,7 @@ def replay(
     parallel: Annotated[int, typer.Option("-j", "--parallel", min=1)] = 2,
 ) -> None:
     """Re-check the stored digests and rebuild the report byte for byte (exit 3 if it differs)."""
-    from runner.reporting import replay as do_replay
+    from runner.report.build import replay as do_replay
     from runner.rundir import RunDir
 
     run = RunDir(run_dir)
@@ -385,7 +385,7 @@ def schema(
 
     from runner.config.model import Controls
     from runner.models import AnswerTask, RepoTask
-    from runner.report_schema import ReportJSON
+    from runner.report.schema import ReportJSON
 
     models: dict[str, TypeAdapter[object]] = {
         "controls": TypeAdapter(Controls),

@@ -16,7 +16,7 @@ from pathlib import Path
 from runner.errors import DigestMismatch, UserError
 from runner.inputs import LocalInputs
 from runner.models import RepoTask, Trial
-from runner.reporting import _stored_controls
+from runner.report.build import _stored_controls
 from runner.rundir import RunDir
 from runner.sandbox.base import SandboxFactory
 from runner.suite import load_suite

@@ -265,7 +265,7 @@ def gc_paused() -> Iterator[None]:
 
     A full collection walks every live container; with a run's records in memory
     (100,000 trials are ~300,000 containers) each costs ~0.4 s, and the cases of
-    ``score`` and the per-task entries of ``report_json`` would trigger two each.
+    ``score`` and the per-task entries of ``report.model.build`` would trigger two each.
     What they build forms no cycle, so nothing is left for the collector, which
     runs as usual afterwards. Nested or concurrent use only delays a collection.
     """

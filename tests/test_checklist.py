@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from runner.checklist import evaluate, verdict, withhold_headline
 from runner.config.loader import parse_controls
 from runner.models import Outcome, TaskKind
+from runner.report.checklist import evaluate, verdict, withhold_headline
 from runner.scoring import score
 from tests.test_scoring import trial
 

@@ -7,7 +7,7 @@ from itertools import combinations
 import pytest
 
 from runner.models import Outcome
-from runner.repeats import repeat_stats
+from runner.report.repeats import repeat_stats
 from runner.stats import clustered_se
 from tests.test_scoring import trial
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from runner.report_html import render_html
+from runner.report.html import render_html
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 EVIL = "<script>alert(1)</script>"

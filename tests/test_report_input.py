@@ -103,12 +103,12 @@ def test_not_a_run_directory(tmp_path: Path) -> None:
 def test_report_json_matches_the_shipped_schema(tmp_path: Path) -> None:
     import jsonschema
 
-    from runner.report_schema import ReportJSON
+    from runner.report.schema import ReportJSON
 
     shipped = Path(__file__).resolve().parents[1] / "runner" / "schemas" / "report.schema.json"
     schema = json.loads(shipped.read_text())
     assert schema == json.loads(json.dumps(ReportJSON.model_json_schema())), (
-        "runner/schemas/report.schema.json is stale: regenerate it from runner.report_schema"
+        "runner/schemas/report.schema.json is stale: regenerate it from runner.report.schema"
     )
     path = make_run(tmp_path)
     assert run_cli("report", str(path)).returncode == 0

@@ -1,4 +1,4 @@
-"""Report rendering, HTML: the ``report.json`` dict → one self-contained page. Pure.
+"""``report.html``: the report's JSON form → one self-contained page. Pure.
 
 The page carries its own CSS and draws every plot as inline SVG built here, so
 it opens offline from a ``file://`` URL; its Content-Security-Policy forbids
@@ -13,6 +13,8 @@ import math
 from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
+
+from runner.report.format import pct
 
 HELPED, HURT, SAME, INCONCLUSIVE = "helped", "hurt", "same", "inconclusive"
 COLOURS = {HELPED: "#2166ac", HURT: "#d6604d", SAME: "#d9d9d9", INCONCLUSIVE: "#fee08b"}
@@ -80,10 +82,6 @@ def _f(value: float) -> str:
     return f"{value:.1f}"
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
-
 def _pp(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:+.1f}"
 
@@ -143,7 +141,7 @@ def _rate_text(rate: Any) -> str:
     value, ci = _rate(r)
     if value is None or ci is None:
         return f"n/a (n={r.get('n', 0)})"
-    return f"{_pct(value)} [{_pct(ci[0])}, {_pct(ci[1])}] ({r.get('k')}/{r.get('n')})"
+    return f"{pct(value)} [{pct(ci[0])}, {pct(ci[1])}] ({r.get('k')}/{r.get('n')})"
 
 
 Cell = str | tuple[str, str]  # plain text, or (plain text, CSS class)
@@ -377,7 +375,7 @@ def _cost(arms: list[dict[str, Any]]) -> str:
         placed.append((x, ly))
         if ly - y - 4 > 1:
             body.append(_line(x + 5, y, x + 9, ly - 4, 'stroke="#999"'))
-        text = f"{name}{' (control)' * control}: {_pct(y_val)}"
+        text = f"{name}{' (control)' * control}: {pct(y_val)}"
         body.append(_text(x + 10, ly, text, cls="halo", cut=LABEL_CHARS + 12))
     height = max(bottom + 48, max((p[1] for p in placed), default=0.0) + 10)
     if missing:  # arms with no pass rate or no cost are named, never silently dropped
@@ -511,7 +509,8 @@ def _tables(report: dict[str, Any], arms: list[dict[str, Any]]) -> list[str]:
 
 
 def render_html(report: dict[str, Any]) -> str:
-    """The whole report as one self-contained, deterministic HTML page."""
+    """The whole report as one self-contained, deterministic HTML page, drawn from the
+    report's JSON form (``jsonform.to_json``) so it shows exactly the published numbers."""
     arms = [_dict(a) for a in _list(report.get("arms"))]
     deltas = [_dict(d) for d in _list(report.get("deltas"))]
     title = f"deltarun report: {_dict(report.get('pins')).get('protocol_id', '?')}"

@@ -6,13 +6,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.checklist import Row, evaluate, withhold_headline
 from runner.config.loader import parse_controls, protocol_hash
 from runner.config.model import Controls
 from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
 from runner.models import Record
-from runner.report import Pins, dumps_json, report_json, report_markdown
-from runner.report_html import render_html
+from runner.report.checklist import Row, evaluate, withhold_headline
+from runner.report.html import render_html
+from runner.report.jsonform import dumps_json, to_json
+from runner.report.markdown import render_markdown
+from runner.report.model import MetricsPin, Pins, build
 from runner.rundir import RunDir
 from runner.scoring import Scores, paired_delta, score
 
@@ -106,8 +108,9 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         ledger_sha256=run_dir.ledger_sha256(),
         deltarun_version=meta.deltarun_version,
         python_version=meta.python_version,
-        edited_from=edited_from,
-        metrics=None if controls.metrics is None else controls.metrics.model_dump(mode="json"),
+        metrics=None
+        if controls.metrics is None
+        else MetricsPin.model_validate(controls.metrics.model_dump(mode="json")),
     )
     bootstrap = (controls.analysis.bootstrap_resamples, controls.runtime.seed)
     by_leg: dict[str, list[Record]] = {}
@@ -117,13 +120,19 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         paired_delta(on, off, by_leg.get(on, []), by_leg.get(off, []), task_ids)
         for on, off in controls.baseline_pairs()
     ]
-    data = report_json(scores, pins, trials, rows, bootstrap, legs, meta.tasks)
-    return BuiltReport(
+    report = build(
         scores,
-        report_markdown(scores, pins, data),
-        dumps_json(data),
-        tuple(rows),
-        render_html(data),
+        pins,
+        trials,
+        rows=rows,
+        edited_from=edited_from,
+        bootstrap=bootstrap,
+        legs=legs,
+        tasks=meta.tasks,
+    )
+    data = to_json(report)
+    return BuiltReport(
+        scores, render_markdown(report), dumps_json(data), tuple(rows), render_html(data)
     )
 
 

@@ -1,7 +1,8 @@
 """The shape of ``report.json`` as models, for ``deltarun schema report`` and validation.
 
-``runner/report.py`` builds the report as plain data (fast, deterministic); these
-models describe it. ``runner/schemas/report.schema.json`` is generated from them
+``runner.report.jsonform`` writes the report model as plain data (fast,
+deterministic); these models describe that data, with ``Pins`` shared with the
+report model itself. ``runner/schemas/report.schema.json`` is generated from them
 and shipped; a test keeps the two in step and validates real reports against it.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from runner.report.model import Pins
 
 Status = Literal["pass", "fail", "error", "skipped", "inconclusive"]
 
@@ -87,27 +90,6 @@ class ScorecardJSON(_M):
     per_case: list[CaseJSON]
 
 
-class MetricsPinJSON(_M):
-    module: str
-    sha256: str
-    functions: list[str]
-
-
-class PinsJSON(_M):
-    protocol_id: str
-    protocol_sha256: str
-    suite_sha256: str
-    channel: Literal["scored", "exploratory"]
-    run_id: str
-    control_arm: str
-    image_digests: dict[str, str]
-    agent_dir_digests: dict[str, str]
-    ledger_sha256: str
-    deltarun_version: str
-    python_version: str
-    metrics: MetricsPinJSON | None
-
-
 class EditedJSON(_M):
     reported_ledger_sha256: str
     ledger_sha256: str
@@ -136,7 +118,7 @@ class ReportJSON(_M):
     verdict: Literal["publishable", "demo"] | None
     headline_withheld: bool
     checklist: list[ChecklistRowJSON]
-    pins: PinsJSON
+    pins: Pins
     arms: list[ArmJSON]
     repeats: dict[str, RepeatsJSON | None]
     deltas: list[ScorecardJSON]

@@ -1,0 +1,18 @@
+"""How the report writes numbers for a person (markdown and HTML share these). Pure."""
+
+from __future__ import annotations
+
+
+def pct(value: float | None) -> str:
+    """A rate as a percentage with one decimal, or ``n/a``."""
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def signed_pp(value: float | None) -> str:
+    """A difference of rates in signed percentage points, or ``n/a``."""
+    return "n/a" if value is None else f"{100 * value:+.1f} pp"
+
+
+def num(value: float | None, fmt: str = ".2f") -> str:
+    """A number in ``fmt``, or ``n/a``."""
+    return "n/a" if value is None else format(value, fmt)

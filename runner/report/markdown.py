@@ -1,0 +1,231 @@
+"""``report.md``: the report for a person, section by section. Pure.
+
+Every section renders from the one ``Report``; numbers are formatted here
+(percentages to one decimal, deltas in percentage points), never recomputed.
+"""
+
+from __future__ import annotations
+
+from runner.report.format import num, pct, signed_pp
+from runner.report.model import EXPLORATORY_STAMP, Report, rounded
+from runner.scoring import PairedDelta, Rate
+
+
+def headline(d: PairedDelta) -> str:
+    """One line: the delta with its interval, test and counts; never a bare candidate rate."""
+    if d.mean is None:
+        return f"{d.arm} vs {d.control}: no paired tasks (inconclusive: {d.inconclusive})"
+    ci = "n/a" if d.ci95 is None else f"{signed_pp(d.ci95[0])} to {signed_pp(d.ci95[1])}"
+    p = "n/a" if d.mcnemar_p is None else f"{d.mcnemar_p:.4g}"
+    return (
+        f"{d.arm} vs {d.control}: {signed_pp(d.mean)} pass rate (95% CI {ci}), "
+        f"n={d.n_tasks} tasks, McNemar p={p}; helped {d.helped}, hurt {d.hurt}, "
+        f"same {d.same}, inconclusive {d.inconclusive}"
+    )
+
+
+def render_markdown(report: Report) -> str:
+    """The human-readable report."""
+    lines: list[str] = []
+    for section in (
+        _top,
+        _pins,
+        _headline,
+        _arms,
+        _stops,
+        _refusal,
+        _deltas,
+        _covariates,
+        _legs,
+        _outcomes,
+        _checklist,
+    ):
+        lines += section(report)
+    return "\n".join(lines)
+
+
+def _rate(rate: Rate) -> str:
+    interval = rate.wilson95
+    if interval is None:
+        return "n/a (n=0)"
+    return f"{pct(rate.value)} [{pct(interval[0])}, {pct(interval[1])}] ({rate.k}/{rate.n})"
+
+
+def _top(report: Report) -> list[str]:
+    pins = report.pins
+    lines = [f"# deltarun report: {pins.protocol_id}", ""]
+    if report.stamp is not None:
+        lines += [f"> **{EXPLORATORY_STAMP}**", ""]
+    if report.edited_from is not None:
+        lines += [
+            f"> **edited after the run**: the ledger reported as `{report.edited_from}` now has "
+            f"digest `{pins.ledger_sha256}`; the edits were accepted with `--accept-edits`",
+            "",
+        ]
+    if report.verdict:
+        failing = [row.item for row in report.rows if not row.ok]
+        lines += [
+            f"**Verdict: {report.verdict}**"
+            + (f" (failing: {'; '.join(failing)})" if failing else ""),
+            "",
+        ]
+    return lines
+
+
+def _pins(report: Report) -> list[str]:
+    pins = report.pins
+    lines = ["## Pins", "", "| pin | value |", "|---|---|"]
+    lines += [
+        f"| protocol | `{pins.protocol_id}` `{pins.protocol_sha256}` |",
+        f"| suite sha256 | `{pins.suite_sha256}` |",
+        f"| channel | {pins.channel} |",
+        f"| run id | `{pins.run_id}` |",
+        f"| control arm | {pins.control_arm} |",
+        f"| ledger sha256 | `{pins.ledger_sha256}` |",
+    ]
+    for image, digest in sorted(pins.image_digests.items()):
+        lines.append(f"| image `{image}` | `{digest}` |")
+    for arm, digest in sorted(pins.agent_dir_digests.items()):
+        lines.append(f"| agent dir of {arm} | `{digest}` |")
+    if pins.metrics is not None:
+        for name in pins.metrics.functions:
+            lines.append(f"| metric `{name}` | `{pins.metrics.module}` `{pins.metrics.sha256}` |")
+    lines += [f"| deltarun / Python | {pins.deltarun_version} / {pins.python_version} |", ""]
+    return lines
+
+
+def _headline(report: Report) -> list[str]:
+    lines = ["## Headline", ""]
+    if report.withheld:
+        lines += [
+            "- withheld: two or more checklist rows fail (see Checklist); the deltas "
+            "below are for inspection, not for quoting"
+        ]
+    else:
+        lines += [f"- {headline(d)}" for d in report.scores.deltas] or ["- no candidate arm"]
+    return lines
+
+
+def _arms(report: Report) -> list[str]:
+    lines = ["", "## Arms", ""]
+    lines += [
+        "| arm | n | pass rate [Wilson 95%] | timeouts | tool violations | errors "
+        "| tokens/pass | wall s/trial | retries | tool calls |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in report.scores.summaries:
+        name = f"{s.arm} (control)" if s.control else s.arm
+        lines.append(
+            f"| {name} | {s.n} | {_rate(s.pass_rate)} | {_rate(s.timeout_rate)} "
+            f"| {_rate(s.tool_violation_rate)} | {_rate(s.error_rate)} "
+            f"| {num(s.tokens_per_pass, '.1f')} | {num(s.wall_s_per_task)} "
+            f"| {num(s.retries_mean)} | {num(s.tool_calls_mean)} |"
+        )
+    return lines
+
+
+def _stops(report: Report) -> list[str]:
+    stopped = [s for s in report.scores.summaries if s.stop_reasons]
+    if not stopped:
+        return []
+    reasons = sorted({r for s in stopped for r in s.stop_reasons})
+    lines = ["", "## How model-driven trials ended", ""]
+    lines += ["| arm | " + " | ".join(reasons) + " |", "|---|" + "---|" * len(reasons)]
+    for s in stopped:
+        counts = " | ".join(str(s.stop_reasons.get(r, 0)) for r in reasons)
+        lines.append(f"| {s.arm} | {counts} |")
+    return lines
+
+
+def _refusal(report: Report) -> list[str]:
+    lines = ["", "## Refusal slice (negative controls)", ""]
+    lines += [
+        "| arm | abstention accuracy | invalid completions | false abstentions (ordinary) |",
+        "|---|---|---|---|",
+    ]
+    for s in report.scores.summaries:
+        lines.append(
+            f"| {s.arm} | {_rate(s.abstention_accuracy)} "
+            f"| {_rate(s.invalid_completion_rate)} | {_rate(s.false_abstention_rate)} |"
+        )
+    return lines
+
+
+def _deltas(report: Report) -> list[str]:
+    lines = ["", "## Paired deltas", ""]
+    for d in report.scores.deltas:
+        lines += [f"### {d.arm} vs {d.control}", ""]
+        boot = report.bootstrap.get((d.arm, d.control))
+        if boot:
+            low, high = boot
+            lines += [f"paired bootstrap 95%: {signed_pp(low)} to {signed_pp(high)}", ""]
+        lines += [
+            f"mean {signed_pp(d.mean)}, sd {num(d.sd, '.3f')}, "
+            f"helped {d.helped}, hurt {d.hurt}, same {d.same}, inconclusive {d.inconclusive}",
+            "",
+            "| task | control | candidate | delta |",
+            "|---|---|---|---|",
+        ]
+        for c in d.cases:
+            delta = "inconclusive" if c.delta is None else f"{c.delta:+.2f}"
+            lines.append(f"| {c.task_id} | {c.control_status} | {c.candidate_status} | {delta} |")
+        lines.append("")
+    return lines
+
+
+def _covariates(report: Report) -> list[str]:
+    buckets = report.covariates.get("size_bucket") or {}
+    if not buckets:
+        return []
+    arms_seen = [s.arm for s in report.scores.summaries]
+    lines = ["## Covariates: pass rate by size bucket", ""]
+    lines += ["| bucket | " + " | ".join(arms_seen) + " |", "|---" * (len(arms_seen) + 1) + "|"]
+    for name, by_arm in buckets.items():
+        cells = []
+        for arm in arms_seen:
+            rate = by_arm.get(arm)
+            cells.append("—" if rate is None else f"{pct(rate['value'])} ({rate['k']}/{rate['n']})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def _legs(report: Report) -> list[str]:
+    if not report.legs:
+        return []
+    lines = ["## Baseline legs (capability on vs off)", ""]
+    for d in report.legs:
+        # As published in report.json's baseline_legs (rounded), so both files agree.
+        ci = "n/a"
+        if d.ci95 is not None:
+            ci = f"{signed_pp(rounded(d.ci95[0]))} to {signed_pp(rounded(d.ci95[1]))}"
+        lines += [
+            f"- {d.arm} vs {d.control}: {signed_pp(rounded(d.mean))} (95% CI {ci}), "
+            f"n={d.n_tasks} tasks; "
+            f"helped {d.helped}, hurt {d.hurt}, same {d.same}, inconclusive {d.inconclusive}"
+        ]
+    lines.append("")
+    return lines
+
+
+def _outcomes(report: Report) -> list[str]:
+    lines = ["## Outcomes per task", ""]
+    arms = [s.arm for s in report.scores.summaries]
+    lines += ["| task | graded by | " + " | ".join(arms) + " |", "|---" * (len(arms) + 2) + "|"]
+    for task_id, by_arm in sorted(report.per_task.items()):
+        cells = [", ".join(by_arm.get(arm, ["—"])) for arm in arms]
+        how = report.grading.get(task_id, "—")
+        lines.append(f"| {task_id} | {how} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def _checklist(report: Report) -> list[str]:
+    if not report.rows:
+        return []
+    lines = ["## Checklist", "", "| | item | detail |", "|---|---|---|"]
+    for row in report.rows:
+        mark = "yes" if row.ok else "**no**"
+        lines.append(f"| {mark} | {row.item} | {row.detail} |")
+    lines.append("")
+    return lines
