@@ -3,7 +3,8 @@
 Both on the same fresh Redis with the same Celery settings, measured in this
 run. deltarun's path includes everything but Docker: protocol and blobs in
 Redis, leases, the done set, the record stream and the coordinator's fsync'd
-ledger. Its trial body is the bench-only ``bench_trial_without_docker``. The
+ledger. Its trial body is the bench-only ``bench_trial_without_docker`` served by
+``bench/bench_worker.py`` (the production worker plus that one task). The
 baseline task only increments a counter. Printed for 1 and 2 worker processes,
 with the ratio (goal >= 0.8).
 
@@ -28,10 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from runner.distributed import keys  # noqa: E402
-from runner.distributed.coordinator import run_celery  # noqa: E402
+from bench.bench_worker import BENCH_TASK  # noqa: E402
+from runner.executors.celery import run_celery  # noqa: E402
 from runner.prepare import prepare  # noqa: E402
-from tests.distributed_support import RedisServer, start_worker  # noqa: E402
+from tests.distributed_support import FAST_ENV, RedisServer  # noqa: E402
 from tests.helpers import make_suite  # noqa: E402
 
 VENV = ROOT / ".venv" / "bin"
@@ -60,9 +61,7 @@ def deltarun_rate(server: RedisServer, work: Path, jobs: int, concurrency: int) 
     root = Path(tempfile.mkdtemp(dir=work))
     controls = answer_suite(root, jobs)
     prepared = prepare(controls, root / "run", resume=False, image_digest=lambda image: "sha256:x")
-    worker = start_worker(
-        server, root / "worker.log", "-c", str(concurrency), name=f"b{concurrency}"
-    )
+    worker = start_bench_worker(server, root / "worker.log", concurrency)
     try:
         start = time.perf_counter()
         run_celery(
@@ -71,14 +70,37 @@ def deltarun_rate(server: RedisServer, work: Path, jobs: int, concurrency: int) 
             record=lambda fresh, dups: prepared.run_dir.write_records(fresh, dups),
             visibility_timeout_s=7200,
             warn=lambda line: None,
-            task_name=keys.BENCH_TASK,
+            task_name=BENCH_TASK,
         )
         elapsed = time.perf_counter() - start
     finally:
-        worker.stop()
+        worker.kill()
+        worker.wait()
     recorded = len(prepared.run_dir.ledger_path.read_text().splitlines())
     assert recorded == jobs, f"{recorded} records for {jobs} jobs"
     return jobs / elapsed
+
+
+def start_bench_worker(server: RedisServer, log: Path, concurrency: int) -> subprocess.Popen[bytes]:
+    """``bench/bench_worker.py``, waited for until it serves its queue."""
+    handle = log.open("ab")
+    worker = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "bench_worker.py"), "--broker", server.url]
+        + ["-c", str(concurrency), "--name", f"b{concurrency}"],
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **FAST_ENV},
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        text = log.read_text(errors="replace")
+        if "deltarun worker" in text and "[queues]" in text:
+            return worker
+        if worker.poll() is not None:
+            raise RuntimeError(f"bench worker exited: {text}")
+        time.sleep(0.2)
+    worker.kill()
+    raise RuntimeError(f"bench worker did not start: {log.read_text(errors='replace')}")
 
 
 def bare_rate(server: RedisServer, work: Path, jobs: int, concurrency: int) -> float:
@@ -136,7 +158,7 @@ from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
 from bench.dispatch import answer_suite
 from runner.prepare import prepare
-from runner.distributed.coordinator import run_celery
+from runner.executors.celery import run_celery
 from runner.distributed import keys
 from runner.models import Trial
 import redis

@@ -11,7 +11,6 @@ import json
 import os
 import socket
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,15 +18,17 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from runner.errors import DeltarunError, RouteMismatch, RunInterrupted, UsageError, UserError
-from runner.executors.local import Interrupted, run_local
-from runner.models import Job, Trial
+from runner.errors import DeltarunError, RunInterrupted, UsageError, UserError
+from runner.executors.local import Interrupted
+from runner.models import Trial
 from runner.report.markdown import headline
 
 if TYPE_CHECKING:
     from docker import APIClient
 
+    from runner.prepare import PreparedRun
     from runner.report.build import BuiltReport
+    from runner.run_service import Executor
 
 app = typer.Typer(
     add_completion=False,
@@ -74,54 +75,95 @@ def run(
     Without --broker, trials run here, -j at a time. With --broker, jobs go to
     `deltarun worker` processes through Celery on Redis and records stream back.
     """
-    from runner.config.model import Controls
-    from runner.inputs import LocalInputs
-    from runner.prepare import prepare
     from runner.report.build import write_report
-    from runner.sandbox.docker import DockerSandboxFactory
-    from runner.sandbox.engine import connect, image_id
-    from runner.trial import TrialEnv, execute_trial, preflight_spec
 
-    clients: list[APIClient] = []  # connected lazily: digests are checked before Docker
-
-    def image_digest(image: str) -> str:
-        if not clients:
-            clients.append(connect())
-        return image_id(clients[0], image)
-
+    engine = _Engine()
     if broker is not None:
-        from runner.distributed.worker import connect_redis
+        from runner.distributed.connection import connect_redis
 
         connect_redis(broker)  # one line and exit 1 before anything is written
-
-    def preflight(run_controls: Controls, image: str) -> None:
-        checker = DockerSandboxFactory(clients[0] if clients else connect())
-        checker.preflight(preflight_spec(run_controls, image))
-
-    prepared = prepare(
-        controls,
-        out_dir,
-        resume=resume,
-        image_digest=image_digest,
-        preflight=None if broker is not None else preflight,  # workers check their own
-        environ=None if broker is not None else os.environ,
-    )
+    prepared = _prepare_run(controls, out_dir, resume, engine, local=broker is None)
+    executor = _executor(prepared, engine, broker, parallel, visibility_timeout)
     meta = prepared.meta
-    total = len(prepared.jobs)
-    done = total - len(prepared.todo)
+    total, done = len(prepared.jobs), len(prepared.jobs) - len(prepared.todo)
     where = f"broker {_redact(broker)}" if broker else f"-j {parallel}"
     err.print(
         f"run {meta.run_id}: {total} jobs ({done} recorded, {len(prepared.todo)} to run), "
         f"{where}, protocol {meta.protocol_sha256[:12]}, suite {meta.suite_sha256[:12]}"
     )
-    recorded = prepared.run_dir.scored_trials()
-    passes: Counter[str] = Counter(t.arm for t in recorded if t.passed)
-    finished: Counter[str] = Counter(t.arm for t in recorded)
-    del recorded
+    _execute(prepared, executor, total)
+    built, paths = write_report(prepared.run_dir)
+    _print_headline(built, paths)
 
-    def describe() -> str:
-        return " · ".join(f"{arm} {passes[arm]}/{finished[arm]}" for arm in meta.arms)
 
+class _Engine:
+    """The Docker engine, connected on first use: digests are checked before Docker."""
+
+    def __init__(self) -> None:
+        self._client: APIClient | None = None
+
+    @property
+    def client(self) -> APIClient:
+        from runner.sandbox.engine import connect
+
+        if self._client is None:
+            self._client = connect()
+        return self._client
+
+    def image_digest(self, image: str) -> str:
+        from runner.sandbox.engine import image_id
+
+        return image_id(self.client, image)
+
+
+def _prepare_run(
+    controls: Path, out_dir: Path, resume: bool, engine: _Engine, *, local: bool
+) -> PreparedRun:
+    """Every check before the first sandbox; trials that run here are preflighted here."""
+    from runner.config.model import Controls
+    from runner.prepare import prepare
+    from runner.sandbox.docker import DockerSandboxFactory
+    from runner.trial import preflight_spec
+
+    def preflight(run_controls: Controls, image: str) -> None:
+        DockerSandboxFactory(engine.client).preflight(preflight_spec(run_controls, image))
+
+    return prepare(
+        controls,
+        out_dir,
+        resume=resume,
+        image_digest=engine.image_digest,
+        preflight=preflight if local else None,  # workers check their own
+        environ=os.environ if local else None,
+    )
+
+
+def _executor(
+    prepared: PreparedRun, engine: _Engine, broker: str | None, parallel: int, visibility: int
+) -> Executor:
+    if broker is not None:
+        from runner.executors.celery import CeleryExecutor
+
+        return CeleryExecutor(
+            broker,
+            visibility,
+            lambda line: err.print(f"deltarun: warning: {line}", highlight=False),
+        )
+    from runner.executors.local import LocalExecutor
+    from runner.run_service import local_runner
+    from runner.sandbox.docker import DockerSandboxFactory
+
+    factory = DockerSandboxFactory(engine.client, worker=socket.gethostname())
+    return LocalExecutor(
+        local_runner(prepared, factory, factory.worker), parallel, factory.kill_all
+    )
+
+
+def _execute(prepared: PreparedRun, executor: Executor, total: int) -> None:
+    """Run the executor, recording as it goes; a progress bar on a terminal, lines otherwise."""
+    from runner.run_service import Recording, describe
+
+    arms = prepared.meta.arms
     tty = err.is_terminal
     with Progress(
         TextColumn("passes {task.description}"),
@@ -131,74 +173,29 @@ def run(
         console=err,
         disable=not tty,
     ) as progress:
-        bar = progress.add_task(describe(), total=total, completed=done)
+        recording = Recording(prepared)
+        bar = progress.add_task(
+            describe(arms, recording), total=total, completed=recording.recorded
+        )
 
-        def record(trial: Trial) -> None:
-            if not prepared.run_dir.append(trial):
-                return  # a duplicate: kept aside for audit, never counted
-            counted(trial)
-
-        def record_batch(fresh: list[Trial], duplicates: list[Trial]) -> None:
-            prepared.run_dir.write_records(fresh, duplicates)
-            for trial in fresh:
-                counted(trial)
-
-        def counted(trial: Trial) -> None:
-            if trial.route_mismatch and meta.channel == "scored":
-                raise RouteMismatch(
-                    f"{trial.arm} on {trial.task_id}: {trial.error}; a scored run stops at a "
-                    f"reply from another model than the route pins (the record is kept in "
-                    f"{prepared.run_dir.ledger_path})"
-                )
-            finished[trial.arm] += 1
-            passes[trial.arm] += int(trial.passed)
-            progress.update(bar, advance=1, description=describe())
+        def shown(trial: Trial) -> None:
+            progress.update(bar, advance=1, description=describe(arms, recording))
             if not tty:
-                count = sum(finished.values())
                 extra = f" ({trial.error})" if trial.error else ""
                 err.print(
-                    f"[{count}/{total}] {trial.arm} {trial.task_id}: {trial.outcome.value} "
-                    f"{trial.wall_s:.1f}s{extra}",
+                    f"[{recording.recorded}/{total}] {trial.arm} {trial.task_id}: "
+                    f"{trial.outcome.value} {trial.wall_s:.1f}s{extra}",
                     highlight=False,
                 )
 
+        recording.on_trial = shown
         try:
-            if broker is not None:
-                from runner.distributed.coordinator import run_celery
-
-                run_celery(
-                    prepared,
-                    broker_url=broker,
-                    record=record_batch,
-                    visibility_timeout_s=visibility_timeout,
-                    warn=lambda line: err.print(f"deltarun: warning: {line}", highlight=False),
-                )
-            else:
-                factory = DockerSandboxFactory(
-                    clients[0] if clients else connect(), worker=socket.gethostname()
-                )
-                env = TrialEnv(
-                    controls=prepared.loaded.controls,
-                    inputs=LocalInputs(prepared.suite),
-                    sandboxes=factory,
-                    worker=factory.worker,
-                    metrics=prepared.metrics,
-                )
-
-                def run_one(job: Job) -> Trial:
-                    task, agent = prepared.tasks[job.task_id], prepared.agents[job.arm]
-                    return execute_trial(job, task, agent, env)
-
-                run_local(
-                    prepared.todo, run_one, record, parallel=parallel, on_interrupt=factory.kill_all
-                )
+            executor.run(prepared, recording.batch)
         except Interrupted:
             raise RunInterrupted(
-                f"interrupted: {sum(finished.values())}/{total} jobs recorded in "
+                f"interrupted: {recording.recorded}/{total} jobs recorded in "
                 f"{prepared.run_dir.ledger_path}; continue with --resume"
             ) from None
-    built, paths = write_report(prepared.run_dir)
-    _print_headline(built, paths)
 
 
 def _redact(url: str) -> str:
@@ -244,64 +241,15 @@ def worker(
     ] = 7200,
 ) -> None:
     """Serve trials from Celery: checks Redis, Docker and the images first, reaps leftovers."""
-    import logging
-    import os
+    from runner.distributed.worker import serve
 
-    from runner.distributed import keys
-    from runner.distributed.worker import connect_redis, worker_app, worker_name
-    from runner.sandbox.base import Limits, SandboxSpec
-    from runner.sandbox.docker import DockerSandboxFactory
-    from runner.sandbox.engine import connect, image_id
-    from runner.sandbox.reaper import reap_orphans
-
-    if name:
-        os.environ["DELTARUN_WORKER_NAME"] = name
-    me = worker_name()
-    connect_redis(broker)
-    client = connect()
-    images = [q.strip() for q in queues.split(",") if q.strip()]
-    if not images:
-        raise UsageError("-Q: name at least one sandbox image")
-    factory = DockerSandboxFactory(client, worker=me)
-    for image in images:
-        image_id(client, image)  # a missing image is one line before any job is taken
-        factory.preflight(
-            SandboxSpec(
-                image=image,
-                limits=Limits(
-                    memory_bytes=1 << 30, nano_cpus=10**9, pids=256, workspace_bytes=512 << 20
-                ),
-                lifetime_s=60,
-                labels={"run": "preflight", "job": "preflight"},
-            )
-        )
-    for line in reap_orphans(client, me):
-        err.print(f"reaper: {line}", highlight=False)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("deltarun").setLevel(logging.INFO)
-    app_ = worker_app(broker, visibility_timeout)
-    app_.conf.worker_hijack_root_logger = False
-    err.print(
-        f"deltarun worker {me}: -c {concurrency}, images {', '.join(images)}, "
-        f"visibility timeout {visibility_timeout}s",
-        highlight=False,
-    )
-    app_.worker_main(
-        [
-            "worker",
-            "--concurrency",
-            str(concurrency),
-            "--queues",
-            ",".join(keys.queue_for_image(i) for i in images),
-            "--hostname",
-            f"deltarun-{os.getpid()}@{me}",
-            "--loglevel",
-            "WARNING",
-            "--pool",
-            "prefork",
-            "--without-gossip",
-            "--without-mingle",
-        ]
+    serve(
+        broker,
+        concurrency=concurrency,
+        images=[q.strip() for q in queues.split(",") if q.strip()],
+        name=name,
+        visibility_timeout_s=visibility_timeout,
+        say=lambda line: err.print(line, highlight=False),
     )
 
 

@@ -10,7 +10,7 @@ import re
 import sys
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -41,9 +41,6 @@ class Outcome(StrEnum):
     INVALID_COMPLETION = "invalid_completion"
     TIMEOUT = "timeout"
     ERROR = "error"
-
-
-Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 class _TaskBase(Strict):

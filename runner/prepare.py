@@ -15,7 +15,7 @@ from pathlib import Path
 
 from runner import __version__
 from runner.agents.base import Agent
-from runner.agents.factory import agent_members, make_agent
+from runner.agents.factory import agent_members, agents_for
 from runner.config.loader import (
     LoadedControls,
     load_controls,
@@ -60,12 +60,47 @@ def prepare(
     preflight: Callable[[Controls, str], None] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> PreparedRun:
-    """Check everything and plan the jobs still to run."""
+    """Check everything and plan the jobs still to run. ``environ`` is given when trials run
+    here (their keys must be here too); ``preflight`` checks each image with the run's limits."""
     loaded = load_controls(controls_path)
     controls = loaded.controls
     suite = load_suite(loaded.suite_path, controls.suite.sha256 or None)
     metrics_source, metrics_origin = read_module(loaded.base, controls.metrics)
     metrics = load_metrics(controls.metrics, metrics_source, metrics_origin)
+    _check_metrics(suite, metrics)
+    used = images_used(loaded, suite)
+    digests = {image: image_digest(image) for image in sorted(used)}
+    _check_pins(controls_path, controls, used, digests)
+    if environ is not None:
+        _check_keys(controls_path, controls, environ)
+    if preflight is not None:
+        for image in sorted(used):
+            preflight(controls, image)  # limits and image checked before anything is written
+    run_dir, meta = _run_dir(controls_path, out, resume, loaded, suite, digests)
+    jobs = plan_jobs(
+        controls,
+        suite.tasks,
+        loaded.protocol_sha256,
+        meta.run_id,
+        random.Random(controls.runtime.seed),
+    )
+    recorded = run_dir.recorded_ids()
+    members = {arm.name: agent_members(arm.agent, loaded.base) for arm in controls.arms}
+    return PreparedRun(
+        loaded=loaded,
+        suite=suite,
+        run_dir=run_dir,
+        meta=meta,
+        jobs=jobs,
+        todo=[job for job in jobs if job.job_id not in recorded],
+        tasks={t.id: t for t in suite.tasks},
+        agents=agents_for(controls, members),
+        metrics=metrics,
+        metrics_source=metrics_source,
+    )
+
+
+def _check_metrics(suite: Suite, metrics: Mapping[str, Metric]) -> None:
     for number, task in enumerate(suite.tasks, start=1):
         if isinstance(task, AnswerTask):
             unknown = [name for name in task.metrics if name not in metrics]
@@ -74,30 +109,42 @@ def prepare(
                     f"{suite.path}:{number}: metrics: {unknown[0]!r} is neither built in nor "
                     "listed under metrics.functions in controls"
                 )
-    used = images_used(loaded, suite)
-    digests = {image: image_digest(image) for image in sorted(used)}
+
+
+def _check_pins(path: Path, controls: Controls, used: set[str], digests: Mapping[str, str]) -> None:
+    """Pinned images must match the local ones; the scored channel needs every pin."""
     for image, pinned in controls.images.items():
         if image in digests and digests[image] != pinned:
             raise DigestMismatch(
-                f"{controls_path}: images.{image}: pinned {pinned}, the local image is "
+                f"{path}: images.{image}: pinned {pinned}, the local image is "
                 f"{digests[image]}; rebuild the pinned image or update the pin"
             )
     if controls.channel == "scored":
-        problems = scored_channel_problems(controls, used, digests)
+        problems = scored_channel_problems(controls, used, dict(digests))
         if problems:
-            raise UserError(f"{controls_path}: channel scored refuses to start: {problems[0]}")
-    if environ is not None:  # trials run here: the model routes' keys must be here too
-        missing = missing_api_keys(controls, environ)
-        if missing:
-            field, _, variable = missing[0].partition(": ")
-            raise UserError(
-                f"{controls_path}: {field}: environment variable {variable} is not set; "
-                "export the API key in it (the key never goes in the controls file)"
-            )
-    if preflight is not None:
-        for image in sorted(used):
-            preflight(controls, image)  # limits and image checked before anything is written
-    protocol = loaded.protocol_sha256
+            raise UserError(f"{path}: channel scored refuses to start: {problems[0]}")
+
+
+def _check_keys(path: Path, controls: Controls, environ: Mapping[str, str]) -> None:
+    """Trials run here: the model routes' keys must be here too."""
+    missing = missing_api_keys(controls, environ)
+    if missing:
+        field, _, variable = missing[0].partition(": ")
+        raise UserError(
+            f"{path}: {field}: environment variable {variable} is not set; "
+            "export the API key in it (the key never goes in the controls file)"
+        )
+
+
+def _run_dir(
+    path: Path,
+    out: Path,
+    resume: bool,
+    loaded: LoadedControls,
+    suite: Suite,
+    digests: dict[str, str],
+) -> tuple[RunDir, RunMeta]:
+    """A new run directory, or the one resumed under the same protocol hash."""
     run_dir = RunDir(out)
     if run_dir.exists():
         if not resume:
@@ -105,59 +152,36 @@ def prepare(
                 f"{out}: a run directory already exists; pass --resume to continue it "
                 "or choose a new --out"
             )
-        meta = run_dir.check_protocol(protocol)
+        meta = run_dir.check_protocol(loaded.protocol_sha256)
         run_dir.repair_torn_tail()
-    else:
-        if out.exists() and any(out.iterdir()):
-            raise UserError(f"{out}: exists and is not a run directory; choose a new --out")
-        meta = RunMeta(
-            run_id=new_run_id(controls.protocol_id, now_utc()),
-            protocol_id=controls.protocol_id,
-            protocol_sha256=protocol,
-            suite_sha256=suite.sha256,
-            channel=controls.channel,
-            control_arm=controls.control_arm,
-            arms=[leg.name for leg in controls.legs()],
-            tasks=[
-                {
-                    "id": t.id,
-                    "kind": t.kind.value,
-                    "size_bucket": t.size_bucket if isinstance(t, RepoTask) else "answer",
-                    "grading": grading_of(t).value,
-                }
-                for t in suite.tasks
-            ],
-            image_digests=digests,
-            agent_dir_digests=dict(sorted(loaded.agent_dir_digests.items())),
-            created_at=now_utc().isoformat(),
-            deltarun_version=__version__,
-            python_version=platform.python_version(),
-            controls_path=str(controls_path.resolve()),
-        )
-        run_dir.create(meta, controls_path.read_bytes())
-    jobs = plan_jobs(
-        controls, suite.tasks, protocol, meta.run_id, random.Random(controls.runtime.seed)
+        return run_dir, meta
+    if out.exists() and any(out.iterdir()):
+        raise UserError(f"{out}: exists and is not a run directory; choose a new --out")
+    controls = loaded.controls
+    meta = RunMeta(
+        run_id=new_run_id(controls.protocol_id, now_utc()),
+        protocol_id=controls.protocol_id,
+        protocol_sha256=loaded.protocol_sha256,
+        suite_sha256=suite.sha256,
+        channel=controls.channel,
+        control_arm=controls.control_arm,
+        arms=[leg.name for leg in controls.legs()],
+        tasks=[_task_meta(t) for t in suite.tasks],
+        image_digests=digests,
+        agent_dir_digests=dict(sorted(loaded.agent_dir_digests.items())),
+        created_at=now_utc().isoformat(),
+        deltarun_version=__version__,
+        python_version=platform.python_version(),
+        controls_path=str(path.resolve()),
     )
-    recorded = run_dir.recorded_ids()
-    todo = [job for job in jobs if job.job_id not in recorded]
-    members = {arm.name: agent_members(arm.agent, loaded.base) for arm in controls.arms}
-    agents = {
-        leg.name: make_agent(leg.arm.agent, members[leg.arm.name], leg.toggles, controls)
-        for leg in controls.legs()
+    run_dir.create(meta, path.read_bytes())
+    return run_dir, meta
+
+
+def _task_meta(task: Task) -> dict[str, str]:
+    return {
+        "id": task.id,
+        "kind": task.kind.value,
+        "size_bucket": task.size_bucket if isinstance(task, RepoTask) else "answer",
+        "grading": grading_of(task).value,
     }
-    return PreparedRun(
-        loaded=loaded,
-        suite=suite,
-        run_dir=run_dir,
-        meta=meta,
-        jobs=jobs,
-        todo=todo,
-        tasks={t.id: t for t in suite.tasks},
-        agents=agents,
-        metrics=metrics,
-        metrics_source=metrics_source,
-    )
-
-
-def versions() -> tuple[str, str]:
-    return __version__, platform.python_version()

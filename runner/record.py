@@ -124,7 +124,10 @@ def build_record(
     wall_s: float,
     retries: int,
 ) -> Trial:
-    """The record of one job from what its phases found."""
+    """The record of one job from what its phases found.
+
+    Longer than the house's ~60 lines on purpose: one line per field of the record
+    (``runner.models.Trial``), in the contract's order."""
     result = facts.agent or AgentResult()
     answer, answer_problem = _answer(result)
     passed = facts.passed and answer_problem is None

@@ -17,10 +17,11 @@ from runner.errors import DigestMismatch, UserError
 from runner.inputs import LocalInputs
 from runner.models import RepoTask, Trial
 from runner.report.build import _stored_controls
+from runner.run_service import trial_env
 from runner.rundir import RunDir
 from runner.sandbox.base import SandboxFactory
 from runner.suite import load_suite
-from runner.trial import TrialEnv, reverify
+from runner.trial import reverify
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def reverify_run(
         raise DigestMismatch(
             f"{tasks_path}: digest {suite.sha256} is not the run's {meta.suite_sha256}"
         )
-    env = TrialEnv(controls, LocalInputs(suite), sandboxes, "reverify")
+    env = trial_env(controls, LocalInputs(suite), sandboxes, "reverify")
     candidates = [
         t
         for t in run_dir.trials()

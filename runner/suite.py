@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, read_members
+from runner.archives import read_members
 from runner.config.loader import format_validation_error
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_bytes, sha256_file
@@ -100,11 +100,6 @@ def _archive_files(task: Task) -> list[tuple[str, str, str]]:
     return files
 
 
-def check_archive(path: Path, caps: ArchiveCaps = DEFAULT_CAPS) -> list[Member]:
-    """Check an archive member by member; raises ``ArchiveError``."""
-    return read_members(path, caps)
-
-
 def seal(tasks_path: Path) -> str:
     """Check every task and archive, write their digests into the lines, return the suite digest.
 
@@ -122,7 +117,7 @@ def seal(tasks_path: Path) -> str:
         changed = False
         for field, relative, pinned in _archive_files(task):
             archive = (tasks_path.parent / relative).resolve()
-            check_archive(archive)
+            read_members(archive)
             digest = sha256_file(archive)
             if digest != pinned:
                 data[f"{field}_sha256"] = digest
@@ -177,5 +172,5 @@ def load_suite(tasks_path: Path, expected_sha256: str | None) -> Suite:
                     f"{archive}: digest mismatch for task {task.id!r}: pinned {pinned}, "
                     f"file has {digest}; restore the archive or re-seal the suite"
                 )
-            check_archive(archive)
+            read_members(archive)
     return Suite(tasks_path.resolve(), actual, tuple(tasks))

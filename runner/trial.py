@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from runner.agents.base import Agent, AgentContext
+from runner.agents.base import Agent, AgentContext, AgentResult
 from runner.archives import Member
 from runner.config.model import Controls, parse_size
 from runner.errors import DeltarunError
@@ -186,14 +186,30 @@ def _spec(
 
 
 def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts) -> None:
+    """The agent phase, then the verdict: an answer task's metrics, or phase B."""
+    fixture: list[Member] = env.inputs.fixture(task) if isinstance(task, RepoTask) else []
+    agent_wall = _agent_phase(job, task, agent, env, fixture, facts)
+    result = facts.agent
+    if agent_wall is None or result is None or task.kind is TaskKind.NEGATIVE:
+        return
+    if result.abstained:
+        return
+    if isinstance(task, AnswerTask):
+        if result.answer_present and not result.answer_invalid:
+            facts.passed, _ = score_answer(result.answer, task, agent_wall, env.metrics)
+        return
+    _verify(job, task, env, fixture, facts.applied or b"", facts)
+
+
+def _agent_phase(
+    job: Job, task: Task, agent: Agent, env: TrialEnv, fixture: list[Member], facts: Facts
+) -> float | None:
+    """Sandbox A: the agent acts, everything it started is stopped, its patch is taken and
+    screened. The agent's wall time, or None when the trial ends here (the reason in facts)."""
     controls = env.controls
     timeout_s = task_timeout(task, controls.runtime.timeout_s)
     forbidden = tuple(controls.tools.forbidden_paths)
-    output_cap = controls.runtime.caps.output_bytes
-    image = image_of(task, controls)
-    fixture: list[Member] = env.inputs.fixture(task) if isinstance(task, RepoTask) else []
-
-    spec = _spec(job, image, env, timeout_s, agent.needs_agent_dir)
+    spec = _spec(job, image_of(task, controls), env, timeout_s, agent.needs_agent_dir)
     with env.sandboxes.open(spec) as sandbox:
         facts.image_digest = sandbox.image_digest
         copy_in(sandbox, fixture, exclude=forbidden)
@@ -210,52 +226,60 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts)
             task,
             timeout_s,
             forbidden,
-            output_cap,
+            controls.runtime.caps.output_bytes,
             prompt=prompt,
             repeat=job.repeat,
             hidden_test=hidden_test,
         )
         agent_t0 = time.monotonic()
-        result = agent.run(context)
+        facts.agent = agent.run(context)
         agent_wall = time.monotonic() - agent_t0
         if agent.runs_programs:
             stop_agent(sandbox)
-        facts.agent = result
-        if result.error is not None:
-            facts.error = result.error  # the endpoint failed: infrastructure, not the agent
-            return
-        if result.timed_out:
-            facts.timed_out = True
-            facts.reason = f"the agent ran past its limit of {timeout_s:g}s"
-            return
-        if result.guard_broken:
-            facts.tool_violation = True
-            facts.reason = "the agent ended deltarun's guard process"
-            return
-        if isinstance(task, RepoTask):
-            if not _take(sandbox, facts):
-                return
-            if facts.patch_truncated:
-                facts.reason = f"the patch is over the verify cap of {MAX_VERIFY_PATCH_BYTES} bytes"
-                return
-            screened = _screen(job, task, env, fixture, facts.patch, image, facts.image_digest)
-            if screened is None:
-                facts.reason = "the patch could not be read as git writes it"
-                return
-            facts.applied = screened.patch
-            facts.dropped = tuple(str(d) for d in screened.dropped)
-            facts.tool_violation = screened.violation
+        if not _agent_ended_well(facts.agent, timeout_s, facts):
+            return None
+        if isinstance(task, RepoTask) and not _take_and_screen(
+            job, task, env, fixture, sandbox, facts
+        ):
+            return None
+    return agent_wall
 
-    if task.kind is TaskKind.NEGATIVE or result.abstained:
-        return
-    if isinstance(task, AnswerTask):
-        if result.answer_present and not result.answer_invalid:
-            facts.passed, _ = score_answer(result.answer, task, agent_wall, env.metrics)
-        return
+
+def _agent_ended_well(result: AgentResult, timeout_s: float, facts: Facts) -> bool:
+    """False, with the outcome's facts, when the agent phase itself decides the trial."""
+    if result.error is not None:
+        facts.error = result.error  # the endpoint failed: infrastructure, not the agent
+        return False
+    if result.timed_out:
+        facts.timed_out = True
+        facts.reason = f"the agent ran past its limit of {timeout_s:g}s"
+        return False
+    if result.guard_broken:
+        facts.tool_violation = True
+        facts.reason = "the agent ended deltarun's guard process"
+        return False
+    return True
+
+
+def _take_and_screen(
+    job: Job, task: RepoTask, env: TrialEnv, fixture: list[Member], sandbox: Sandbox, facts: Facts
+) -> bool:
+    """The agent's patch and what of it the verify phase may apply; False (with the reason)
+    when there is nothing to verify."""
+    if not _take(sandbox, facts):
+        return False
     if facts.patch_truncated:
         facts.reason = f"the patch is over the verify cap of {MAX_VERIFY_PATCH_BYTES} bytes"
-        return
-    _verify(job, task, env, fixture, facts.applied or b"", facts)
+        return False
+    image = image_of(task, env.controls)
+    screened = _screen(job, task, env, fixture, facts.patch, image, facts.image_digest)
+    if screened is None:
+        facts.reason = "the patch could not be read as git writes it"
+        return False
+    facts.applied = screened.patch
+    facts.dropped = tuple(str(d) for d in screened.dropped)
+    facts.tool_violation = screened.violation
+    return True
 
 
 def _screen(

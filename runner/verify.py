@@ -77,71 +77,19 @@ def verify(
         return VerifyOutcome(
             False, reason="the patched tree would not fit in runtime.limits.workspace"
         )
-    harness = f".deltarun-{secrets.token_hex(8)}"
-    home = f"{WORKSPACE}/{harness}"
     config = runner_config(fixture)
-    config_name = f"{harness}{config.suffix}"
-    first = _layer_one(fixture, harness, patch)
-    second = _layer_two(fixture, hidden, harness, config_name, config.data)
+    place = _Place(f".deltarun-{secrets.token_hex(8)}", config.suffix)
+    first = _layer_one(fixture, place.harness, patch)
+    second = _layer_two(fixture, hidden, place.harness, place.config, config.data)
     # Without a patch nothing runs between the layers: one copy, later entries win.
     sandbox.put_archive(WORKSPACE, owned_tar(first if patch else first + second))
     if patch:
-        applied = sandbox.run(
-            ExecRequest(
-                argv=harness_git.argv("apply", "--whitespace=nowarn", f"{home}/agent.patch"),
-                env=_git_env(home),
-                timeout_s=min(120.0, settings.timeout_s),
-                output_cap=1 << 16,
-                separate_stderr=True,
-            )
-        )
-        if applied.exit_code != 0 or applied.timed_out:
-            why = (applied.stderr or applied.output)[-400:].decode("utf-8", "replace").strip()
-            return VerifyOutcome(False, reason=f"the patch does not apply: {why}")
+        problem = _apply(sandbox, place, settings)
+        if problem is not None:
+            return VerifyOutcome(False, reason=problem)
         sandbox.put_archive(WORKSPACE, owned_tar(second))
-    env = {
-        "HOME": "/home/agent",
-        "PATH": PATH,
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPYCACHEPREFIX": f"{home}/pycache",
-        "PYTHONNOUSERSITE": "1",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-    }
-    fixed = ["-c", f"{WORKSPACE}/{config_name}", "--rootdir", WORKSPACE, "-p", "no:cacheprovider"]
     nonce = secrets.token_hex(16)
-    if task.hidden_tests is not None:
-        spec = {
-            "nonce": nonce,
-            "rootdir": WORKSPACE,
-            "results": f"{home}/out/results.json",
-            "select": task.hidden_tests,
-            "args": ["-q", *task.pytest_args, *fixed, *test_files(task.hidden_tests)],
-        }
-        # The sweep runs in the same exec, right after pytest: no process of the test's
-        # uid is left when the results file is read.
-        request = ExecRequest(
-            argv=[
-                "sh",
-                "-c",
-                f"python3 -B -s {home}/run_pytest.py; code=$?; "
-                f"python3 -I -S {home}/guard.py sweep >/dev/null; exit $code",
-            ],
-            env=env,
-            timeout_s=settings.timeout_s,
-            output_cap=settings.output_cap,
-            stdin=json.dumps(spec).encode("utf-8"),
-        )
-    else:
-        assert task.hidden_test is not None
-        env |= {"PYTEST_ADDOPTS": " ".join(fixed), "DELTARUN_HIDDEN_TEST": task.hidden_test}
-        request = ExecRequest(
-            argv=["sh", "-c", 'exec sh -c "$DELTARUN_HIDDEN_TEST"'],
-            env=env,
-            timeout_s=settings.timeout_s,
-            output_cap=settings.output_cap,
-        )
-    result = sandbox.run(request)
+    result = sandbox.run(_test_request(task, place, settings, nonce))
     found = VerifyOutcome(
         False,
         exit_code=result.exit_code,
@@ -152,17 +100,99 @@ def verify(
     if result.timed_out:
         return replace(found, timed_out=True, exit_code=None, reason="the hidden tests timed out")
     if task.hidden_tests is None:
-        passed = result.exit_code == 0
-        return replace(
-            found,
-            passed=passed,
-            reason=None if passed else f"the hidden test exited {result.exit_code}",
-        )
-    data, truncated = sandbox.read_file(f"{home}/out/results.json", RESULTS_CAP)
+        if result.exit_code == 0:
+            return replace(found, passed=True)
+        return replace(found, reason=f"the hidden test exited {result.exit_code}")
+    data, truncated = sandbox.read_file(place.results, RESULTS_CAP)
     if truncated:
         data = b""  # over the cap: unreadable, graded as damaged
     verdict = grade(task.hidden_tests, data, nonce, result.exit_code)
     return replace(found, passed=verdict.passed, reason=verdict.reason)
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where the harness's files go in one verify sandbox (a fresh random name each)."""
+
+    harness: str  # .deltarun-<random>, at the workspace root
+    suffix: str  # of the runner settings' copy: pytest reads it by its suffix
+
+    @property
+    def home(self) -> str:
+        return f"{WORKSPACE}/{self.harness}"
+
+    @property
+    def config(self) -> str:
+        return f"{self.harness}{self.suffix}"
+
+    @property
+    def results(self) -> str:
+        return f"{self.home}/out/results.json"
+
+
+def _apply(sandbox: Sandbox, place: _Place, settings: VerifySettings) -> str | None:
+    """``git apply`` the screened patch as the test's uid; the reason when it does not apply."""
+    applied = sandbox.run(
+        ExecRequest(
+            argv=harness_git.argv("apply", "--whitespace=nowarn", f"{place.home}/agent.patch"),
+            env=_git_env(place.home),
+            timeout_s=min(120.0, settings.timeout_s),
+            output_cap=1 << 16,
+            separate_stderr=True,
+        )
+    )
+    if applied.exit_code == 0 and not applied.timed_out:
+        return None
+    why = (applied.stderr or applied.output)[-400:].decode("utf-8", "replace").strip()
+    return f"the patch does not apply: {why}"
+
+
+def _test_request(
+    task: RepoTask, place: _Place, settings: VerifySettings, nonce: str
+) -> ExecRequest:
+    """The test command: the harness's pytest for declared tests, else the task's command;
+    either way under the harness's environment and pytest settings."""
+    env = {
+        "HOME": "/home/agent",
+        "PATH": PATH,
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPYCACHEPREFIX": f"{place.home}/pycache",
+        "PYTHONNOUSERSITE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
+    fixed = ["-c", f"{WORKSPACE}/{place.config}", "--rootdir", WORKSPACE, "-p", "no:cacheprovider"]
+    if task.hidden_tests is None:
+        assert task.hidden_test is not None
+        env |= {"PYTEST_ADDOPTS": " ".join(fixed), "DELTARUN_HIDDEN_TEST": task.hidden_test}
+        return ExecRequest(
+            argv=["sh", "-c", 'exec sh -c "$DELTARUN_HIDDEN_TEST"'],
+            env=env,
+            timeout_s=settings.timeout_s,
+            output_cap=settings.output_cap,
+        )
+    spec = {
+        "nonce": nonce,
+        "rootdir": WORKSPACE,
+        "results": place.results,
+        "select": task.hidden_tests,
+        "args": ["-q", *task.pytest_args, *fixed, *test_files(task.hidden_tests)],
+    }
+    # The sweep runs in the same exec, right after pytest: no process of the test's uid is
+    # left when the results file is read.
+    home = place.home
+    return ExecRequest(
+        argv=[
+            "sh",
+            "-c",
+            f"python3 -B -s {home}/run_pytest.py; code=$?; "
+            f"python3 -I -S {home}/guard.py sweep >/dev/null; exit $code",
+        ],
+        env=env,
+        timeout_s=settings.timeout_s,
+        output_cap=settings.output_cap,
+        stdin=json.dumps(spec).encode("utf-8"),
+    )
 
 
 def _footprint(member: Member) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from runner.agents.base import Agent
@@ -69,3 +70,11 @@ def agent_members(spec: AgentSpec, base_dir: Path) -> list[Member] | None:
     if isinstance(spec, PatchAgent | CommandAgent):
         return members_from_dir((base_dir / spec.dir).resolve())
     return None
+
+
+def agents_for(controls: Controls, members: Mapping[str, list[Member] | None]) -> dict[str, Agent]:
+    """The agent of every leg of a run (``members``: each arm's directory, by arm name)."""
+    return {
+        leg.name: make_agent(leg.arm.agent, members.get(leg.arm.name), leg.toggles, controls)
+        for leg in controls.legs()
+    }

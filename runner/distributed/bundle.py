@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from runner import __version__
 from runner.agents.base import Agent
-from runner.agents.factory import agent_members, make_agent
+from runner.agents.factory import agent_members, agents_for
 from runner.archives import Member, build_tar, read_members, tree_digest
 from runner.config.loader import LoadedControls, protocol_hash
 from runner.config.model import Controls
@@ -158,10 +158,7 @@ def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protoco
                     "does not match its pinned digest"
                 )
         arm_members[arm.name] = members
-    for leg in controls.legs():
-        agents[leg.name] = make_agent(
-            leg.arm.agent, arm_members[leg.arm.name], leg.toggles, controls
-        )
+    agents = agents_for(controls, arm_members)
     source = blobs.read(bundle.metrics_blob) if bundle.metrics_blob else None
     metrics = load_metrics(controls.metrics, source, f"metrics module of {protocol_sha256[:12]}")
     return Protocol(protocol_sha256, controls, tasks, agents, metrics)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 PREFIX = "deltarun"
 TRIAL_TASK = "deltarun.trial"
-BENCH_TASK = "deltarun.bench_trial_without_docker"
+STOP_TTL_S = 7 * 24 * 3600  # a stopped run stays stopped for a week unless resumed
 
 
 def blob(sha256: str) -> str:

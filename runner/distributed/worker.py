@@ -24,10 +24,13 @@ from runner.distributed import bundle as bundles
 from runner.distributed import keys
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import VISIBILITY_TIMEOUT_S, make_app
+from runner.distributed.connection import connect_redis
+from runner.distributed.keys import STOP_TTL_S
 from runner.distributed.leases import RedisLeases
-from runner.errors import DeltarunError, UserError
-from runner.models import Job, Outcome, Trial
+from runner.errors import DeltarunError, UsageError
+from runner.models import Job, Trial
 from runner.models import Task as SuiteTask
+from runner.run_service import stop_reason, trial_env
 from runner.trial import TrialEnv, execute_trial
 
 log = logging.getLogger("deltarun.worker")
@@ -35,25 +38,10 @@ log = logging.getLogger("deltarun.worker")
 TrialBody = Callable[[Job, SuiteTask, Agent, TrialEnv], Trial]
 UNKNOWN_PROTOCOL_RETRY_S = 30
 PUBLISH_RETRY_FOR_S = 900.0
-STOP_TTL_S = 7 * 24 * 3600  # a stopped run stays stopped for a week unless resumed
 
 
 def worker_name() -> str:
     return os.environ.get("DELTARUN_WORKER_NAME") or socket.gethostname()
-
-
-def connect_redis(url: str) -> redis.Redis:
-    """A Redis client for ``url``; ``UserError`` in one line when it is wrong or unreachable."""
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise UserError(f"--broker {url!r}: not a Redis URL; write it like redis://HOST:6379/0")
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30)
-        client.ping()
-    except (redis.RedisError, ValueError, OSError) as exc:
-        raise UserError(
-            f"Redis at {url} is unreachable ({exc}); start Redis or fix --broker"
-        ) from exc
-    return client
 
 
 @dataclass
@@ -128,8 +116,11 @@ def _retrying(action: Callable[[], Any], what: str, deadline_s: float = PUBLISH_
             delay = min(delay * 2, 10.0)
 
 
-def handle(state: WorkerState, payload: dict[str, Any], body: TrialBody) -> str:
-    """Run one job message. Returns what happened, for the log."""
+def handle(
+    state: WorkerState, payload: dict[str, Any], body: TrialBody, sandboxes: Any = None
+) -> str:
+    """Run one job message with ``body`` (``execute_trial``, on this worker's Docker engine
+    unless ``sandboxes`` says otherwise). Returns what happened, for the log."""
     job = Job.model_validate(payload["job"])
     ledger = RedisLeases(state.redis, job.run_id)
     holder = f"{state.name}:{os.getpid()}"
@@ -147,18 +138,17 @@ def handle(state: WorkerState, payload: dict[str, Any], body: TrialBody) -> str:
             protocol = state.protocol(job.protocol_sha256)
             task = protocol.tasks[job.task_id]
             agent = protocol.agents[job.arm]
-            if body is execute_trial:
+            if sandboxes is None:
                 state.reap_orphans()
-            env = TrialEnv(
-                controls=protocol.controls,
-                inputs=state.inputs,
-                sandboxes=state.sandboxes() if body is execute_trial else _NoSandboxes(),
-                worker=state.name,
-                metrics=protocol.metrics,
+                sandboxes = state.sandboxes()
+            env = trial_env(
+                protocol.controls, state.inputs, sandboxes, state.name, protocol.metrics
             )
             trial = body(job, task, agent, env)
             first = _retrying(lambda: ledger.publish(trial, holder), "publish")
-            if trial.route_mismatch and protocol.controls.channel == "scored":
+            if stop_reason(trial, protocol.controls) is not None:
+                # Set here too, not only by the coordinator: no next job of the run starts
+                # in the second before the coordinator reads this record.
                 stop = keys.stopped(job.run_id)
                 _retrying(lambda: state.redis.set(stop, "route mismatch", ex=STOP_TTL_S), "stop")
     except BaseException:
@@ -174,43 +164,20 @@ def handle(state: WorkerState, payload: dict[str, Any], body: TrialBody) -> str:
     )
 
 
-class _NoSandboxes:
-    """The bench-only body opens no sandbox; anything that tries is a bug."""
-
-    def open(self, spec: Any) -> Any:
-        raise RuntimeError("the bench-only trial body must not open a sandbox")
-
-
-def bench_trial_without_docker(job: Job, task: SuiteTask, agent: Agent, env: TrialEnv) -> Trial:
-    """BENCH ONLY: a trial body that does no Docker work, to measure dispatch overhead."""
-    now = env.clock().isoformat()
-    return Trial(
-        run_id=job.run_id,
-        job_id=job.job_id,
-        protocol_sha256=job.protocol_sha256,
-        task_id=job.task_id,
-        arm=job.arm,
-        repeat=job.repeat,
-        task_kind=task.kind,
-        outcome=Outcome.MISS,
-        passed=False,
-        timeout=False,
-        tool_violation=False,
-        abstained=False,
-        wall_s=0.0,
-        worker=env.worker,
-        started_at=now,
-        finished_at=now,
-    )
-
-
-def register(app: Celery, state: WorkerState) -> None:
-    """Register the trial task (and the bench-only one) on ``app``."""
+def register(
+    app: Celery,
+    state: WorkerState,
+    name: str = keys.TRIAL_TASK,
+    body: TrialBody = execute_trial,
+    sandboxes: Any = None,
+) -> None:
+    """Register the Celery task ``name`` that runs jobs with ``body`` on ``app``: a thin
+    adapter (validate, lease, run, publish); ``bench/`` registers a body without Docker."""
 
     def make(body: TrialBody) -> Callable[..., str]:
         def run(self: Task, payload: dict[str, Any]) -> str:
             try:
-                line = handle(state, payload, body)
+                line = handle(state, payload, body, sandboxes)
             except bundles.UnknownProtocol as exc:
                 log.error("job %s: %s", payload.get("job", {}).get("job_id", "?")[:12], exc)
                 raise self.retry(countdown=UNKNOWN_PROTOCOL_RETRY_S, max_retries=None) from exc
@@ -222,11 +189,82 @@ def register(app: Celery, state: WorkerState) -> None:
 
         return run
 
-    app.task(name=keys.TRIAL_TASK, bind=True)(make(execute_trial))
-    app.task(name=keys.BENCH_TASK, bind=True)(make(bench_trial_without_docker))
+    app.task(name=name, bind=True)(make(body))
 
 
-def worker_app(broker_url: str, visibility_timeout_s: int = VISIBILITY_TIMEOUT_S) -> Celery:
-    app = make_app(broker_url, visibility_timeout_s)
-    register(app, WorkerState(broker_url))
-    return app
+def serve(
+    broker: str,
+    *,
+    concurrency: int,
+    images: list[str],
+    name: str | None = None,
+    visibility_timeout_s: int = VISIBILITY_TIMEOUT_S,
+    say: Callable[[str], None] = print,
+    extra: Callable[[Celery, WorkerState], None] | None = None,
+) -> None:
+    """Check Redis, Docker and every image (one line and exit 1 on any problem, before a job
+    is taken), reap what a crashed worker of this name left, then serve the queues of
+    ``images``. ``extra`` registers more tasks (the benchmarks' Docker-free body)."""
+    from runner.sandbox.engine import connect
+    from runner.sandbox.reaper import reap_orphans
+
+    if name:
+        os.environ["DELTARUN_WORKER_NAME"] = name
+    me = worker_name()
+    connect_redis(broker)
+    client = connect()
+    if not images:
+        raise UsageError("-Q: name at least one sandbox image")
+    _preflight(client, me, images)
+    for line in reap_orphans(client, me):
+        say(f"reaper: {line}")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("deltarun").setLevel(logging.INFO)
+    state = WorkerState(broker)
+    app = make_app(broker, visibility_timeout_s)
+    register(app, state)
+    if extra is not None:
+        extra(app, state)
+    app.conf.worker_hijack_root_logger = False
+    say(
+        f"deltarun worker {me}: -c {concurrency}, images {', '.join(images)}, "
+        f"visibility timeout {visibility_timeout_s}s"
+    )
+    queues = ",".join(keys.queue_for_image(i) for i in images)
+    app.worker_main(
+        [
+            "worker",
+            "--concurrency",
+            str(concurrency),
+            "--queues",
+            queues,
+            "--hostname",
+            f"deltarun-{os.getpid()}@{me}",
+            "--loglevel",
+            "WARNING",
+            "--pool",
+            "prefork",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
+
+
+def _preflight(client: Any, worker: str, images: list[str]) -> None:
+    """Every image present and usable with default limits, before any job is taken."""
+    from runner.sandbox.base import Limits, SandboxSpec
+    from runner.sandbox.docker import DockerSandboxFactory
+    from runner.sandbox.engine import image_id
+
+    factory = DockerSandboxFactory(client, worker=worker)
+    limits = Limits(memory_bytes=1 << 30, nano_cpus=10**9, pids=256, workspace_bytes=512 << 20)
+    for image in images:
+        image_id(client, image)  # a missing image is one line before any job is taken
+        factory.preflight(
+            SandboxSpec(
+                image=image,
+                limits=limits,
+                lifetime_s=60,
+                labels={"run": "preflight", "job": "preflight"},
+            )
+        )

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from runner.models import Job, Trial
+from runner.prepare import PreparedRun
 
 RunOne = Callable[[Job], Trial]
 
@@ -70,3 +71,23 @@ def _stop(
     for future in pending:
         future.cancel()
     wait(pending, timeout=120)
+
+
+class LocalExecutor:
+    """The ``Executor`` of this machine: ``parallel`` trials at a time on a thread pool."""
+
+    def __init__(self, run_one: RunOne, parallel: int, on_interrupt: Callable[[], None]) -> None:
+        self.run_one = run_one
+        self.parallel = parallel
+        self.on_interrupt = on_interrupt
+
+    def run(
+        self, prepared: PreparedRun, record: Callable[[list[Trial], list[Trial]], None]
+    ) -> None:
+        run_local(
+            prepared.todo,
+            self.run_one,
+            lambda trial: record([trial], []),
+            parallel=self.parallel,
+            on_interrupt=self.on_interrupt,
+        )

@@ -9,13 +9,13 @@ from pathlib import Path
 from runner.config.loader import parse_controls, protocol_hash
 from runner.config.model import Controls
 from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
-from runner.models import Record
+from runner.models import Record, ScoredTrial
 from runner.report.checklist import Row, evaluate, withhold_headline
 from runner.report.html import render_html
 from runner.report.jsonform import dumps_json, to_json
 from runner.report.markdown import render_markdown
 from runner.report.model import MetricsPin, Pins, build
-from runner.rundir import RunDir
+from runner.rundir import RunDir, RunMeta
 from runner.scoring import Scores, paired_delta, score
 
 EDITS_FILE = "edits.json"
@@ -61,9 +61,47 @@ def _stored_controls(run_dir: RunDir) -> Controls:
 
 
 def build_report(run_dir: RunDir) -> BuiltReport:
-    """Score the ledger and render both report files (no file written)."""
+    """Score the ledger and render the report files (no file written)."""
     meta = run_dir.meta()
     controls = _stored_controls(run_dir)
+    trials = _checked_records(run_dir, meta, controls)
+    task_ids = [t["id"] for t in meta.tasks]
+    scores = score(trials, meta.arms, meta.control_arm, task_ids)
+    edited_from = _edited_from(run_dir)
+    rows = evaluate(
+        controls,
+        meta.suite_sha256,
+        scores,
+        trials,
+        negative_tasks=sum(t["kind"] == "negative" for t in meta.tasks),
+        edited=edited_from is not None,
+        tasks=meta.tasks,
+    )
+    by_leg: dict[str, list[Record]] = {}
+    for t in trials:
+        by_leg.setdefault(t.arm, []).append(t)
+    legs = [
+        paired_delta(on, off, by_leg.get(on, []), by_leg.get(off, []), task_ids)
+        for on, off in controls.baseline_pairs()
+    ]
+    report = build(
+        scores,
+        _pins(run_dir, meta, controls),
+        trials,
+        rows=rows,
+        edited_from=edited_from,
+        bootstrap=(controls.analysis.bootstrap_resamples, controls.runtime.seed),
+        legs=legs,
+        tasks=meta.tasks,
+    )
+    data = to_json(report)
+    return BuiltReport(
+        scores, render_markdown(report), dumps_json(data), tuple(rows), render_html(data)
+    )
+
+
+def _checked_records(run_dir: RunDir, meta: RunMeta, controls: Controls) -> list[ScoredTrial]:
+    """The ledger's records, each of this run and protocol; exit 3 or 4 otherwise."""
     if protocol_hash(controls, meta.agent_dir_digests) != meta.protocol_sha256:
         raise ProtocolMismatch(
             f"{run_dir.path}/controls.yaml: does not hash to the run's protocol "
@@ -84,19 +122,12 @@ def build_report(run_dir: RunDir) -> BuiltReport:
             f"{run_dir.path}: no record of the control arm {meta.control_arm!r}; "
             "no number without a control: run the control arm on the same tasks"
         )
-    task_ids = [t["id"] for t in meta.tasks]
-    scores = score(trials, meta.arms, meta.control_arm, task_ids)
-    edited_from = _edited_from(run_dir)
-    rows = evaluate(
-        controls,
-        meta.suite_sha256,
-        scores,
-        trials,
-        negative_tasks=sum(t["kind"] == "negative" for t in meta.tasks),
-        edited=edited_from is not None,
-        tasks=meta.tasks,
-    )
-    pins = Pins(
+    return trials
+
+
+def _pins(run_dir: RunDir, meta: RunMeta, controls: Controls) -> Pins:
+    metrics = controls.metrics
+    return Pins(
         protocol_id=meta.protocol_id,
         protocol_sha256=meta.protocol_sha256,
         suite_sha256=meta.suite_sha256,
@@ -108,31 +139,7 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         ledger_sha256=run_dir.ledger_sha256(),
         deltarun_version=meta.deltarun_version,
         python_version=meta.python_version,
-        metrics=None
-        if controls.metrics is None
-        else MetricsPin.model_validate(controls.metrics.model_dump(mode="json")),
-    )
-    bootstrap = (controls.analysis.bootstrap_resamples, controls.runtime.seed)
-    by_leg: dict[str, list[Record]] = {}
-    for t in trials:
-        by_leg.setdefault(t.arm, []).append(t)
-    legs = [
-        paired_delta(on, off, by_leg.get(on, []), by_leg.get(off, []), task_ids)
-        for on, off in controls.baseline_pairs()
-    ]
-    report = build(
-        scores,
-        pins,
-        trials,
-        rows=rows,
-        edited_from=edited_from,
-        bootstrap=bootstrap,
-        legs=legs,
-        tasks=meta.tasks,
-    )
-    data = to_json(report)
-    return BuiltReport(
-        scores, render_markdown(report), dumps_json(data), tuple(rows), render_html(data)
+        metrics=None if metrics is None else MetricsPin.model_validate(metrics.model_dump()),
     )
 
 

@@ -18,14 +18,11 @@ what a crashed worker left behind; labels are not visible inside.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
 
 import docker
 import docker.errors
@@ -47,6 +44,7 @@ from runner.sandbox.base import (
     SandboxSpec,
 )
 from runner.sandbox.engine import API_ERRORS, image_id
+from runner.sandbox.exec_io import Watchdog, collect_frames, feed, frames, raw_socket, stalled
 from runner.sandbox.model_gateway import GatewaySpec, ModelGateway
 
 LABEL_PREFIX = "deltarun."
@@ -185,6 +183,8 @@ class DockerSession:
         return Mount(target, name, type="volume")
 
     def _create(self) -> DockerSandbox:
+        """Create and start the hardened container (a little over the house's ~60 lines:
+        every hardening flag is in this one call, where a reader checks them together)."""
         spec, client, limits = self.spec, self.factory.client, self.spec.limits
         labels = self._labels()
         digest = self.factory.image_digest(spec.image)
@@ -345,7 +345,7 @@ class DockerSandbox:
         started = time.monotonic()
         # Started before the first call: a stalled engine is caught wherever it stalls.
         deadline = timeout + KILL_GRACE_S + WATCHDOG_GRACE_S
-        watchdog = _Watchdog(self.client, self.container, deadline)
+        watchdog = Watchdog(self.client, self.container, deadline)
         try:
             exec_id = self.client.exec_create(
                 self.container,
@@ -357,24 +357,24 @@ class DockerSandbox:
                 stderr=True,
                 stdin=request.stdin is not None,
             )["Id"]
-            raw = _raw_socket(self.client.exec_start(exec_id, socket=True))
+            raw = raw_socket(self.client.exec_start(exec_id, socket=True))
             watchdog.attach(raw)
             if request.stdin is not None:
-                _feed(raw, request.stdin)
+                feed(raw, request.stdin)
             split = request.separate_stderr
-            output, truncated, stderr = _collect_frames(
-                _frames(raw), request.output_cap, request.stderr_cap if split else 0
+            output, truncated, stderr = collect_frames(
+                frames(raw), request.output_cap, request.stderr_cap if split else 0
             )
         except API_ERRORS as exc:
             if watchdog.fired:
-                raise SandboxError(_stalled(deadline)) from exc
+                raise SandboxError(stalled(deadline)) from exc
             raise SandboxError(f"Docker failed while a command ran: {exc}") from exc
         finally:
             watchdog.cancel()
         if watchdog.fired:
             # The in-container `timeout` ends every command by its deadline; only a
             # stalled engine lets one run past it. That is infrastructure, not the agent.
-            raise SandboxError(_stalled(deadline))
+            raise SandboxError(stalled(deadline))
         duration = time.monotonic() - started
         exit_code = self._exit_code(exec_id)
         timed_out = exit_code in (124, 137) and duration >= timeout - 0.05
@@ -409,127 +409,3 @@ class DockerSandbox:
             return 0
         text = out.decode("ascii", "replace").strip() if isinstance(out, bytes) else ""
         return int(text) if text.isdigit() else 0
-
-
-def _raw_socket(sock: Any) -> socket.socket:
-    """The plain socket under docker-py's hijacked exec connection."""
-    raw = getattr(sock, "_sock", sock)
-    if not isinstance(raw, socket.socket):
-        raise SandboxError("Docker returned no socket for a command with input")
-    return raw
-
-
-def _feed(raw: socket.socket, data: bytes) -> None:
-    """Write a command's input from a side thread, then close the write half.
-
-    A side thread, so a command that writes much output before it reads its
-    input cannot deadlock against this process.
-    """
-
-    def write() -> None:
-        with contextlib.suppress(OSError):
-            raw.sendall(data)
-            raw.shutdown(socket.SHUT_WR)
-
-    threading.Thread(target=write, daemon=True, name="exec-stdin").start()
-
-
-def _frames(raw: socket.socket) -> Iterator[tuple[int, bytes]]:
-    """(stream, payload) of Docker's multiplexed stream (8-byte header: stream, 0, 0, 0,
-    size; stream 1 is stdout, 2 stderr). Memory: one frame plus one read at a time."""
-    buffer = bytearray()
-    start = 0
-    while True:
-        chunk = raw.recv(1 << 16)
-        if not chunk:
-            break
-        buffer += chunk
-        while len(buffer) - start >= 8:
-            size = int.from_bytes(buffer[start + 4 : start + 8], "big")
-            if len(buffer) - start < 8 + size:
-                break
-            yield buffer[start], bytes(buffer[start + 8 : start + 8 + size])
-            start += 8 + size
-        if start:
-            del buffer[:start]
-            start = 0
-    with contextlib.suppress(OSError):
-        raw.close()
-
-
-def _collect_frames(
-    frames: Iterator[tuple[int, bytes]], cap: int, stderr_cap: int
-) -> tuple[bytes, bool, bytes]:
-    """Read an exec stream to its end: (output, truncated, stderr).
-
-    With ``stderr_cap`` 0, stdout and stderr are one output, in arrival order;
-    otherwise stderr is kept apart (at most ``stderr_cap`` bytes). ``output`` keeps
-    at most ``cap`` bytes and ``truncated`` says whether more came.
-    """
-    parts: list[bytes] = []
-    errors: list[bytes] = []
-    kept = kept_err = 0
-    truncated = False
-    for stream, chunk in frames:
-        if stderr_cap and stream == 2:
-            if kept_err < stderr_cap:
-                piece = chunk[: stderr_cap - kept_err]
-                errors.append(piece)
-                kept_err += len(piece)
-            continue
-        if kept < cap:
-            piece = chunk[: cap - kept]
-            parts.append(piece)
-            kept += len(piece)
-            if len(piece) < len(chunk):
-                truncated = True
-        else:
-            truncated = True
-    return b"".join(parts), truncated, b"".join(errors)
-
-
-def _stalled(deadline: float) -> str:
-    return (
-        f"Docker did not end a command within {deadline:.0f}s (a stalled engine?); "
-        "the sandbox was abandoned to `deltarun gc`"
-    )
-
-
-class _Watchdog:
-    """Ends a command that outlives its deadline plus a grace, whatever the engine does.
-
-    Firing closes the command's output stream (which unblocks the reader even if
-    the engine stalls) and asks the engine, from a separate thread, to kill the
-    container: a stalled kill cannot hold the trial.
-    """
-
-    def __init__(self, client: docker.APIClient, container: str, after_s: float) -> None:
-        self.fired = False
-        self._client = client
-        self._container = container
-        self._stream: Any = None
-        self._timer = threading.Timer(after_s, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def attach(self, stream: Any) -> None:
-        self._stream = stream
-        if self.fired:
-            self._close()
-
-    def _close(self) -> None:
-        with contextlib.suppress(Exception):
-            if self._stream is not None:
-                self._stream.close()
-
-    def _fire(self) -> None:
-        self.fired = True
-        self._close()
-        threading.Thread(target=self._kill, daemon=True).start()
-
-    def _kill(self) -> None:
-        with contextlib.suppress(*API_ERRORS):
-            self._client.kill(self._container)
-
-    def cancel(self) -> None:
-        self._timer.cancel()

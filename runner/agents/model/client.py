@@ -33,7 +33,6 @@ class Completion:
 
     model: str | None
     message: dict[str, Any]
-    finish_reason: str | None
     prompt_tokens: int
     completion_tokens: int
     attempts: int
@@ -151,7 +150,6 @@ class ChatEndpoint:
         return Completion(
             model=model if isinstance(model, str) else None,
             message=message,
-            finish_reason=choice.get("finish_reason"),
             prompt_tokens=_count(usage.get("prompt_tokens")),
             completion_tokens=_count(usage.get("completion_tokens")),
             attempts=attempts,

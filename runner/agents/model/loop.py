@@ -167,51 +167,9 @@ class ModelAgent:
         for message in messages:
             transcript.add(message)
         tools = tool_definitions(self.policy.allowlist)
-        seed = self.seed + ctx.repeat
         for turn in range(1, self.spec.max_turns + 1):
-            body = {
-                "model": self.route.model,
-                "messages": messages,
-                "tools": tools,
-                "tool_choice": "auto",
-                "temperature": self.route.temperature,
-                "seed": seed,
-                "max_tokens": self.route.max_output_tokens,
-            }
-            try:
-                reply = endpoint.complete(body, deadline)
-            except DeadlineReached:
-                state.timed_out, state.stop_reason = True, "deadline"
-                return
-            except EndpointError as exc:
-                state.stop_reason, state.error = "endpoint_error", f"EndpointError: {exc}"
-                return
-            state.prompt_tokens += reply.prompt_tokens
-            state.completion_tokens += reply.completion_tokens
-            calls = _tool_calls(reply.message)
-            assistant: dict[str, Any] = {
-                "role": "assistant",
-                "content": reply.message.get("content"),
-            }
-            if calls:
-                assistant["tool_calls"] = calls
-            messages.append(assistant)
-            transcript.add(
-                {
-                    **assistant,
-                    "turn": turn,
-                    "model": reply.model,
-                    "usage": [reply.prompt_tokens, reply.completion_tokens],
-                    "attempts": reply.attempts,
-                }
-            )
-            mismatch = self.route.mismatch(reply.model)
-            if mismatch is not None:
-                state.route_mismatch, state.stop_reason, state.error = (
-                    True,
-                    "route_mismatch",
-                    mismatch,
-                )
+            calls = self._turn(ctx, endpoint, deadline, state, transcript, messages, tools, turn)
+            if calls is None:
                 return
             if not calls:
                 state.stop_reason = "no_tool_call"
@@ -219,6 +177,58 @@ class ModelAgent:
             if self._act(calls, toolbox, messages, transcript, state):
                 return
         state.stop_reason = "turn_limit"
+
+    def _turn(
+        self,
+        ctx: AgentContext,
+        endpoint: ChatEndpoint,
+        deadline: float,
+        state: _Loop,
+        transcript: Transcript,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        turn: int,
+    ) -> list[dict[str, Any]] | None:
+        """One request and its reply: the tool calls asked for, or None when the loop ends
+        (deadline, endpoint failure, route mismatch; the reason in ``state``)."""
+        body = {
+            "model": self.route.model,
+            "messages": messages,
+            "tools": tools,
+            "tool_choice": "auto",
+            "temperature": self.route.temperature,
+            "seed": self.seed + ctx.repeat,
+            "max_tokens": self.route.max_output_tokens,
+        }
+        try:
+            reply = endpoint.complete(body, deadline)
+        except DeadlineReached:
+            state.timed_out, state.stop_reason = True, "deadline"
+            return None
+        except EndpointError as exc:
+            state.stop_reason, state.error = "endpoint_error", f"EndpointError: {exc}"
+            return None
+        state.prompt_tokens += reply.prompt_tokens
+        state.completion_tokens += reply.completion_tokens
+        calls = _tool_calls(reply.message)
+        assistant: dict[str, Any] = {"role": "assistant", "content": reply.message.get("content")}
+        if calls:
+            assistant["tool_calls"] = calls
+        messages.append(assistant)
+        transcript.add(
+            {
+                **assistant,
+                "turn": turn,
+                "model": reply.model,
+                "usage": [reply.prompt_tokens, reply.completion_tokens],
+                "attempts": reply.attempts,
+            }
+        )
+        mismatch = self.route.mismatch(reply.model)
+        if mismatch is not None:
+            state.route_mismatch, state.stop_reason, state.error = True, "route_mismatch", mismatch
+            return None
+        return calls
 
     def _act(
         self,

@@ -1,34 +1,19 @@
-"""Git patches as bytes, read the way ``git apply`` reads them. Pure.
-
-Which files a patch touches decides what the harness keeps of it, so this
-module follows git's own parser (``apply.c``: ``find_header``,
-``parse_git_diff_header``, ``parse_fragment``, ``parse_binary``) instead of a
-line-splitting approximation:
-
-- lines end at ``\\n`` only (never at ``\\r``, ``\\x0b`` or ``\\x85``), and the
-  patch is handled as bytes, so file names and contents that are not UTF-8 pass
-  through unchanged;
-- a hunk ends when the line counts of its ``@@ -a,b +c,d @@`` header are used
-  up, not at the first line that looks like a header;
-- a file section starts at a ``diff --git`` line or at a traditional
-  ``---``/``+++`` pair followed by ``@@ -``; quoted names are C-unquoted.
-
-``parse`` is strict: it accepts what ``git diff --binary`` writes and nothing
-else (no text between sections), which is what the harness stores. What it
-cannot parse is an error, so a caller never applies a patch it did not read.
-``touched_paths`` is lenient like ``git apply`` (junk between sections is
-skipped, ``--recount`` semantics optional) and serves checks made before a
-model-written patch is applied.
-
-Memory stays proportional to the patch and the number of files, never to the
-number of lines: hunks are measured with C-speed searches over the bytes.
-"""
+"""File sections of a git patch and their hunks, found as ``git apply`` finds them. Pure."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from runner.gitpatch.errors import PatchError
+from runner.gitpatch.names import (
+    decode_path,
+    git_header_name,
+    side_name,
+    traditional_name,
+    unquote_maybe,
+)
 
 _HUNK = re.compile(rb"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 # The first line of a hunk body that is no hunk line (' ', '+', '-', '\\' or an empty context line).
@@ -51,21 +36,6 @@ _GIT_HEADER_LINES = (
     b"index ",
 )
 _BINARY_HUNK = re.compile(rb"(literal|delta) (\d+)\n")
-_ESCAPES = {
-    ord("a"): 7,
-    ord("b"): 8,
-    ord("f"): 12,
-    ord("n"): 10,
-    ord("r"): 13,
-    ord("t"): 9,
-    ord("v"): 11,
-    ord("\\"): 92,
-    ord('"'): 34,
-}
-
-
-class PatchError(ValueError):
-    """The patch is not one ``git apply`` (strict: ``git diff``) would read; says where."""
 
 
 @dataclass(frozen=True)
@@ -187,14 +157,14 @@ def _section(data: bytes, start: int, *, recount: bool) -> FileDiff:
     offset = start
     if data.startswith(b"diff --git ", start):
         end = _line_end(data, start)
-        names.default = _git_header_name(data[start + 11 : end].rstrip(b"\n"))
+        names.default = git_header_name(data[start + 11 : end].rstrip(b"\n"))
         offset = end
         offset = _git_extended_header(data, offset, names)
     else:  # traditional: "--- old" / "+++ new"
         end = _line_end(data, start)
-        names.old = _traditional_name(data[start + 4 : end])
+        names.old = traditional_name(data[start + 4 : end])
         after = _line_end(data, end)
-        names.new = _traditional_name(data[end + 4 : after])
+        names.new = traditional_name(data[end + 4 : after])
         names.saw_old = names.saw_new = True
         offset = after
     binary = False
@@ -252,14 +222,14 @@ def _git_extended_header(data: bytes, offset: int, names: _Names) -> int:
             break
         value = line[len(prefix) : -1]
         if prefix == b"--- ":
-            names.old, names.saw_old = _side_name(value, b"a/"), True
+            names.old, names.saw_old = side_name(value, b"a/"), True
         elif prefix == b"+++ ":
-            names.new, names.saw_new = _side_name(value, b"b/"), True
+            names.new, names.saw_new = side_name(value, b"b/"), True
         elif prefix in (b"rename from ", b"rename old ", b"copy from "):
-            names.old, names.saw_old = _path(_unquote_maybe(value)), True
+            names.old, names.saw_old = decode_path(unquote_maybe(value)), True
             names.copied = names.copied or prefix == b"copy from "
         elif prefix in (b"rename to ", b"rename new ", b"copy to "):
-            names.new, names.saw_new = _path(_unquote_maybe(value)), True
+            names.new, names.saw_new = decode_path(unquote_maybe(value)), True
         elif prefix == b"new file mode ":
             names.created, names.new_mode = True, value.decode("ascii", "replace")
         elif prefix == b"deleted file mode ":
@@ -387,126 +357,3 @@ def _binary_block(data: bytes, offset: int, *, required: bool) -> int:
 
 
 # --- names ---------------------------------------------------------------------------------
-
-
-def _path(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
-
-
-def unquote(raw: bytes) -> bytes:
-    """Undo git's C-style quoting of a name (``"a/t\\303\\251st"``); raises ``PatchError``."""
-    if len(raw) < 2 or raw[:1] != b'"' or raw[-1:] != b'"':
-        raise PatchError(f"not a quoted name: {raw[:60]!r}")
-    out = bytearray()
-    index, end = 1, len(raw) - 1
-    while index < end:
-        byte = raw[index]
-        if byte == 0x22:  # an unescaped quote inside
-            raise PatchError(f"malformed quoted name: {raw[:60]!r}")
-        if byte != 0x5C:
-            out.append(byte)
-            index += 1
-            continue
-        index += 1
-        if index >= end:
-            raise PatchError(f"malformed quoted name: {raw[:60]!r}")
-        code = raw[index]
-        if code in _ESCAPES:
-            out.append(_ESCAPES[code])
-            index += 1
-        elif 0x30 <= code <= 0x33 and index + 2 < end + 1:
-            digits = raw[index : index + 3]
-            if len(digits) != 3 or any(not 0x30 <= d <= 0x37 for d in digits):
-                raise PatchError(f"malformed octal escape in {raw[:60]!r}")
-            out.append(int(digits, 8))
-            index += 3
-        else:
-            raise PatchError(f"unknown escape in quoted name {raw[:60]!r}")
-    return bytes(out)
-
-
-def _unquote_maybe(raw: bytes) -> bytes:
-    return unquote(raw) if raw.startswith(b'"') else raw
-
-
-def _strip_component(name: bytes) -> bytes | None:
-    """Drop the first path component (``-p1``): ``a/x/y`` → ``x/y``."""
-    slash = name.find(b"/")
-    if slash <= 0 or slash == len(name) - 1:
-        return None
-    return name[slash + 1 :]
-
-
-def _side_name(value: bytes, _prefix: bytes) -> str | None:
-    """The name of a ``---``/``+++`` line of a git section (``/dev/null`` is None)."""
-    value = value.split(b"\t", 1)[0] if not value.startswith(b'"') else value
-    if value == b"/dev/null":
-        return None
-    name = _strip_component(_unquote_maybe(value))
-    if name is None:
-        raise PatchError(f"a file name without a leading directory: {value[:60]!r}")
-    return _path(name)
-
-
-def _traditional_name(line: bytes) -> str | None:
-    """The name of a traditional ``--- name<TAB>date`` line, ``-p1``."""
-    value = line.rstrip(b"\n")
-    if value.startswith(b'"'):
-        closing = _closing_quote(value)
-        value = unquote(value[: closing + 1])
-    else:
-        value = value.split(b"\t", 1)[0].rstrip(b" ")
-    if value == b"/dev/null":
-        return None
-    name = _strip_component(value)
-    return _path(name if name is not None else value)
-
-
-def _closing_quote(value: bytes) -> int:
-    index = 1
-    while index < len(value):
-        if value[index] == 0x5C:
-            index += 2
-            continue
-        if value[index] == 0x22:
-            return index
-        index += 1
-    raise PatchError(f"unterminated quoted name: {value[:60]!r}")
-
-
-def _git_header_name(rest: bytes) -> str | None:
-    """The name in ``diff --git a/NAME b/NAME`` when both sides agree (git's rule), else None.
-
-    Unquoted names may contain spaces; the split is the one where both sides,
-    without their first component, are equal.
-    """
-    if rest.startswith(b'"'):
-        closing = _closing_quote(rest)
-        first = _strip_component(unquote(rest[: closing + 1]))
-        second_raw = rest[closing + 1 :]
-        if not second_raw.startswith(b" "):
-            raise PatchError(f"malformed diff --git line: {rest[:60]!r}")
-        second = _strip_component(_unquote_maybe(second_raw[1:]))
-        return _path(first) if first is not None and first == second else None
-    if rest.endswith(b'"'):
-        space = rest.find(b' "')
-        if space < 0:
-            raise PatchError(f"malformed diff --git line: {rest[:60]!r}")
-        first = _strip_component(rest[:space])
-        second = _strip_component(unquote(rest[space + 1 :]))
-        return _path(first) if first is not None and first == second else None
-    # Both unquoted: "a/N b/N" has length 2*len(N) + 5 when both prefixes are one byte.
-    if len(rest) % 2 == 1:
-        half = (len(rest) - 1) // 2
-        left, right = rest[:half], rest[half + 1 :]
-        if rest[half : half + 1] == b" ":
-            a, b = _strip_component(left), _strip_component(right)
-            if a is not None and a == b:
-                return _path(a)
-    index = rest.find(b" ")
-    while index >= 0:
-        a, b = _strip_component(rest[:index]), _strip_component(rest[index + 1 :])
-        if a is not None and a == b:
-            return _path(a)
-        index = rest.find(b" ", index + 1)
-    return None

@@ -1,0 +1,80 @@
+"""BENCH ONLY: a deltarun worker that also serves a trial body without Docker.
+
+``bench/dispatch.py`` measures deltarun's dispatch path (protocol and blobs in
+Redis, leases, the done set, the record stream, the coordinator's ledger)
+without the cost of sandboxes. It starts this worker, which is the production
+``serve`` with one more task registered: ``BENCH_TASK`` runs
+``bench_trial_without_docker`` instead of ``execute_trial``. Nothing here ships
+in the package.
+
+    python bench/bench_worker.py --broker redis://127.0.0.1:6379/0 [-c 2] [--name b1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runner.agents.base import Agent  # noqa: E402
+from runner.distributed.worker import register, serve  # noqa: E402
+from runner.models import Job, Outcome, Task, Trial  # noqa: E402
+from runner.trial import TrialEnv  # noqa: E402
+from tests.helpers import PY_IMAGE  # noqa: E402
+
+BENCH_TASK = "deltarun.bench_trial_without_docker"
+
+
+class NoSandboxes:
+    """The bench body opens no sandbox; anything that tries is a bug."""
+
+    def open(self, spec: Any) -> Any:
+        raise RuntimeError("the bench-only trial body must not open a sandbox")
+
+
+def bench_trial_without_docker(job: Job, task: Task, agent: Agent, env: TrialEnv) -> Trial:
+    """A trial body that does no Docker work: a miss, recorded and published as usual."""
+    now = env.clock().isoformat()
+    return Trial(
+        run_id=job.run_id,
+        job_id=job.job_id,
+        protocol_sha256=job.protocol_sha256,
+        task_id=job.task_id,
+        arm=job.arm,
+        repeat=job.repeat,
+        task_kind=task.kind,
+        outcome=Outcome.MISS,
+        passed=False,
+        timeout=False,
+        tool_violation=False,
+        abstained=False,
+        wall_s=0.0,
+        worker=env.worker,
+        started_at=now,
+        finished_at=now,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--broker", required=True)
+    parser.add_argument("-c", "--concurrency", type=int, default=2)
+    parser.add_argument("--name", default=None)
+    args = parser.parse_args()
+    serve(
+        args.broker,
+        concurrency=args.concurrency,
+        images=[PY_IMAGE],
+        name=args.name,
+        extra=lambda app, state: register(
+            app, state, BENCH_TASK, bench_trial_without_docker, NoSandboxes()
+        ),
+    )
+
+
+if __name__ == "__main__":
+    main()

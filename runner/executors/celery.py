@@ -1,0 +1,264 @@
+"""The coordinator side: publish the protocol and the jobs, collect records into the ledger.
+
+Celery is the transport, not the ledger: ``trials.jsonl`` keeps the first
+record per job id. The coordinator re-enqueues a job a worker started whose
+lease expired without a record, and survives its own restart: the stream
+cursor is saved in the run directory, and ``--resume`` first collects every
+record that arrived while it was away, then enqueues only jobs that are
+neither recorded nor leased.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from itertools import islice
+from pathlib import Path
+
+import redis
+from celery import Celery
+from pydantic import ValidationError
+
+from runner.distributed import bundle as bundles
+from runner.distributed import keys
+from runner.distributed.blobs import BlobStore
+from runner.distributed.celery_app import make_app, required_visibility_s
+from runner.distributed.connection import connect_redis
+from runner.distributed.keys import STOP_TTL_S
+from runner.distributed.leases import RedisLeases
+from runner.errors import DeltarunError, UserError
+from runner.executors.local import Interrupted
+from runner.models import Job, Trial, task_timeout
+from runner.prepare import PreparedRun
+from runner.record import error_record
+from runner.trial import SANDBOX_LIFETIME_MARGIN_S, image_of
+
+log = logging.getLogger("deltarun.coordinator")
+CURSOR_FILE = "stream.cursor"
+REQUEUE_CHECK_S = float(os.environ.get("DELTARUN_REQUEUE_CHECK_S", "5"))
+REDIS_OUTAGE_S = 600.0
+
+
+def longest_trial_s(prepared: PreparedRun) -> float:
+    controls = prepared.loaded.controls
+    longest = max(task_timeout(t, controls.runtime.timeout_s) for t in prepared.suite.tasks)
+    return longest + controls.runtime.verify_timeout_s + 2 * SANDBOX_LIFETIME_MARGIN_S
+
+
+def _read_cursor(path: Path) -> str:
+    try:
+        return path.read_text().strip() or "0-0"
+    except FileNotFoundError:
+        return "0-0"
+
+
+def run_celery(
+    prepared: PreparedRun,
+    *,
+    broker_url: str,
+    record: Callable[[list[Trial], list[Trial]], None],
+    visibility_timeout_s: int,
+    warn: Callable[[str], None],
+    task_name: str = keys.TRIAL_TASK,
+) -> None:
+    """Publish every job without a record and collect records until each job has one.
+
+    ``record(fresh, duplicates)`` receives each batch read from the stream: the
+    first record of a pending job is fresh, any later one a duplicate. The
+    cursor is saved only after the batch is recorded, so a crash re-reads, never skips.
+    """
+    client = connect_redis(broker_url)
+    needed = required_visibility_s(longest_trial_s(prepared))
+    if needed > visibility_timeout_s:
+        warn(
+            f"the longest trial needs a visibility timeout of {needed}s, above "
+            f"{visibility_timeout_s}s: start workers with --visibility-timeout {needed} "
+            "or a trial still running may be delivered twice (it is then skipped, not counted)"
+        )
+    bundles.publish(prepared.loaded, prepared.suite, BlobStore(client))
+    coordinator = _Coordinator(
+        prepared, client, make_app(broker_url, visibility_timeout_s), record, warn, task_name
+    )
+    client.delete(keys.stopped(prepared.meta.run_id))  # a resumed run starts its workers again
+    try:
+        coordinator.run()
+    except KeyboardInterrupt:
+        raise Interrupted() from None
+    except DeltarunError as exc:  # ``record`` stopped the run: workers skip what is queued
+        with contextlib.suppress(redis.RedisError):
+            client.set(keys.stopped(prepared.meta.run_id), exc.message[:500], ex=STOP_TTL_S)
+        raise
+    except redis.RedisError as exc:
+        raise UserError(
+            f"lost Redis at {broker_url} ({exc}); every record so far is kept: "
+            "restart Redis and continue with --resume"
+        ) from exc
+
+
+class _Coordinator:
+    """The jobs still pending, the stream cursor, and the three things done with them:
+    send jobs, collect records, re-enqueue jobs whose worker stopped renewing its lease."""
+
+    def __init__(
+        self,
+        prepared: PreparedRun,
+        client: redis.Redis,
+        app: Celery,
+        record: Callable[[list[Trial], list[Trial]], None],
+        warn: Callable[[str], None],
+        task_name: str,
+    ) -> None:
+        self.prepared = prepared
+        self.app = app
+        self.record = record
+        self.warn = warn
+        self.task_name = task_name
+        self.leases = RedisLeases(client, prepared.meta.run_id)
+        self.cursor_path = prepared.run_dir.path / CURSOR_FILE
+        self.cursor = _read_cursor(self.cursor_path)
+        self.pending: dict[str, Job] = {job.job_id: job for job in prepared.todo}
+
+    def run(self) -> None:
+        while self.collect(block_ms=None):  # records that arrived while this coordinator was away
+            pass
+        for chunk in self.chunks():
+            busy = self.leases.leased_or_done(chunk)
+            self.send([self.pending[job_id] for job_id in chunk if job_id not in busy])
+        last_check = time.monotonic()
+        outage_since: float | None = None
+        while self.pending:
+            try:
+                self.collect(block_ms=1000)
+                if time.monotonic() - last_check >= REQUEUE_CHECK_S:
+                    last_check = time.monotonic()
+                    self.requeue_stalled()
+                outage_since = None
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                # Redis restarting: records, leases and queues survive in its append-only file.
+                now = time.monotonic()
+                if outage_since is None:
+                    outage_since = now
+                    self.warn(f"Redis unavailable ({exc}); waiting for it to come back")
+                if now - outage_since > REDIS_OUTAGE_S:
+                    raise
+                time.sleep(1.0)
+
+    def collect(self, block_ms: int | None) -> int:
+        """Record the next batch from the stream; how many entries it had."""
+        entries = self.leases.read(self.cursor, block_ms=block_ms)
+        fresh: list[Trial] = []
+        duplicates: list[Trial] = []
+        for entry_id, raw in entries:
+            trial = self._parse(entry_id, raw)
+            if trial is None:
+                continue
+            if self.pending.pop(trial.job_id, None) is not None:
+                fresh.append(trial)
+            else:
+                duplicates.append(trial)
+        if fresh or duplicates:
+            self.record(fresh, duplicates)
+        if entries:
+            self.cursor = entries[-1][0]
+            tmp = self.cursor_path.with_suffix(".tmp")
+            tmp.write_text(self.cursor + "\n")
+            tmp.replace(self.cursor_path)
+        return len(entries)
+
+    def _parse(self, entry_id: str, raw: str) -> Trial | None:
+        meta = self.prepared.meta
+        try:
+            trial = Trial.model_validate_json(raw)
+        except ValidationError as exc:
+            stand_in = self._unreadable(raw, exc)
+            if stand_in is None:
+                self.warn(
+                    f"stream {keys.records(meta.run_id)} entry {entry_id}: not a trial record"
+                )
+            return stand_in
+        if trial.protocol_sha256 != meta.protocol_sha256:
+            self.warn(f"record of job {trial.job_id[:12]} belongs to another protocol; ignored")
+            return None
+        return trial
+
+    def _unreadable(self, raw: str, exc: ValidationError) -> Trial | None:
+        """A record a worker wrote but this coordinator cannot read: an error record for
+        its job (when it names a pending one), so the run neither waits forever nor counts
+        the job as anything but deltarun's failure."""
+        try:
+            job_id = json.loads(raw).get("job_id")
+        except (ValueError, AttributeError):
+            return None
+        job = self.pending.get(job_id) if isinstance(job_id, str) else None
+        if job is None:
+            return None
+        now = datetime.now(UTC)
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return error_record(
+            job,
+            self.prepared.tasks[job.task_id],
+            "coordinator",
+            f"the worker's record is unreadable ({where}: {first['msg']})",
+            now,
+            0.0,
+            now,
+        )
+
+    def send(self, jobs: list[Job]) -> None:
+        controls = self.prepared.loaded.controls
+        with self.app.producer_or_acquire() as producer:
+            for job in jobs:
+                image = image_of(self.prepared.tasks[job.task_id], controls)
+                self.app.send_task(
+                    self.task_name,
+                    args=[{"job": job.model_dump(mode="json")}],
+                    queue=keys.queue_for_image(image),
+                    task_id=f"{job.job_id[:32]}-{uuid.uuid4().hex[:8]}",
+                    producer=producer,
+                    argsrepr=job.job_id[:12],  # not a repr of the whole payload per message
+                )
+
+    def chunks(self) -> Iterator[list[str]]:
+        """Pending job ids, 1000 at a time, without copying the whole set."""
+        it = iter(self.pending)
+        while chunk := list(islice(it, 1000)):
+            yield chunk
+
+    def requeue_stalled(self) -> None:
+        stalled: list[str] = []
+        for chunk in self.chunks():
+            stalled += self.leases.stalled(chunk)
+        if stalled:
+            self.leases.forget_start(stalled)
+            self.warn(f"re-enqueued {len(stalled)} job(s) whose worker stopped renewing its lease")
+            self.send([self.pending[job_id] for job_id in stalled])
+
+
+class CeleryExecutor:
+    """The ``Executor`` of many machines: jobs go to ``deltarun worker`` processes through
+    Celery on Redis; records stream back and are collected here."""
+
+    def __init__(
+        self, broker_url: str, visibility_timeout_s: int, warn: Callable[[str], None]
+    ) -> None:
+        self.broker_url = broker_url
+        self.visibility_timeout_s = visibility_timeout_s
+        self.warn = warn
+
+    def run(
+        self, prepared: PreparedRun, record: Callable[[list[Trial], list[Trial]], None]
+    ) -> None:
+        run_celery(
+            prepared,
+            broker_url=self.broker_url,
+            record=record,
+            visibility_timeout_s=self.visibility_timeout_s,
+            warn=self.warn,
+        )
