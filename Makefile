@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis chromium images worker-images demo test adversarial lint bench gc clean
+.PHONY: help setup docker redis chromium images worker-images examples demo test adversarial lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -33,7 +33,10 @@ images: docker  ## build the sandbox images (idempotent, fast when present)
 worker-images: $(STAMP) images  ## build the worker and Redis images used by compose.yaml
 	@bash scripts/build-worker-images.sh
 
-demo: setup images  ## run the quickstart suite on the local pool and print the headline
+examples: $(STAMP)  ## build examples/quickstart/suite and patches/ from src/ (git-ignored)
+	$(PY) examples/quickstart/build_suite.py
+
+demo: setup images examples  ## run the quickstart suite on the local pool and print the headline
 	$(VENV)/bin/deltarun run examples/quickstart/controls.yaml \
 		--out runs/quickstart-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
 

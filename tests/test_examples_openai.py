@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,20 @@ from runner.config.model import OpenAIAgent
 from runner.suite import load_suite
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "openai"
+QUICKSTART = EXAMPLES.parent / "quickstart"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built_quickstart() -> None:
+    """Build ../quickstart/suite (git-ignored, not committed) as `make examples` does."""
+    result = subprocess.run(
+        [sys.executable, str(QUICKSTART / "build_suite.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (QUICKSTART / "suite" / "tasks.jsonl").is_file()
 
 
 @pytest.mark.parametrize("name", ["controls.yaml", "controls.command.yaml"])

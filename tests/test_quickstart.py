@@ -1,7 +1,12 @@
-"""The example suite: reproducible from its sources, and every gold patch passes in Docker."""
+"""The example suite: reproducible from its sources, and every gold patch passes in Docker.
+
+``examples/quickstart/suite/`` and ``patches/`` are built from ``src/`` and not
+committed; the tests build what they need (``make test`` runs pytest directly).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -10,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from runner.suite import load_suite
 from tests.conftest import run_cli
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
@@ -35,22 +42,56 @@ CANDIDATE = {
 }
 
 
-def test_builder_reproduces_the_committed_suite(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, str(QUICKSTART / "build_suite.py"), "--out", str(tmp_path)],
-        check=True,
-        capture_output=True,
-    )
-    built = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+def build_quickstart(out: Path | None = None) -> None:
+    """Run build_suite.py into *out*, or next to the sources (as `make examples` does)."""
+    command = [sys.executable, str(QUICKSTART / "build_suite.py")]
+    if out is not None:
+        command += ["--out", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def built_quickstart() -> Path:
+    """examples/quickstart with suite/ and patches/ built (a fresh clone has neither)."""
+    build_quickstart()
+    for rel in ("suite/tasks.jsonl", "patches/gold", "patches/candidate"):
+        assert (QUICKSTART / rel).exists(), rel
+    return QUICKSTART
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_builder_output_matches_the_pinned_suite_digest(tmp_path: Path) -> None:
+    """The drift check: a fresh build, wherever it goes, is the suite controls.yaml pins."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    build_quickstart(first)
+    build_quickstart(second)
+    built = _tree(first)
     assert built, "the builder wrote nothing"
-    for rel in built:
-        assert (tmp_path / rel).read_bytes() == (QUICKSTART / rel).read_bytes(), rel
+    assert built == _tree(second), "the builder is not deterministic"
+    assert any(rel.startswith("patches/gold/") for rel in built)
+    assert any(rel.startswith("patches/candidate/") for rel in built)
+
+    controls = yaml.safe_load((QUICKSTART / "controls.yaml").read_text(encoding="utf-8"))
+    assert controls["suite"]["file"] == "suite/tasks.jsonl"
+    pinned = controls["suite"]["sha256"]
+    tasks = first / "suite" / "tasks.jsonl"
+    assert hashlib.sha256(tasks.read_bytes()).hexdigest() == pinned, (
+        "examples/quickstart/src no longer builds the pinned suite: restore it, or update "
+        "suite.sha256 in examples/quickstart/controls.yaml and examples/openai/*.yaml"
+    )
+    assert len(load_suite(tasks, pinned).tasks) == 16  # every archive matches its task line
 
 
 @pytest.mark.docker
-def test_quickstart_gold_passes_control_fails(tmp_path: Path, docker_api: Any) -> None:
+def test_quickstart_gold_passes_control_fails(
+    tmp_path: Path, docker_api: Any, built_quickstart: Path
+) -> None:
     work = tmp_path / "quickstart"
-    shutil.copytree(QUICKSTART, work, ignore=shutil.ignore_patterns("src"))
+    shutil.copytree(built_quickstart, work, ignore=shutil.ignore_patterns("src"))
     result = run_cli("run", str(work / "controls.yaml"), "--out", str(tmp_path / "run"), "-j", "2")
     assert result.returncode == 0, result.stderr
     records = [

@@ -22,7 +22,8 @@ Every task lives in ``src/<id>/``:
     The recorded candidate agent's output, copied verbatim (at most one;
     none means the agent produced nothing).
 
-Outputs, all rewritten on every run and byte-identical across runs::
+Outputs, byte-identical on every run (the default ``--out`` is this
+script's directory)::
 
     suite/tasks.jsonl            one task per line, sorted by id
     suite/fixtures/<id>.tar      src/<id>/repo, files at the archive root
@@ -30,8 +31,21 @@ Outputs, all rewritten on every run and byte-identical across runs::
     patches/gold/<id>.*          reference arm
     patches/candidate/<id>.*     recorded candidate arm
 
+``suite/`` and ``patches/`` are built, not committed: they are git-ignored,
+and ``make examples`` (which ``make demo`` runs first) or the tests that need
+them build them from ``src/``. The builder is deterministic, so the suite
+digest pinned in ``controls.yaml`` (and in ``examples/openai/*.yaml``) stays
+valid and is the check that the sources have not drifted: if an edit under
+``src/`` changes ``tasks.jsonl``, the run stops on a digest mismatch until the
+pins are updated.
+
 Archives are reproducible: members sorted by path, directories included,
-mtime 0, owner 0:0 with empty names, modes 0o755/0o644, GNU format.
+mtime 0, owner 0:0 with empty names, modes 0o755/0o644, GNU format. Output
+files are written with mode 0o644, each atomically and only when its bytes
+change; files in the builder's own directories (``suite/fixtures``,
+``suite/hidden``, ``patches/gold``, ``patches/candidate``) that the sources no
+longer produce are removed. Rebuilding an up-to-date tree therefore writes
+nothing, and a concurrent reader never sees a partly written file.
 Only the standard library is used.
 
 Usage: ``python3 examples/quickstart/build_suite.py [--out DIR]``
@@ -40,13 +54,16 @@ Usage: ``python3 examples/quickstart/build_suite.py [--out DIR]``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +91,7 @@ ANSWER_KEYS = frozenset({"prompt", "kind", "expect", "schema", "metrics", "deadl
 # Output locations relative to --out; the builder owns exactly these.
 OWNED_DIRS = ("suite/fixtures", "suite/hidden", "patches/gold", "patches/candidate")
 TASKS_FILE = "suite/tasks.jsonl"
+FILE_MODE = 0o644
 
 
 class BuildError(Exception):
@@ -289,29 +307,72 @@ def build_task(
 
 
 def _write(path: Path, data: bytes) -> None:
+    """Make *path* a 0o644 file holding *data*: atomically, and only if it does not already."""
+    with contextlib.suppress(OSError):
+        if (
+            not path.is_symlink()
+            and path.is_file()
+            and path.stat().st_mode & 0o777 == FILE_MODE
+            and path.read_bytes() == data
+        ):
+            return
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _prune(out: Path, keep: set[str]) -> None:
+    """Remove whatever the owned directories hold beyond the *keep* paths (relative to *out*)."""
+    needed_dirs = {parent.as_posix() for rel in keep for parent in Path(rel).parents}
+    for owned in OWNED_DIRS:
+        root = out / owned
+        if root.is_symlink() or (root.exists() and not root.is_dir()):
+            root.unlink()
+        root.mkdir(parents=True, exist_ok=True)
+        # Deepest first, so a directory's contents are handled before it.
+        for path in sorted(root.rglob("*"), reverse=True):
+            rel = path.relative_to(out).as_posix()
+            if path.is_dir() and not path.is_symlink():
+                if rel not in needed_dirs:
+                    shutil.rmtree(path, ignore_errors=True)
+            elif rel not in keep:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
 
 
 def build(out: Path = HERE, src: Path = SRC) -> list[dict[str, Any]]:
-    """Build every task under *src* into *out*; return the task lines."""
+    """Build every task under *src* into *out*; return the task lines.
+
+    Afterwards the owned directories under *out* hold exactly the built files,
+    and ``suite/tasks.jsonl`` is written last, so a complete ``tasks.jsonl``
+    never names an archive that is not there yet.
+    """
     task_dirs = sorted(p for p in src.iterdir() if p.is_dir())
     if not task_dirs:
         raise BuildError(f"no tasks under {src}")
     results = [build_task(d) for d in task_dirs]
 
-    for rel in OWNED_DIRS:
-        shutil.rmtree(out / rel, ignore_errors=True)
-        (out / rel).mkdir(parents=True)
+    files: dict[str, bytes] = {}
     lines = []
     for line, suite_files, gold, candidate in results:
         for rel, data in suite_files.items():
-            _write(out / "suite" / rel, data)
+            files[f"suite/{rel}"] = data
         for name, data in gold.items():
-            _write(out / "patches" / "gold" / name, data)
+            files[f"patches/gold/{name}"] = data
         for name, data in candidate.items():
-            _write(out / "patches" / "candidate" / name, data)
+            files[f"patches/candidate/{name}"] = data
         lines.append(line)
+    _prune(out, set(files))
+    for rel, data in sorted(files.items()):
+        _write(out / rel, data)
     text = "".join(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n" for line in lines)
     _write(out / TASKS_FILE, text.encode("ascii"))
     return lines
@@ -320,21 +381,29 @@ def build(out: Path = HERE, src: Path = SRC) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--out", type=Path, default=HERE, help="output directory (default: next to this script)"
+        "--out",
+        type=Path,
+        default=HERE,
+        help="directory to write suite/ and patches/ into (default: next to this script, "
+        "where they are git-ignored and controls.yaml expects them)",
     )
     args = parser.parse_args(argv)
+    out = args.out.resolve()
     try:
-        lines = build(args.out.resolve())
+        lines = build(out)
     except BuildError as exc:
         print(f"build_suite: {exc}", file=sys.stderr)
         return 1
-    digest = sha256_hex((args.out / TASKS_FILE).read_bytes())
+    except OSError as exc:
+        print(f"build_suite: cannot write under {out}: {exc}", file=sys.stderr)
+        return 1
+    digest = sha256_hex((out / TASKS_FILE).read_bytes())
     kinds: dict[str, int] = {}
     for line in lines:
         label = f"{'repo' if 'repo' in line else 'answer'}/{line['kind']}"
         kinds[label] = kinds.get(label, 0) + 1
     summary = ", ".join(f"{n} {label}" for label, n in sorted(kinds.items()))
-    print(f"wrote {len(lines)} tasks ({summary}) to {args.out / TASKS_FILE}")
+    print(f"wrote {len(lines)} tasks ({summary}) to {out / TASKS_FILE}")
     print(f"tasks.jsonl sha256 {digest}")
     return 0
 

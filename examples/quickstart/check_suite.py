@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """Self-check of the quickstart suite, without Docker.
 
-For the built suite next to this script it checks that:
+``suite/`` and ``patches/`` are built from ``src/`` (``make examples``) and
+not committed, so this check builds them itself, into temporary directories,
+and checks that:
 
-* the builder is deterministic and the committed outputs are up to date
-  (two fresh builds into temporary directories are byte-identical to each
-  other and to ``suite/`` and ``patches/``);
+* the builder is deterministic (two fresh builds are byte-identical) and,
+  where ``suite/`` and ``patches/`` have been built next to this script, they
+  are up to date (a missing build is fine, a stale one is not);
+* the digest of the built ``tasks.jsonl`` equals the ``suite.sha256`` pinned in
+  ``controls.yaml`` and in every ``examples/openai/*.yaml`` that points at this
+  suite: the pin is the check that the sources have not drifted;
 * every archive matches the digest in its task line and unpacks safely;
 * on every ordinary repository task the visible tests pass on the fixture,
   the hidden test command FAILS on the fixture and PASSES after the gold
@@ -42,8 +47,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+# The build under check: main() points these at a fresh temporary build.
 SUITE = HERE / "suite"
 PATCHES = HERE / "patches"
+# Controls files that may pin this suite's digest.
+CONTROLS_FILES = (HERE / "controls.yaml", *sorted((HERE.parent / "openai").glob("*.yaml")))
 DEFAULT_PYTHON = HERE.parents[1] / ".venv" / "bin" / "python"
 
 MAX_MEMBERS = 1000
@@ -216,24 +224,69 @@ def schema_errors(value: Any, schema: dict[str, Any], where: str = "$") -> list[
 # --------------------------------------------------------------------------- checks
 
 
-def check_builder() -> str:
-    """Two fresh builds must equal each other and the committed outputs."""
+def load_builder() -> Any:
+    """Import build_suite.py next to this script (without writing __pycache__ there)."""
     spec = importlib.util.spec_from_file_location("build_suite", HERE / "build_suite.py")
     assert spec is not None and spec.loader is not None
     builder = importlib.util.module_from_spec(spec)
     sys.dont_write_bytecode = True  # leave no __pycache__ next to the sources
     spec.loader.exec_module(builder)
-    with tempfile.TemporaryDirectory() as first, tempfile.TemporaryDirectory() as second:
-        builder.build(Path(first))
+    return builder
+
+
+def check_builder(builder: Any, out: Path) -> str:
+    """Build into *out* and once more elsewhere: the two must be byte-identical.
+
+    ``suite/`` and ``patches/`` next to this script, where built, must equal them too.
+    """
+    builder.build(out)
+    with tempfile.TemporaryDirectory() as second:
         builder.build(Path(second))
         for rel in ("suite", "patches"):
-            mismatch = _tree_diff(Path(first) / rel, Path(second) / rel)
+            mismatch = _tree_diff(out / rel, Path(second) / rel)
             if mismatch:
                 raise CheckFailed(f"builder is not deterministic: {mismatch}")
-            mismatch = _tree_diff(Path(first) / rel, HERE / rel)
-            if mismatch:
-                raise CheckFailed(f"{rel}/ is stale, run build_suite.py: {mismatch}")
-    return "deterministic, outputs up to date"
+    built_here = [rel for rel in ("suite", "patches") if (HERE / rel).exists()]
+    for rel in built_here:
+        mismatch = _tree_diff(out / rel, HERE / rel)
+        if mismatch:
+            raise CheckFailed(f"{rel}/ is stale, run `make examples`: {mismatch}")
+    if built_here:
+        return "deterministic, suite/ and patches/ here up to date"
+    return "deterministic (suite/ and patches/ not built here; `make examples` builds them)"
+
+
+def suite_pin(controls: Path) -> tuple[str, str] | None:
+    """``(suite.file, suite.sha256)`` of a controls file, read without a YAML parser."""
+    text = controls.read_text(encoding="utf-8")
+    block = re.search(r"^suite:(.*?)(?=^\S|\Z)", text, re.MULTILINE | re.DOTALL)
+    if block is None:
+        return None
+    file = re.search(r"""\bfile:\s*['"]?([^\s,'"}]+)""", block.group(1))
+    sha = re.search(r"""\bsha256:\s*['"]?([0-9a-fA-F]*)""", block.group(1))
+    if file is None:
+        return None
+    return file.group(1), sha.group(1) if sha else ""
+
+
+def check_pins(tasks_file: Path) -> str:
+    """Every controls file that points at this suite pins the digest of the fresh build."""
+    digest = sha256_file(tasks_file)
+    pinned = []
+    for controls in CONTROLS_FILES:
+        pin = suite_pin(controls)
+        if pin is None or (controls.parent / pin[0]).resolve() != HERE / "suite" / "tasks.jsonl":
+            if controls.parent == HERE:
+                raise CheckFailed(f"{controls.name}: suite.file is not suite/tasks.jsonl")
+            continue
+        name = controls.relative_to(HERE.parent).as_posix()
+        if pin[1] != digest:
+            raise CheckFailed(
+                f"{name} pins suite sha256 {pin[1] or '(none)'}, the sources build {digest}; "
+                "restore src/, or update suite.sha256 in controls.yaml and examples/openai/*.yaml"
+            )
+        pinned.append(name)
+    return f"tasks.jsonl sha256 {digest} pinned in {', '.join(pinned)}"
 
 
 def _tree_diff(left: Path, right: Path) -> str | None:
@@ -418,11 +471,28 @@ def main(argv: list[str] | None = None) -> int:
         print("check_suite: git is required for git apply", file=sys.stderr)
         return 1
 
+    with tempfile.TemporaryDirectory(prefix="qs-build-") as out:
+        return check_all(Path(out), args.python)
+
+
+def check_all(out: Path, python: str) -> int:
+    """Build the suite into *out* and run every check on that build."""
+    global SUITE, PATCHES
+    builder = load_builder()
     failures = 0
     try:
-        print(f"builder: {check_builder()}")
+        print(f"builder: {check_builder(builder, out)}")
+    except builder.BuildError as exc:
+        print(f"builder: FAILED: {exc}")
+        return 1
     except CheckFailed as exc:
         print(f"builder: FAILED: {exc}")
+        failures += 1
+    SUITE, PATCHES = out / "suite", out / "patches"
+    try:
+        print(f"pins: {check_pins(SUITE / 'tasks.jsonl')}")
+    except CheckFailed as exc:
+        print(f"pins: FAILED: {exc}")
         failures += 1
 
     tasks = [
@@ -443,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     for task in tasks:
         kind = ("repo/" if "repo" in task else "answer/") + task["kind"]
         try:
-            row = check_task(task, args.python)
+            row = check_task(task, python)
             expected = EXPECTED_CANDIDATE.get(task["id"])
             if row["outcome"] != expected:
                 raise CheckFailed(f"candidate outcome {row['outcome']}, expected {expected}")

@@ -1,0 +1,255 @@
+"""A scripted, in-memory ``Sandbox`` for unit tests of orchestration logic. Not a machine.
+
+DESIGN allows a fake sandbox in one place only: unit tests of the harness's own
+orchestration (``execute_trial``'s phases, the model tool loop, the stop rules),
+where a container adds seconds and nothing under test. Hardening, adversarial
+and end-to-end tests keep the real engine (``runner.sandbox.docker``).
+
+What it does: every call is recorded (``requests``, ``archives``); each tar
+given to ``put_archive`` is unpacked into an in-memory tree (``files``,
+``dirs``) that ``read_file`` reads; ``run`` first asks the test's ``script``,
+and when that returns None, answers from the table below, a model of the
+harness's protocol with a sandbox (not a shell). A command the table does not
+name exits 0 with no output.
+
+================================  ====================================================
+command (as the harness sends it) answer
+================================  ====================================================
+baseline (``sh -c '... init'``)   exit 0, like any unnamed command
+``git ... apply ...``             exit 0, like any unnamed command
+``guard.py run -- ARGV``          exit 0, the guard's report ``deltarun-guard:
+                                  mode=ptrace exit=0`` on stderr (with
+                                  ``separate_stderr``, else in ``output``)
+``guard.py sweep``                exit 0, ``deltarun-guard: swept=0``
+``guard.py modules``              exit 0, ``factory.modules`` as a JSON list
+``git ... diff --cached ...``     exit 0, ``sandbox.patch`` on stdout (``take_patch``)
+``run_pytest.py`` (verify)        per ``factory.verdict``: ``pass``/``fail`` write the
+                                  results file the stdin spec names (its nonce,
+                                  ``finished``, ``exitstatus``, every declared test
+                                  passed/failed), exit 0/1; ``crash`` writes none,
+                                  exit 1; ``timeout`` returns ``timed_out``
+``$DELTARUN_HIDDEN_TEST``         exit 0 for ``pass``, 1 for ``fail``/``crash``,
+                                  ``timed_out`` for ``timeout``
+================================  ====================================================
+
+Not modelled: the kernel (processes, users, permissions, symlinks, ``realpath``),
+what commands do to files, resource limits, the network, and time: a timeout is
+an ``ExecResult`` a script returns, it never makes anyone wait. A test that
+needs any of these uses the real engine.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import posixpath
+import tarfile
+from collections.abc import Callable
+from typing import Literal
+
+from runner.errors import SandboxError
+from runner.sandbox.base import (
+    ExecRequest,
+    ExecResult,
+    ModelCall,
+    Sandbox,
+    SandboxFactory,
+    SandboxSpec,
+)
+
+Verdict = Literal["pass", "fail", "crash", "timeout"]
+Script = Callable[[ExecRequest, "FakeSandbox"], ExecResult | None]
+DEFAULT_MODULES = ("json", "os", "pytest", "_pytest", "pluggy", "sitecustomize")
+GUARD_REPORT = b"deltarun-guard: mode=ptrace exit=0\n"
+
+
+def exec_result(
+    exit_code: int | None = 0,
+    output: bytes = b"",
+    *,
+    stderr: bytes = b"",
+    timed_out: bool = False,
+    truncated: bool = False,
+    oom_killed: bool = False,
+) -> ExecResult:
+    """An ``ExecResult`` in one line, for scripts: ``exec_result(1, stderr=b"fatal")``."""
+    return ExecResult(exit_code, output, truncated, timed_out, 0.0, oom_killed, stderr)
+
+
+class FakeSandbox:
+    """One in-memory sandbox: records every call, answers ``run`` by script or table."""
+
+    def __init__(self, factory: FakeSandboxFactory, spec: SandboxSpec) -> None:
+        self.factory = factory
+        self.spec = spec
+        self.requests: list[ExecRequest] = []
+        self.archives: list[tuple[str, bytes]] = []
+        self.files: dict[str, bytes] = {}
+        self.dirs: set[str] = set()
+        self.patch = b""  # what ``git diff`` "writes" when the harness takes the patch
+        self.closed = False
+        # Like the real one: a model endpoint only for a spec with ``model_access``.
+        gateway = spec.model_access is not None
+        self.model_base_url: str | None = factory.model_base_url if gateway else None
+        self.gateway_calls: list[ModelCall] = list(factory.gateway_calls) if gateway else []
+
+    @property
+    def image_digest(self) -> str:
+        """The factory's ``image_digest``."""
+        return self.factory.image_digest
+
+    def model_calls(self) -> list[ModelCall]:
+        """``gateway_calls``, as a gateway's log would give them."""
+        return list(self.gateway_calls)
+
+    def put_archive(self, dest: str, tar_bytes: bytes) -> None:
+        """Record the tar and unpack its files and directories into ``files`` and ``dirs``."""
+        self._check_open()
+        self.archives.append((dest, tar_bytes))
+        with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as archive:
+            for member in archive.getmembers():
+                path = posixpath.normpath(posixpath.join(dest, member.name))
+                handle = archive.extractfile(member) if member.isfile() else None
+                if handle is not None:
+                    self.files[path] = handle.read()
+                else:
+                    self.dirs.add(path)
+                parent = posixpath.dirname(path)
+                while parent not in self.dirs and parent != "/":
+                    self.dirs.add(parent)
+                    parent = posixpath.dirname(parent)
+
+    def read_file(self, path: str, cap: int) -> tuple[bytes | None, bool]:
+        """A file of ``files`` (None when absent), at most ``cap`` bytes, and a truncated flag."""
+        self._check_open()
+        data = self.files.get(posixpath.normpath(path))
+        if data is None:
+            return None, False
+        return data[:cap], len(data) > cap
+
+    def run(self, request: ExecRequest) -> ExecResult:
+        """Record the request; the script's answer, else the table's (module docstring)."""
+        self._check_open()
+        self.requests.append(request)
+        if self.factory.script is not None:
+            scripted = self.factory.script(request, self)
+            if scripted is not None:
+                return scripted
+        return self._harness(request)
+
+    def ran(self, needle: str) -> list[ExecRequest]:
+        """The recorded requests whose argv (joined by spaces) contains ``needle``."""
+        return [r for r in self.requests if needle in " ".join(r.argv)]
+
+    def _harness(self, request: ExecRequest) -> ExecResult:
+        argv = list(request.argv)
+        shell = argv[2] if argv[:2] == ["sh", "-c"] and len(argv) > 2 else ""
+        guard = next((i for i, a in enumerate(argv[:-1]) if a.endswith("guard.py")), None)
+        action = argv[guard + 1] if guard is not None else ""
+        if "run_pytest.py" in shell:  # before "sweep": the same exec sweeps after pytest
+            return self._pytest(request)
+        if "DELTARUN_HIDDEN_TEST" in request.env:
+            verdict = self.factory.verdict
+            if verdict == "timeout":
+                return exec_result(None, timed_out=True)
+            return exec_result(0 if verdict == "pass" else 1, f"fake test: {verdict}\n".encode())
+        if " diff --cached " in shell:
+            return self._capped(request, self.patch)
+        if action == "run":
+            if request.separate_stderr:
+                return exec_result(0, stderr=GUARD_REPORT)
+            return exec_result(0, GUARD_REPORT)
+        if action == "sweep":
+            return exec_result(0, b"deltarun-guard: swept=0\n")
+        if action == "modules":
+            return self._capped(request, json.dumps(list(self.factory.modules)).encode())
+        return exec_result(0)
+
+    def _pytest(self, request: ExecRequest) -> ExecResult:
+        """The verify phase's pytest, by verdict: the results file the harness reads after."""
+        verdict = self.factory.verdict
+        if verdict == "timeout":
+            return exec_result(None, timed_out=True)
+        if verdict == "crash":
+            return exec_result(1, b"fake pytest: crashed before reporting\n")
+        spec = json.loads(request.stdin or b"{}")
+        outcome, status = ("passed", 0) if verdict == "pass" else ("failed", 1)
+        tests = {
+            entry if "::" in entry else f"{entry.rstrip('/')}::test_fake": outcome
+            for entry in spec["select"]
+        }
+        results = {
+            "nonce": spec["nonce"],
+            "finished": True,
+            "exitstatus": status,
+            "tests": tests,
+            "collect_errors": [],
+            "deselected": 0,
+        }
+        self.files[spec["results"]] = json.dumps(results).encode()
+        return exec_result(status, f"fake pytest: {len(tests)} {outcome}\n".encode())
+
+    def _capped(self, request: ExecRequest, stdout: bytes) -> ExecResult:
+        return exec_result(
+            0, stdout[: request.output_cap], truncated=len(stdout) > request.output_cap
+        )
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError("the fake sandbox was used after its session closed")
+
+
+class FakeSession:
+    """The context manager ``FakeSandboxFactory.open`` returns; closes its sandbox on exit."""
+
+    def __init__(self, sandbox: FakeSandbox) -> None:
+        self.sandbox = sandbox
+
+    def __enter__(self) -> FakeSandbox:
+        return self.sandbox
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.sandbox.closed = True
+
+
+class FakeSandboxFactory:
+    """Opens ``FakeSandbox``es that share one ``script``; keeps them in ``opened``, in order.
+
+    ``verdict`` decides the verify phase's test command; ``modules`` is what
+    ``guard.py modules`` lists; ``model_base_url`` and ``gateway_calls`` are what a
+    sandbox opened with ``model_access`` reports. All can be set between trials.
+    """
+
+    def __init__(
+        self,
+        script: Script | None = None,
+        image_digest: str = "sha256:fake",
+        *,
+        verdict: Verdict = "fail",
+        modules: tuple[str, ...] = DEFAULT_MODULES,
+    ) -> None:
+        self.script = script
+        self.image_digest = image_digest
+        self.verdict: Verdict = verdict
+        self.modules = modules
+        self.model_base_url: str | None = None
+        self.gateway_calls: list[ModelCall] = []
+        self.opened: list[FakeSandbox] = []
+
+    @property
+    def specs(self) -> list[SandboxSpec]:
+        """The spec of every sandbox opened, in order."""
+        return [sandbox.spec for sandbox in self.opened]
+
+    def open(self, spec: SandboxSpec) -> FakeSession:
+        """A session over a fresh ``FakeSandbox`` (recorded in ``opened`` at once)."""
+        sandbox = FakeSandbox(self, spec)
+        self.opened.append(sandbox)
+        return FakeSession(sandbox)
+
+
+def _implements(
+    factory: FakeSandboxFactory, sandbox: FakeSandbox
+) -> tuple[SandboxFactory, Sandbox]:
+    """Never called: mypy checks here that the fakes implement the protocols."""
+    return factory, sandbox
