@@ -94,7 +94,9 @@ class FakeModel:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), self._handler())
         self.base_url = f"http://{host}:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     def __enter__(self) -> FakeModel:
         self._thread.start()

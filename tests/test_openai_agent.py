@@ -2,12 +2,16 @@
 
 The endpoint (tests/fake_openai.py) listens on 127.0.0.1 and speaks the real
 chat-completions protocol over HTTP; every tool call runs in a real sandbox.
+These are the tests that need a kernel: real reads, writes and commands,
+symlinks resolved in the sandbox, a command's timeout, the hidden test's
+absence, the CLI. The loop's logic (turns, stops, retries, tokens, caps, the
+route lock, refusals) is tested on the in-memory sandbox in
+tests/test_model_loop_fake.py.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +26,7 @@ from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite import load_suite
 from runner.trial import TrialEnv, execute_trial
 from tests.conftest import leftover_sandboxes, run_cli
-from tests.fake_openai import FakeModel, Step, call, error, reply
+from tests.fake_openai import FakeModel, Step, call, reply
 from tests.helpers import ADD_GOLD, make_suite, repo_task
 
 pytestmark = pytest.mark.docker
@@ -226,107 +230,6 @@ def test_a_symlink_the_model_made_cannot_lead_a_tool_out(tmp_path: Path, docker_
     assert trial.outcome is Outcome.FALSE_ABSTAIN and trial.stop_reason == "abstain"
 
 
-def test_another_model_name_is_a_route_mismatch(tmp_path: Path, docker_api: Any) -> None:
-    script = [reply(call("submit", {}), model="gpt-4o-mini")]
-    with FakeModel(script) as fake:
-        trial = run_model(docker_api, suite_for(tmp_path, fake.base_url))
-    assert trial.route_mismatch and trial.outcome is Outcome.ERROR
-    assert trial.stop_reason == "route_mismatch"
-    assert "gpt-4o-mini" in (trial.error or "") and MODEL in (trial.error or "")
-    assert trial.tool_calls == 0  # nothing the other model asked for was carried out
-
-
-def test_accept_models_admits_a_named_snapshot(tmp_path: Path, docker_api: Any) -> None:
-    script = [reply(call("submit", {}), model="qwen-test-2026-11")]
-    with FakeModel(script) as fake:
-        controls = suite_for(
-            tmp_path, fake.base_url, route={"accept_models": ["qwen-test-2026-11"]}
-        )
-        trial = run_model(docker_api, controls)
-    assert not trial.route_mismatch and trial.outcome is Outcome.MISS
-
-
-def test_rate_limit_and_5xx_are_retried_as_infrastructure(tmp_path: Path, docker_api: Any) -> None:
-    script = [
-        error(429, "slow down", retry_after="0"),
-        error(503, "overloaded", retry_after="0"),
-        reply(call("apply_patch", {"patch": ADD_GOLD}), usage=(40, 30)),
-        reply(call("submit", {}), usage=(50, 2)),
-    ]
-    with FakeModel(script) as fake:
-        trial = run_model(docker_api, suite_for(tmp_path, fake.base_url))
-    assert trial.outcome is Outcome.SUCCESS, trial.error
-    assert trial.retries_used == 0  # endpoint retries are not agent retries
-    assert (trial.prompt_tokens, trial.completion_tokens) == (90, 32)
-    assert len(fake.requests) == 4
-    assert trial.transcript is not None
-    assert [e.get("attempts") for e in trial.transcript if e["role"] == "assistant"] == [3, 1]
-
-
-def test_endpoint_that_keeps_failing_is_an_error_not_a_miss(
-    tmp_path: Path, docker_api: Any
-) -> None:
-    with FakeModel(lambda body, index: error(500, "boom", retry_after="0")) as fake:
-        trial = run_model(docker_api, suite_for(tmp_path, fake.base_url))
-    assert trial.outcome is Outcome.ERROR and trial.stop_reason == "endpoint_error"
-    assert "failed 3 attempts" in (trial.error or "") and "HTTP 500" in (trial.error or "")
-    assert len(fake.requests) == 3
-
-
-def test_whole_trial_retries_are_counted_in_retries_used(tmp_path: Path, docker_api: Any) -> None:
-    def flaky(body: dict[str, Any], index: int) -> Step:
-        if index < 2:  # the first attempt of the trial spends both of its request attempts
-            return error(500, "boom", retry_after="0")
-        if index == 2:
-            return reply(call("apply_patch", {"patch": ADD_GOLD}))
-        return reply(call("submit", {}))
-
-    with FakeModel(flaky) as fake:
-        controls = suite_for(
-            tmp_path, fake.base_url, route={"max_attempts": 2}, runtime={"max_retries": 1}
-        )
-        trial = run_model(docker_api, controls)
-    assert trial.outcome is Outcome.SUCCESS and trial.retries_used == 1 and trial.attempt == 2
-
-
-def test_malformed_arguments_get_an_error_then_end_the_trial(
-    tmp_path: Path, docker_api: Any
-) -> None:
-    script = [
-        reply(call("read_file", '{"path": "calc/__init__.py"')),  # cut off
-        reply(call("read_file", "not json at all")),
-        reply(call("read_file", {"path": "calc/__init__.py"})),  # corrected
-        reply(call("write_file", "{")),
-        reply(call("write_file", "[1, 2]")),
-        reply(call("write_file", '{"path": 3, "content": "x"}')),
-    ]
-    with FakeModel(script) as fake:
-        trial = run_model(docker_api, suite_for(tmp_path, fake.base_url))
-    results = [m["content"] for m in tool_results(fake)]
-    assert results[0].startswith("error: arguments are not acceptable JSON")
-    assert "return a - b" in results[2]
-    assert trial.stop_reason == "malformed_tool_calls" and len(fake.requests) == 6
-    assert not trial.tool_violation  # malformed is not hostile
-    assert trial.outcome is Outcome.MISS and trial.error is None
-
-
-def test_a_model_that_loops_stops_at_the_turn_limit(tmp_path: Path, docker_api: Any) -> None:
-    loop = lambda body, index: reply(call("list_dir", {}), usage=(10, 1))  # noqa: E731
-    with FakeModel(loop) as fake:
-        controls = suite_for(tmp_path, fake.base_url, agent={"type": "openai", "max_turns": 4})
-        trial = run_model(docker_api, controls)
-    assert trial.stop_reason == "turn_limit" and len(fake.requests) == 4
-    assert (trial.prompt_tokens, trial.completion_tokens, trial.tool_calls) == (40, 4, 4)
-    assert trial.outcome is Outcome.MISS
-
-
-def test_a_model_that_never_calls_a_tool(tmp_path: Path, docker_api: Any) -> None:
-    with FakeModel([reply(content="I would change add() to return a + b.")]) as fake:
-        trial = run_model(docker_api, suite_for(tmp_path, fake.base_url))
-    assert trial.stop_reason == "no_tool_call" and trial.outcome is Outcome.MISS
-    assert trial.tool_calls == 0
-
-
 def test_the_wall_clock_limit_holds_against_a_slow_model(tmp_path: Path, docker_api: Any) -> None:
     def slow(body: dict[str, Any], index: int) -> Step:
         if index == 0:
@@ -337,29 +240,6 @@ def test_the_wall_clock_limit_holds_against_a_slow_model(tmp_path: Path, docker_
         trial = run_model(docker_api, suite_for(tmp_path, fake.base_url, timeout_s=3))
     assert trial.outcome is Outcome.TIMEOUT and trial.stop_reason == "deadline"
     assert trial.wall_s < 30
-
-
-def test_a_model_that_answers_too_slowly_times_out_at_the_limit(
-    tmp_path: Path, docker_api: Any
-) -> None:
-    def stalls(body: dict[str, Any], index: int) -> Step:
-        time.sleep(8)
-        return reply(call("submit", {}))
-
-    with FakeModel(stalls) as fake:
-        trial = run_model(docker_api, suite_for(tmp_path, fake.base_url, timeout_s=2))
-    assert trial.outcome is Outcome.TIMEOUT and trial.stop_reason == "deadline"
-    assert trial.wall_s < 8  # the trial did not wait for the reply
-
-
-def test_a_flood_of_calls_in_one_reply_is_capped(tmp_path: Path, docker_api: Any) -> None:
-    flood = [call("list_dir", {}) for _ in range(40)]
-    with FakeModel([reply(*flood), reply(call("submit", {}))]) as fake:
-        trial = run_model(docker_api, suite_for(tmp_path, fake.base_url))
-    results = [m["content"] for m in tool_results(fake)]
-    assert len(results) == 40 and results[-1].startswith("error: not run")
-    assert sum(r.startswith("error: not run") for r in results) == 8
-    assert trial.stop_reason == "submit"
 
 
 def test_run_hidden_test_grades_in_a_separate_sandbox(tmp_path: Path, docker_api: Any) -> None:
@@ -377,52 +257,6 @@ def test_run_hidden_test_grades_in_a_separate_sandbox(tmp_path: Path, docker_api
     assert results[0] == "fail" and results[3] == "pass"
     assert "No such file" in results[1] and "assert add(2, 3)" not in results[1]
     assert trial.outcome is Outcome.SUCCESS
-
-
-def test_run_hidden_test_does_not_give_a_negative_control_away(
-    tmp_path: Path, docker_api: Any
-) -> None:
-    tasks = [repo_task("neg", kind="negative", hidden=False, prompt="Fix add() per the spec.")]
-    script = [reply(call("run_hidden_test", {})), reply(call("submit", {}))]
-    with FakeModel(script) as fake:
-        controls = suite_for(tmp_path, fake.base_url, allowlist=["run_hidden_test"], tasks=tasks)
-        trial = run_model(docker_api, controls, "neg")
-    assert tool_results(fake)[0]["content"] == "fail"  # as for any unsolved task
-    assert trial.outcome is Outcome.INVALID_COMPLETION
-
-
-def test_run_hidden_test_is_refused_unless_listed(tmp_path: Path, docker_api: Any) -> None:
-    with FakeModel([reply(call("run_hidden_test", {})), reply(call("submit", {}))]) as fake:
-        trial = run_model(docker_api, suite_for(tmp_path, fake.base_url))
-    assert tool_results(fake)[0]["content"].startswith("refused: ")
-    assert trial.tool_violation
-
-
-def test_answer_task_is_answered_through_submit(tmp_path: Path, docker_api: Any) -> None:
-    tasks = [
-        {
-            "id": "a1",
-            "kind": "ordinary",
-            "prompt": "What is 6 times 7? Answer with a number.",
-            "expect": 42,
-            "metrics": ["exact_match"],
-            "deadline_s": 30,
-        }
-    ]
-    with FakeModel([reply(call("submit", {"answer": 42}))]) as fake:
-        trial = run_model(docker_api, suite_for(tmp_path, fake.base_url, tasks=tasks), "a1")
-    assert trial.outcome is Outcome.SUCCESS and trial.answer == 42
-
-
-def test_unreachable_endpoint_is_an_error_with_the_reason(tmp_path: Path, docker_api: Any) -> None:
-    import socket
-
-    with socket.socket() as probe:  # a loopback port with nothing listening
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    controls = suite_for(tmp_path, f"http://127.0.0.1:{port}/v1", route={"max_attempts": 2})
-    trial = run_model(docker_api, controls)
-    assert trial.outcome is Outcome.ERROR and "unreachable" in (trial.error or "")
 
 
 def test_cli_run_scores_the_model_and_keeps_the_key_out(tmp_path: Path, docker_api: Any) -> None:

@@ -9,27 +9,10 @@ import pytest
 
 from runner.errors import ArchiveError, DigestMismatch, UserError
 from runner.hashing import sha256_file
-from runner.sealing import pin_suite_digest, seal_target
 from runner.suite import load_suite, read_tasks, seal
 from tests.helpers import make_suite, repo_task
 
 ARMS = [{"name": "c", "control": True, "agent": {"type": "scripted", "action": "noop"}}]
-
-
-def test_seal_writes_digests_and_pins_controls(tmp_path: Path) -> None:
-    controls = make_suite(tmp_path, [repo_task("t1")], ARMS, seal=False)
-    from runner.config.loader import load_controls
-
-    digest, written = seal_target(controls, load_controls)
-    tasks_path = tmp_path / "suite" / "tasks.jsonl"
-    assert written == [tasks_path, controls]
-    assert sha256_file(tasks_path) == digest
-    line = json.loads(tasks_path.read_text())
-    assert line["repo_sha256"] == sha256_file(tmp_path / "suite" / "fixtures" / "t1.tar")
-    assert digest in controls.read_text()
-    suite = load_suite(tasks_path, digest)
-    assert [t.id for t in suite.tasks] == ["t1"]
-    assert seal(tasks_path) == digest  # sealing twice changes nothing
 
 
 def test_one_changed_byte_is_a_digest_mismatch(tmp_path: Path) -> None:
@@ -102,16 +85,3 @@ def test_duplicate_ids(tmp_path: Path) -> None:
     path.write_text(line + "\n" + line + "\n")
     with pytest.raises(UserError, match=r"tasks\.jsonl:2: id: 'a' appears twice"):
         read_tasks(path)
-
-
-def test_pin_suite_digest_flow_and_block_forms() -> None:
-    flow = 'protocol_id: x\nsuite: {file: s/tasks.jsonl, sha256: ""}  # pinned\narms: []\n'
-    assert pin_suite_digest(flow, "ab" * 32) == (
-        f"protocol_id: x\nsuite: {{file: s/tasks.jsonl, sha256: {'ab' * 32}}}  # pinned\narms: []\n"
-    )
-    block = "suite:\n  file: s/tasks.jsonl\n  sha256: ''\narms: []\n"
-    assert (
-        pin_suite_digest(block, "cd" * 32)
-        == f"suite:\n  file: s/tasks.jsonl\n  sha256: {'cd' * 32}\narms: []\n"
-    )
-    assert pin_suite_digest("suite: {file: x}\n", "ab") is None
