@@ -264,7 +264,6 @@ def test_deadline_kills_everything(sandbox: DockerSandbox, mode: str) -> None:
     program = ["sh", "-c", "setsid sleep 100 & sleep 100"]
     argv = ["timeout", "-k", "1", "2", *RUN, *MODES[mode], "--", *program]
     result = run(sandbox, argv, timeout_s=20)
-    assert 1.9 < result.duration_s < 4, result
     assert result.exit_code == 124, result.output
     assert parse_report(result.output) == {"mode": mode, "terminated": "15"}
     assert check(sandbox)["procs"] == []

@@ -78,7 +78,6 @@ class ExecResult:
     output: bytes
     output_truncated: bool
     timed_out: bool
-    duration_s: float
     oom_killed: bool = False
     stderr: bytes = b""  # only with ``ExecRequest.separate_stderr``; otherwise in ``output``
 

@@ -384,7 +384,6 @@ class DockerSandbox:
             output=output,
             output_truncated=truncated,
             timed_out=timed_out,
-            duration_s=duration,
             oom_killed=killed and self.oom_kills() > 0,
             stderr=stderr,
         )

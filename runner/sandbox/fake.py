@@ -73,7 +73,7 @@ def exec_result(
     oom_killed: bool = False,
 ) -> ExecResult:
     """An ``ExecResult`` in one line, for scripts: ``exec_result(1, stderr=b"fatal")``."""
-    return ExecResult(exit_code, output, truncated, timed_out, 0.0, oom_killed, stderr)
+    return ExecResult(exit_code, output, truncated, timed_out, oom_killed, stderr)
 
 
 class FakeSandbox:
