@@ -27,7 +27,7 @@ ARMS = [{"name": "c", "control": True, "agent": {"type": "scripted", "action": "
 STALE = "0123456789abcdef" * 4
 DIGEST = "ab" * 32
 
-# (name, lines of the `suite` entry, how `file` is written, whether the pin is in flow style)
+# (name, lines of the `suite` entry, how `file` is written); the name says flow or block
 FORMS = [
     ("flow-single-quotes", ["suite: {file: suite/tasks.jsonl, sha256: ''}"], "suite/tasks.jsonl"),
     ("flow-double-quotes", ['suite: {file: suite/tasks.jsonl, sha256: ""}'], "suite/tasks.jsonl"),
