@@ -85,8 +85,11 @@ def start_bench_worker(server: RedisServer, log: Path, concurrency: int) -> subp
     """``bench/bench_worker.py``, waited for until it serves its queue."""
     handle = log.open("ab")
     worker = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "bench_worker.py"), "--broker", server.url]
-        + ["-c", str(concurrency), "--name", f"b{concurrency}"],
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_worker.py"),
+            *("--broker", server.url, "-c", str(concurrency), "--name", f"b{concurrency}"),
+        ],
         stdout=handle,
         stderr=subprocess.STDOUT,
         env={**os.environ, **FAST_ENV},
