@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from runner.agents.base import Agent  # noqa: E402
 from runner.distributed.worker import register, serve  # noqa: E402
 from runner.models import Job, Outcome, Task, Trial  # noqa: E402
+from runner.record import bare_record  # noqa: E402
 from runner.trial import TrialEnv  # noqa: E402
 from tests.helpers import PY_IMAGE  # noqa: E402
 
@@ -38,25 +39,8 @@ class NoSandboxes:
 
 def bench_trial_without_docker(job: Job, task: Task, agent: Agent, env: TrialEnv) -> Trial:
     """A trial body that does no Docker work: a miss, recorded and published as usual."""
-    now = env.clock().isoformat()
-    return Trial(
-        run_id=job.run_id,
-        job_id=job.job_id,
-        protocol_sha256=job.protocol_sha256,
-        task_id=job.task_id,
-        arm=job.arm,
-        repeat=job.repeat,
-        task_kind=task.kind,
-        outcome=Outcome.MISS,
-        passed=False,
-        timeout=False,
-        tool_violation=False,
-        abstained=False,
-        wall_s=0.0,
-        worker=env.worker,
-        started_at=now,
-        finished_at=now,
-    )
+    now = env.clock()
+    return bare_record(job, task.kind, Outcome.MISS, env.worker, now, now)
 
 
 def main() -> None:

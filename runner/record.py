@@ -18,7 +18,7 @@ from runner.agents.base import AgentResult
 from runner.bounded_json import BoundsError, check_storable, sanitize
 from runner.config.model import Caps
 from runner.hashing import sha256_bytes
-from runner.models import Job, Outcome, Task, Trial, grading_of
+from runner.models import Job, Outcome, Task, TaskKind, Trial, grading_of
 from runner.outcomes import classify
 
 MAX_DROPPED_LISTED = 50
@@ -45,6 +45,38 @@ class Facts:
     error: str | None = None
 
 
+def bare_record(
+    job: Job,
+    kind: TaskKind,
+    outcome: Outcome,
+    worker: str,
+    started_at: datetime,
+    finished_at: datetime,
+    **fields: Any,
+) -> Trial:
+    """A record of ``job`` with nothing but its outcome (and ``fields``): for a job whose full
+    record cannot be built, and for bodies that run no trial (benchmarks, tests)."""
+    return Trial(
+        run_id=job.run_id,
+        job_id=job.job_id,
+        protocol_sha256=job.protocol_sha256,
+        task_id=job.task_id,
+        arm=job.arm,
+        repeat=job.repeat,
+        task_kind=kind,
+        outcome=outcome,
+        passed=outcome is Outcome.SUCCESS,
+        timeout=outcome is Outcome.TIMEOUT,
+        tool_violation=fields.pop("tool_violation", False),
+        abstained=outcome in (Outcome.ABSTAIN_OK, Outcome.FALSE_ABSTAIN),
+        wall_s=fields.pop("wall_s", 0.0),
+        worker=worker,
+        started_at=started_at.isoformat(),
+        finished_at=finished_at.isoformat(),
+        **fields,
+    )
+
+
 def error_record(
     job: Job,
     task: Task,
@@ -56,25 +88,16 @@ def error_record(
 ) -> Trial:
     """The smallest record of a job whose full record could not be built or read: a
     deltarun error naming the cause, so the job is neither lost nor counted as a miss."""
-    return Trial(
-        run_id=job.run_id,
-        job_id=job.job_id,
-        protocol_sha256=job.protocol_sha256,
-        task_id=job.task_id,
-        arm=job.arm,
-        repeat=job.repeat,
-        task_kind=task.kind,
-        outcome=Outcome.ERROR,
-        passed=False,
-        timeout=False,
-        tool_violation=False,
-        abstained=False,
+    return bare_record(
+        job,
+        task.kind,
+        Outcome.ERROR,
+        worker,
+        started_at,
+        finished_at,
         wall_s=round(wall_s, 3),
         error=clean_text(f"deltarun could not record this trial: {error}")[:2000],
         grading=grading_of(task).value,
-        worker=worker,
-        started_at=started_at.isoformat(),
-        finished_at=finished_at.isoformat(),
     )
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from runner.agents.factory import make_agent
-from runner.agents.model.policy import TOOL_NAMES
 from runner.config.loader import load_controls
 from runner.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
@@ -27,12 +26,10 @@ from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Verdict, exec_r
 from runner.suite import load_suite
 from runner.trial import execute_trial
 from tests.fake_openai import FakeModel, Step, call, error, reply
-from tests.helpers import ADD_GOLD, make_suite, repo_task
+from tests.helpers import ADD_GOLD, repo_task
+from tests.test_openai_agent import MODEL, suite_for
 
-MODEL = "qwen-test"
 # Every tool but the grading oracle and the two that are always offered.
-ALL_TOOLS = [t for t in TOOL_NAMES if t not in ("run_hidden_test", "submit", "abstain")]
-CONTROL = {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}}
 RESOLVED_READ = 'realpath -m -- "$1" || exit 120; printf "\\000"; shift; exec "$@"'
 
 
@@ -65,31 +62,6 @@ def toolbox_in_memory(request: ExecRequest, sandbox: FakeSandbox) -> ExecResult 
 
 def posix_parent(path: str) -> str:
     return path.rsplit("/", 1)[0]
-
-
-def suite_for(
-    root: Path,
-    base_url: str,
-    *,
-    allowlist: list[str] | None = None,
-    agent: dict[str, Any] | None = None,
-    route: dict[str, Any] | None = None,
-    tasks: list[dict[str, Any]] | None = None,
-    timeout_s: float = 60,
-    runtime: dict[str, Any] | None = None,
-) -> Path:
-    return make_suite(
-        root,
-        tasks or [repo_task("t1", timeout_s=timeout_s)],
-        [CONTROL, {"name": "model", "agent": agent or {"type": "openai", "max_turns": 8}}],
-        tools={
-            "allowlist": ALL_TOOLS if allowlist is None else allowlist,
-            "forbidden_paths": [".git/", "secrets/"],
-            "call_timeout_s": 20,
-        },
-        route={"base_url": base_url, "model": MODEL, "max_attempts": 3, **(route or {})},
-        runtime=runtime,
-    )
 
 
 def sandboxes(verdict: Verdict = "fail") -> FakeSandboxFactory:

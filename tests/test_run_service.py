@@ -7,6 +7,7 @@ run directory as an executor would hand them back.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from runner.errors import RouteMismatch
 from runner.models import Job, Outcome, TaskKind, Trial
 from runner.prepare import PreparedRun, prepare
+from runner.record import bare_record
 from runner.run_service import Recording, describe, stop_reason
 from runner.rundir import DUPLICATES
 from tests.helpers import PY_IMAGE, make_suite, repo_task
@@ -40,26 +42,18 @@ def prepared_run(root: Path, channel: str) -> PreparedRun:
 
 def record(job: Job, outcome: Outcome = Outcome.MISS, *, mismatch: bool = False) -> Trial:
     """The record an executor hands back for ``job``."""
-    return Trial(
-        run_id=job.run_id,
-        job_id=job.job_id,
-        protocol_sha256=job.protocol_sha256,
-        task_id=job.task_id,
-        arm=job.arm,
-        repeat=job.repeat,
-        task_kind=TaskKind.ORDINARY,
-        outcome=Outcome.ERROR if mismatch else outcome,
-        passed=outcome is Outcome.SUCCESS and not mismatch,
-        timeout=False,
-        tool_violation=False,
-        abstained=False,
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    return bare_record(
+        job,
+        TaskKind.ORDINARY,
+        Outcome.ERROR if mismatch else outcome,
+        "test",
+        at,
+        at,
         wall_s=1.0,
         error=MISMATCH if mismatch else None,
         route_mismatch=mismatch,
         stop_reason="route_mismatch" if mismatch else "submit",
-        worker="test",
-        started_at="2026-12-01T00:00:00+00:00",
-        finished_at="2026-12-01T00:00:01+00:00",
     )
 
 
