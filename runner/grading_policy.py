@@ -56,8 +56,10 @@ RUNNER_FILES = frozenset(
 )
 # Modules the interpreter imports by itself at start-up when they are on the path.
 STARTUP_HOOKS = frozenset({"sitecustomize", "usercustomize"})
-# Where a hidden test's package or runner hooks live: the harness owns these names there.
-HARNESS_NAMES = frozenset({"__init__.py", "conftest.py"})
+# Beside the hidden tests the harness owns their package's __init__ (as any kind of module
+# file: Python prefers an extension module or bytecode to the source) and pytest's hooks.
+HARNESS_MODULES = frozenset({"__init__"})
+HARNESS_FILES = frozenset({"conftest.py"})
 _MODULE_SUFFIXES = (".py", ".pyw", ".pyc", ".pyo", ".so", ".pyd")
 _MAX_ROUNDS = 8
 
@@ -154,7 +156,10 @@ def _path_rule(f: FileDiff, ground: Ground, hidden_dirs: frozenset[str]) -> Drop
     for path in f.paths:
         name = posixpath.basename(path)
         parent = posixpath.dirname(path)
-        if name in HARNESS_NAMES and parent in hidden_dirs:
+        harness = name in HARNESS_FILES or (
+            name.endswith(_MODULE_SUFFIXES) and module_name(name) in HARNESS_MODULES
+        )
+        if harness and parent in hidden_dirs:
             return Dropped(path, "harness file beside the hidden tests", True)
         if _touches_hidden(path, ground.hidden_files, hidden_dirs):
             return Dropped(path, "hidden test path", False)

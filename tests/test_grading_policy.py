@@ -63,6 +63,11 @@ def rules(*files: FileDiff, ground: Ground = GROUND) -> dict[str, tuple[str, boo
         (add("conftest.py"), "harness file beside the hidden tests"),
         (change("tests/conftest.py"), "harness file beside the hidden tests"),
         (change("tests/__init__.py"), "harness file beside the hidden tests"),
+        (
+            add("tests/__init__.cpython-311-x86_64-linux-gnu.so"),
+            "harness file beside the hidden tests",
+        ),
+        (add("tests/__init__.pyw"), "harness file beside the hidden tests"),
         (add("lib/conftest.py"), "test runner configuration"),
         (add("pytest.ini"), "test runner configuration"),
         (add("tox.ini"), "test runner configuration"),
