@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +45,53 @@ def docker_api() -> Iterator[object]:
     yield docker.APIClient(version="auto", timeout=60, **docker.utils.kwargs_from_env())
 
 
+_TEST_STARTED = [0.0]
+
+
+@pytest.fixture(autouse=True)
+def _test_clock() -> None:
+    """When this test began: leak checks count only what it created."""
+    _TEST_STARTED[0] = time.time()
+
+
+def _since_test_start(created: int | str) -> bool:
+    """Docker reports containers' creation in epoch seconds, volumes' and networks' in RFC 3339."""
+    if isinstance(created, str):
+        moment = datetime.fromisoformat(created)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        created = int(moment.timestamp())
+    return created >= int(_TEST_STARTED[0])
+
+
 def leftover_sandboxes(api: object, run: str | None = None) -> tuple[list[str], list[str]]:
+    """Labelled containers and volumes that outlived a trial of this test (of ``run``).
+
+    Only what was created since the test began counts: a sandbox a killed earlier
+    session left behind (removed by ``deltarun gc`` once past its deadline) is not
+    this test's leak, and one leak fails one test, not every later one.
+    """
     label = "deltarun.deadline" if run is None else f"deltarun.run={run}"
-    containers = [c["Id"][:12] for c in api.containers(all=True, filters={"label": label})]  # type: ignore[attr-defined]
+    containers = [
+        c["Id"][:12]
+        for c in api.containers(all=True, filters={"label": label})  # type: ignore[attr-defined]
+        if _since_test_start(c["Created"])
+    ]
     volumes = [
-        v["Name"] for v in (api.volumes(filters={"label": label}) or {}).get("Volumes") or []
-    ]  # type: ignore[attr-defined]
+        v["Name"]
+        for v in (api.volumes(filters={"label": label}) or {}).get("Volumes") or []  # type: ignore[attr-defined]
+        if _since_test_start(v["CreatedAt"])
+    ]
     return containers, volumes
+
+
+def leftover_networks(api: object) -> list[str]:
+    """Labelled networks created since the test began that are still there."""
+    return [
+        n["Name"]
+        for n in api.networks(filters={"label": "deltarun.deadline"})  # type: ignore[attr-defined]
+        if _since_test_start(n["Created"])
+    ]
 
 
 def run_cli(

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
+import docker.errors
 import pytest
 
-from tests.conftest import run_cli
+from runner.sandbox.docker import REMOVE_ATTEMPTS, _remove_container
+from tests import conftest
+from tests.conftest import leftover_sandboxes, run_cli
 from tests.helpers import PY_IMAGE
 
 pytestmark = pytest.mark.docker
@@ -39,3 +43,42 @@ def test_gc_removes_only_expired(docker_api: Any) -> None:
                 docker_api.remove_container(container, force=True)
             except Exception:
                 pass
+
+
+def test_leak_checks_ignore_what_an_earlier_session_left(docker_api: Any) -> None:
+    """A sandbox left by a killed earlier run is `gc`'s to remove, not a leak of this test."""
+    run = f"stale-{uuid.uuid4().hex[:8]}"
+    labels = {"deltarun.deadline": str(int(time.time() - 10)), "deltarun.run": run}
+    made = []
+    try:
+        made.append(docker_api.create_container(PY_IMAGE, command=["true"], labels=labels)["Id"])
+        time.sleep(1.1)
+        conftest._TEST_STARTED[0] = time.time()  # this test "begins" after the stale one
+        assert leftover_sandboxes(docker_api, run=run) == ([], [])
+        made.append(docker_api.create_container(PY_IMAGE, command=["true"], labels=labels)["Id"])
+        assert leftover_sandboxes(docker_api, run=run) == ([made[1][:12]], [])
+    finally:
+        for container in made:
+            docker_api.remove_container(container, force=True)
+
+
+class _BusyEngine:
+    """A Docker client whose forced removal fails while the engine is still killing."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def remove_container(self, container: str, force: bool, v: bool) -> None:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise docker.errors.APIError("removal of container is already in progress")
+
+
+def test_removal_retries_a_busy_engine() -> None:
+    busy = _BusyEngine(failures=2)
+    _remove_container(busy, "c1")  # type: ignore[arg-type]
+    assert busy.calls == 3
+    stuck = _BusyEngine(failures=100)
+    _remove_container(stuck, "c1")  # type: ignore[arg-type]
+    assert stuck.calls == REMOVE_ATTEMPTS

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import leftover_sandboxes, run_cli
+from tests.conftest import leftover_networks, leftover_sandboxes, run_cli
 from tests.helpers import ADD_GOLD, PY_IMAGE, make_suite, repo_task
 
 pytestmark = pytest.mark.docker
@@ -112,8 +112,7 @@ def test_command_agent_reaches_the_model_through_the_gateway(
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
     assert leftover_sandboxes(docker_api) == ([], [])
-    left = docker_api.networks(filters={"label": "deltarun.deadline"})
-    assert left == [], left
+    assert leftover_networks(docker_api) == []
 
 
 def test_another_model_behind_the_route_is_a_route_mismatch(

@@ -50,6 +50,7 @@ from runner.sandbox.model_gateway import GatewaySpec, ModelGateway
 LABEL_PREFIX = "deltarun."
 KILL_GRACE_S = 2.0
 WATCHDOG_GRACE_S = 10.0
+REMOVE_ATTEMPTS = 5
 
 
 def process_identity(pid: int) -> str:
@@ -267,12 +268,7 @@ class DockerSession:
     def _remove(self) -> None:
         client = self.factory.client
         if self.container is not None:
-            try:
-                client.remove_container(self.container, force=True, v=True)
-            except docker.errors.NotFound:
-                pass
-            except API_ERRORS:
-                pass  # the labels let `deltarun gc` remove it later
+            _remove_container(client, self.container)
             self.factory._track(self.container, False)
             self.container = None
         if self.gateway is not None:
@@ -287,6 +283,25 @@ class DockerSession:
                 except API_ERRORS:
                     time.sleep(0.2)
         self.volumes = []
+
+
+def _remove_container(client: docker.APIClient, container: str) -> None:
+    """Force-remove ``container``, retrying while the engine is busy with it.
+
+    A loaded engine can answer a forced removal with "removal already in progress"
+    or "did not receive an exit event" while the kill is still under way; one
+    attempt would then leave the container (and its volumes, which are in use)
+    until ``deltarun gc``. The last failure is left to the labels and ``gc``.
+    """
+    for attempt in range(REMOVE_ATTEMPTS):
+        try:
+            client.remove_container(container, force=True, v=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except API_ERRORS:
+            if attempt + 1 < REMOVE_ATTEMPTS:
+                time.sleep(0.5 * (attempt + 1))
 
 
 class DockerSandbox:
