@@ -1,7 +1,10 @@
 """How a trial's facts become its outcome. Pure; the rules of README "Outcomes and numbers".
 
 Order matters: an infrastructure error is never an agent failure, a timeout is
-never a miss, and an abstention decides before any verdict.
+never a miss, and an abstention decides before any verdict. On a negative task
+only a clean abstention counts: abstaining *and* leaving no change (an empty
+patch, no answer); an abstention that also changed something is an invalid
+completion, so an arm cannot do the work and claim the refusal too.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ def classify(
     timed_out: bool,
     abstained: bool,
     passed: bool,
+    changed: bool = False,
 ) -> Outcome:
     """The outcome of one trial from what happened in it."""
     if infra_error:
@@ -23,7 +27,7 @@ def classify(
     if timed_out:
         return Outcome.TIMEOUT
     if kind is TaskKind.NEGATIVE:
-        return Outcome.ABSTAIN_OK if abstained else Outcome.INVALID_COMPLETION
+        return Outcome.ABSTAIN_OK if abstained and not changed else Outcome.INVALID_COMPLETION
     if abstained:
         return Outcome.FALSE_ABSTAIN
     return Outcome.SUCCESS if passed else Outcome.MISS

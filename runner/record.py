@@ -160,8 +160,15 @@ def build_record(
         timed_out=facts.timed_out,
         abstained=result.abstained,
         passed=passed,
+        changed=bool(facts.patch) or result.answer_present,
     )
     reason = facts.reason or answer_problem or result.reason
+    if (
+        task.kind is TaskKind.NEGATIVE
+        and result.abstained
+        and outcome is Outcome.INVALID_COMPLETION
+    ):
+        reason = reason or "abstained but left a change (a patch or an answer)"
     text, encoding = stored_patch(facts.patch, caps.patch_bytes)
     transcript = None if result.transcript is None else sanitize(result.transcript)
     return Trial(

@@ -265,3 +265,30 @@ def test_an_exit_status_task_is_graded_by_the_commands_exit(tmp_path: Path) -> N
     assert command.env["DELTARUN_HIDDEN_TEST"] == HIDDEN_TEST
     passing = factory(applies_diff, verdict="pass")
     assert run_one(controls, "gold", passing).outcome is Outcome.SUCCESS
+
+
+def test_abstaining_with_a_change_is_an_invalid_completion(tmp_path: Path) -> None:
+    """A negative task counts abstain_ok only for a clean abstention: no patch, no answer."""
+    hedger = write_agent(tmp_path, "hedger", "echo no > /io/abstain.txt\n")
+
+    def abstain_and(edit: bytes, answer: bytes | None) -> Script:
+        def script(request: ExecRequest, sandbox: FakeSandbox) -> ExecResult | None:
+            if "run" in request.argv and "--" in request.argv:  # the agent's program
+                sandbox.files["/io/abstain.txt"] = b"the input is missing"
+                sandbox.patch += edit
+                if answer is not None:
+                    sandbox.files["/io/answer.json"] = answer
+            return None
+
+        return script
+
+    controls = suite(
+        tmp_path, [{"name": "hedger", "agent": hedger}], tasks=[repo_task("t1", kind="negative")]
+    )
+    clean = run_one(controls, "hedger", factory(abstain_and(b"", None)))
+    assert clean.outcome is Outcome.ABSTAIN_OK and clean.reason is None
+    edited = run_one(controls, "hedger", factory(abstain_and(ADD_GOLD.encode(), None)))
+    assert edited.outcome is Outcome.INVALID_COMPLETION and edited.patch == ADD_GOLD
+    assert edited.reason == "abstained but left a change (a patch or an answer)"
+    answered = run_one(controls, "hedger", factory(abstain_and(b"", b'{"x": 1}')))
+    assert answered.outcome is Outcome.INVALID_COMPLETION and answered.answer == {"x": 1}

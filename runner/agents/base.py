@@ -102,11 +102,15 @@ class Agent(Protocol):
 
 
 def collect_outputs(sandbox: Sandbox, base: AgentResult, cap: int) -> AgentResult:
-    """Read the abstain and answer files an agent may have written into /io."""
+    """Read the abstain and answer files an agent may have written into /io.
+
+    Both are read even after an abstention: an arm that abstains *and* answers has
+    not abstained cleanly (``runner.outcomes``), and the record keeps the answer."""
     reason, _ = sandbox.read_file(ABSTAIN_FILE, 4096)
     if reason is not None:
-        text = reason.decode("utf-8", "replace").strip() or "abstained"
-        return replace(base, abstain_reason=text)
+        base = replace(
+            base, abstain_reason=reason.decode("utf-8", "replace").strip() or "abstained"
+        )
     answer, truncated = sandbox.read_file(ANSWER_FILE, cap)
     if answer is not None:
         parsed = parse_answer(answer, truncated)
