@@ -27,9 +27,10 @@ def exact_match(answer: Any, task: AnswerTask, wall_s: float) -> bool:
 
 
 def json_schema_ok(answer: Any, task: AnswerTask, wall_s: float) -> bool:
-    """The answer satisfies the task's JSON Schema (a task without one: any JSON passes)."""
+    """The answer satisfies the task's JSON Schema. Fails closed: a task without a schema
+    cannot list this metric (refused when the suite is loaded), and holds nothing here."""
     if task.schema_ is None:
-        return True
+        return False
     try:
         jsonschema.validate(answer, task.schema_)
     except jsonschema.ValidationError:

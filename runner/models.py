@@ -129,9 +129,33 @@ class AnswerTask(_TaskBase):
         default=None, alias="schema", description="JSON Schema the answer must satisfy."
     )
     metrics: list[str] = Field(min_length=1, description="Metric names; all must hold to pass.")
-    deadline_s: float = Field(gt=0, description="Wall-clock limit of the agent phase.")
+    deadline_s: float = Field(
+        gt=0,
+        description="The within_deadline metric's limit on the agent phase; also the hard "
+        "kill when timeout_s is unset.",
+    )
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="The hard kill of the agent phase (a timeout), when it differs from "
+        "deadline_s: an answer after deadline_s and before timeout_s is late, not a timeout.",
+    )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _metrics_checkable(self) -> AnswerTask:
+        if "json_schema_ok" in self.metrics and self.schema_ is None:
+            raise ValueError(
+                f"task {self.id!r}: metric 'json_schema_ok' needs a 'schema' (a JSON Schema "
+                "object); add one or drop the metric"
+            )
+        if self.timeout_s is not None and self.timeout_s < self.deadline_s:
+            raise ValueError(
+                f"task {self.id!r}: 'timeout_s' ({self.timeout_s:g}) is the hard kill and "
+                f"must be at least 'deadline_s' ({self.deadline_s:g})"
+            )
+        return self
 
 
 Task = RepoTask | AnswerTask
@@ -157,7 +181,7 @@ def grading_of(task: Task) -> Grading:
 def task_timeout(task: Task, default_s: float) -> float:
     """The agent-phase wall-clock limit of a task."""
     if isinstance(task, AnswerTask):
-        return task.deadline_s
+        return task.timeout_s if task.timeout_s is not None else task.deadline_s
     return task.timeout_s if task.timeout_s is not None else default_s
 
 

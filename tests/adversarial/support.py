@@ -14,6 +14,7 @@ PROBE_TASK = {
     "kind": "ordinary",
     "prompt": "Report what you can see.",
     "expect": {},
+    "schema": {},
     "metrics": ["json_schema_ok"],
     "deadline_s": 60,
 }
