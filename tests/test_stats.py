@@ -14,14 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
-from statsmodels.stats.proportion import proportion_confint
+from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
 from runner.stats import (
     Z95,
     MeanInterval,
     clustered_se,
     mcnemar_exact,
+    mean_min_detectable_delta,
+    newcombe_paired_interval,
     paired_bootstrap_interval,
+    paired_min_detectable_delta,
     pass_at_k,
     pass_hat_k,
     sign_test_greater,
@@ -116,6 +119,144 @@ def test_wilson_known_value() -> None:
 def test_wilson_rejects_invalid_counts(successes: int, n: int) -> None:
     with pytest.raises(ValueError):
         wilson_interval(successes, n)
+
+
+# ----------------------------------------------------------------------------- Newcombe paired
+
+
+def _tables(n: int) -> list[tuple[int, int, int, int]]:
+    """Every paired 2x2 table (both, only_first, only_second, neither) with n pairs."""
+    return [
+        (a, b, c, n - a - b - c)
+        for a in range(n + 1)
+        for b in range(n + 1 - a)
+        for c in range(n + 1 - a - b)
+    ]
+
+
+def _phi_is_zero(a: int, b: int, c: int, d: int) -> bool:
+    """Newcombe's corrected phi vanishes: a zero margin, or 0 <= ad - bc <= n/2."""
+    n = a + b + c + d
+    if 0 in (a + b, c + d, a + c, b + d):
+        return True
+    return 0 <= 2 * (a * d - b * c) <= n
+
+
+def _sm_newcombe_indep(a: int, b: int, c: int, d: int) -> tuple[float, float]:
+    n = a + b + c + d
+    low, high = confint_proportions_2indep(a + b, n, a + c, n, method="newcomb", compare="diff")
+    return float(low), float(high)
+
+
+def test_newcombe_paired_fagerland_worked_example() -> None:
+    # Fagerland, Lydersen & Laake (2017), ch. 8: complete response before/after
+    # consolidation (Cavo et al., 2012), table [[59, 6], [16, 80]].  Expected output of
+    # the R package contingencytables (tests/testthat/test-ch8.R):
+    # "estimate = -0.0621 (95% CI -0.1186 to -0.0046)".
+    low, high = newcombe_paired_interval(59, 6, 16, 80)
+    assert round((6 - 16) / 161, 4) == -0.0621
+    assert round(low, 4) == -0.1186
+    assert round(high, 4) == -0.0046
+
+
+def test_newcombe_paired_equals_independent_hybrid_score_when_phi_is_zero() -> None:
+    rng = random.Random(1998)
+    grid = [t for n in range(1, 17) for t in _tables(n)]
+    grid += [
+        (rng.randint(0, 60), rng.randint(0, 60), rng.randint(0, 60), rng.randint(0, 60))
+        for _ in range(4000)
+    ]
+    found = [t for t in grid if sum(t) > 0 and _phi_is_zero(*t)]
+    # Both kinds of phi == 0 occur: a zero margin, and 0 <= ad - bc <= n/2 without one.
+    interior = [t for t in found if 0 not in (t[0] + t[1], t[2] + t[3], t[0] + t[2], t[1] + t[3])]
+    assert len(found) > 500
+    assert len(interior) > 50
+    assert any(t[0] * t[3] - t[1] * t[2] > 0 for t in interior)
+    for table in found:
+        low, high = newcombe_paired_interval(*table)
+        exp_low, exp_high = _sm_newcombe_indep(*table)
+        assert close(low, exp_low, rel=0.0), table
+        assert close(high, exp_high, rel=0.0), table
+
+
+def test_newcombe_paired_correlation_narrows_the_interval() -> None:
+    # Positively correlated arms (B > n/2): narrower than the independent-samples interval.
+    low, high = newcombe_paired_interval(59, 6, 16, 80)
+    exp_low, exp_high = _sm_newcombe_indep(59, 6, 16, 80)
+    assert exp_low < low < high < exp_high
+    # Negatively correlated arms (B < 0): wider.
+    low, high = newcombe_paired_interval(2, 20, 15, 3)
+    exp_low, exp_high = _sm_newcombe_indep(2, 20, 15, 3)
+    assert low < exp_low < exp_high < high
+
+
+@pytest.mark.parametrize("n", range(1, 13))
+def test_newcombe_paired_properties_every_small_table(n: int) -> None:
+    for table in _tables(n):
+        a, b, c, d = table
+        est = (b - c) / n
+        low, high = newcombe_paired_interval(*table)
+        assert low >= -1.0 and high <= 1.0, table
+        assert low < high, table  # never zero width
+        assert low <= est <= high, table
+        if abs(est) < 1.0:
+            assert low < est < high, table
+        assert newcombe_paired_interval(a, c, b, d) == (-high, -low), table
+
+
+@PROPERTY
+@given(cells=st.lists(st.integers(min_value=0, max_value=250_000), min_size=4, max_size=4))
+def test_newcombe_paired_properties_large_tables(cells: list[int]) -> None:
+    a, b, c, d = cells
+    n = a + b + c + d
+    if n == 0:
+        return
+    est = (b - c) / n
+    low, high = newcombe_paired_interval(a, b, c, d)
+    assert -1.0 <= low < high <= 1.0
+    assert low <= est <= high
+    if abs(est) < 1.0:
+        assert low < est < high
+    assert newcombe_paired_interval(a, c, b, d) == (-high, -low)
+    if _phi_is_zero(a, b, c, d):
+        exp_low, exp_high = _sm_newcombe_indep(a, b, c, d)
+        assert close(low, exp_low, rel=0.0) and close(high, exp_high, rel=0.0)
+
+
+def test_newcombe_paired_extreme_tables() -> None:
+    assert newcombe_paired_interval(0, 0, 0, 0) == (-1.0, 1.0)
+    low, high = newcombe_paired_interval(0, 0, 7, 0)  # D = -1
+    assert low == -1.0 < high
+    low, high = newcombe_paired_interval(0, 7, 0, 0)  # D = +1
+    assert low < high == 1.0
+    low, high = newcombe_paired_interval(5, 0, 0, 0)  # D = 0, all concordant
+    assert low < 0.0 < high
+
+
+def test_newcombe_paired_other_z() -> None:
+    # phi == 0 here (B = 1*9 - 3*2 = 3 <= n/2), so the 99% interval is statsmodels' at
+    # alpha = 0.01.
+    z = float(sps.norm.ppf(0.995))
+    low, high = newcombe_paired_interval(1, 3, 2, 9, z=z)
+    exp = confint_proportions_2indep(4, 15, 3, 15, method="newcomb", compare="diff", alpha=0.01)
+    assert close(low, float(exp[0]), rel=0.0) and close(high, float(exp[1]), rel=0.0)
+    assert newcombe_paired_interval(3, 2, 1, 4, z=0.0) == (0.1, 0.1)
+
+
+@pytest.mark.parametrize(
+    ("cells", "z"),
+    [
+        ((-1, 0, 0, 1), Z95),
+        ((1, -2, 0, 1), Z95),
+        ((1, 0, 0, -1), Z95),
+        ((1, 1, 1, 1), -1.0),
+        ((1, 1, 1, 1), math.nan),
+        ((0, 0, 0, 0), math.inf),
+    ],
+)
+def test_newcombe_paired_rejects_bad_input(cells: tuple[int, int, int, int], z: float) -> None:
+    with pytest.raises(ValueError):
+        newcombe_paired_interval(*cells, z=z)
 
 
 # ----------------------------------------------------------------------------- Student t
@@ -583,6 +724,126 @@ def test_clustered_se_exceeds_naive_se_for_correlated_repeats() -> None:
 def test_clustered_se_needs_two_clusters(clusters: list[list[float]]) -> None:
     with pytest.raises(ValueError):
         clustered_se(clusters)
+
+
+# ----------------------------------------------------------------------------- detectable effects
+
+
+def _connor_power(delta: float, n: int, psi: float, z: float = Z95) -> float:
+    return float(
+        sps.norm.cdf((delta * math.sqrt(n) - z * math.sqrt(psi)) / math.sqrt(psi - delta**2))
+    )
+
+
+def _connor_closed_form(n: int, psi: float, power: float = 0.80, z: float = Z95) -> float:
+    """Root of Connor's equation solved as a quadratic in delta (valid for power > 1/2)."""
+    zp = float(sps.norm.ppf(power))
+    return math.sqrt(psi) * (z * math.sqrt(n) + zp * math.sqrt(n - z * z + zp * zp)) / (n + zp * zp)
+
+
+@pytest.mark.parametrize(
+    ("n", "discordant"),
+    [(50, 10), (100, 20), (200, 15), (1000, 100), (30, 20), (10, 10), (12, 10), (5000, 9)],
+)
+def test_paired_mde_reaches_the_power(n: int, discordant: int) -> None:
+    psi = discordant / n
+    delta = paired_min_detectable_delta(n, discordant)
+    assert delta is not None
+    assert 0.0 < delta <= psi
+    if delta < psi:
+        assert close(_connor_power(delta, n, psi), 0.80, rel=0.0)
+    assert close(delta, _connor_closed_form(n, psi), rel=1e-9, abs_=0.0)
+
+
+@pytest.mark.parametrize("power", [0.6, 0.9, 0.95])
+def test_paired_mde_other_power(power: float) -> None:
+    delta = paired_min_detectable_delta(400, 60, power=power)
+    assert delta is not None
+    assert close(_connor_power(delta, 400, 0.15), power, rel=0.0)
+    assert close(delta, _connor_closed_form(400, 0.15, power), rel=1e-9, abs_=0.0)
+
+
+@PROPERTY
+@given(data=st.data(), n=st.integers(min_value=1, max_value=3000))
+def test_paired_mde_solves_connor_or_is_unattainable(data: st.DataObject, n: int) -> None:
+    discordant = data.draw(st.integers(min_value=1, max_value=n))
+    psi = discordant / n
+    delta = paired_min_detectable_delta(n, discordant)
+    if delta is None:
+        grid = [psi * i / 1000 for i in range(1, 1000)]
+        assert max(_connor_power(x, n, psi) for x in grid) < 0.80
+    else:
+        assert 0.0 < delta <= psi
+        if delta < psi * (1 - 1e-9):
+            assert close(_connor_power(delta, n, psi), 0.80, rel=0.0)
+        assert close(delta, _connor_closed_form(n, psi), rel=1e-9, abs_=1e-12)
+
+
+def test_paired_mde_shrinks_as_n_grows() -> None:
+    deltas = []
+    for n in (50, 100, 200, 500, 1000, 10_000):
+        delta = paired_min_detectable_delta(n, n // 5)  # psi = 0.2 throughout
+        assert delta is not None
+        deltas.append(delta)
+    assert all(a > b for a, b in itertools.pairwise(deltas))
+
+
+@pytest.mark.parametrize(("n", "discordant"), [(0, 0), (10, 0), (500, 0), (3, 1), (20, 4), (3, 3)])
+def test_paired_mde_none_when_nothing_detectable(n: int, discordant: int) -> None:
+    assert paired_min_detectable_delta(n, discordant) is None
+
+
+def test_paired_mde_tiny_n_takes_the_increasing_branch() -> None:
+    # n = 3 < Z95^2: power(delta) peaks at delta* = sqrt(n*psi)/z and falls afterwards; the
+    # result is the smallest delta reaching the (low) target, on the increasing side.
+    delta = paired_min_detectable_delta(3, 3, power=0.1)
+    assert delta is not None
+    assert delta < math.sqrt(3) / Z95
+    assert close(_connor_power(delta, 3, 1.0), 0.1, rel=0.0)
+
+
+@pytest.mark.parametrize(
+    ("n", "discordant", "power", "z"),
+    [
+        (-1, 0, 0.8, Z95),
+        (5, 6, 0.8, Z95),
+        (5, -1, 0.8, Z95),
+        (5, 2, 0.0, Z95),
+        (5, 2, 1.0, Z95),
+        (5, 2, math.nan, Z95),
+        (5, 2, 0.8, -1.0),
+        (5, 2, 0.8, math.inf),
+    ],
+)
+def test_paired_mde_rejects_bad_input(n: int, discordant: int, power: float, z: float) -> None:
+    with pytest.raises(ValueError):
+        paired_min_detectable_delta(n, discordant, power=power, z_alpha=z)
+
+
+@pytest.mark.parametrize(("n", "sd"), [(2, 1.0), (10, 0.5), (37, 0.31), (1000, 2.5)])
+def test_mean_mde_matches_scipy(n: int, sd: float) -> None:
+    expected = (float(sps.norm.ppf(0.975)) + float(sps.norm.ppf(0.8))) * sd / math.sqrt(n)
+    value = mean_min_detectable_delta(n, sd)
+    assert value is not None
+    assert close(value, expected, rel=1e-12, abs_=0.0)
+    value = mean_min_detectable_delta(n, sd, power=0.9, z_alpha=float(sps.norm.ppf(0.995)))
+    expected = (float(sps.norm.ppf(0.995)) + float(sps.norm.ppf(0.9))) * sd / math.sqrt(n)
+    assert value is not None
+    assert close(value, expected, rel=1e-12, abs_=0.0)
+
+
+@pytest.mark.parametrize(("n", "sd"), [(0, 1.0), (1, 1.0), (10, 0.0)])
+def test_mean_mde_none_when_undefined(n: int, sd: float) -> None:
+    assert mean_min_detectable_delta(n, sd) is None
+
+
+@pytest.mark.parametrize(
+    ("n", "sd", "power"),
+    [(-1, 1.0, 0.8), (10, -0.1, 0.8), (10, math.nan, 0.8), (10, math.inf, 0.8), (10, 1.0, 1.0)],
+)
+def test_mean_mde_rejects_bad_input(n: int, sd: float, power: float) -> None:
+    with pytest.raises(ValueError):
+        mean_min_detectable_delta(n, sd, power=power)
 
 
 # ----------------------------------------------------------------------------- pass@k / pass^k
