@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from runner.errors import DeltarunError, RunInterrupted, UsageError, UserError
 from runner.executors.local import Interrupted
 from runner.models import Trial
-from runner.report.markdown import headline
+from runner.report.markdown import headline_lines
 
 if TYPE_CHECKING:
     from docker import APIClient
@@ -69,6 +69,13 @@ def run(
     visibility_timeout: Annotated[
         int, typer.Option("--visibility-timeout", help="Seconds before Redis redelivers")
     ] = 7200,
+    expect_protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-protocol",
+            help="Pre-registered protocol hash: refuse (exit 3) if the controls hash otherwise",
+        ),
+    ] = None,
 ) -> None:
     """Run every (task, arm, repeat) job and write the report.
 
@@ -82,7 +89,9 @@ def run(
         from runner.distributed.connection import connect_redis
 
         connect_redis(broker)  # one line and exit 1 before anything is written
-    prepared = _prepare_run(controls, out_dir, resume, engine, local=broker is None)
+    prepared = _prepare_run(
+        controls, out_dir, resume, engine, local=broker is None, expect_protocol=expect_protocol
+    )
     executor = _executor(prepared, engine, broker, parallel, visibility_timeout)
     meta = prepared.meta
     total, done = len(prepared.jobs), len(prepared.jobs) - len(prepared.todo)
@@ -117,7 +126,13 @@ class _Engine:
 
 
 def _prepare_run(
-    controls: Path, out_dir: Path, resume: bool, engine: _Engine, *, local: bool
+    controls: Path,
+    out_dir: Path,
+    resume: bool,
+    engine: _Engine,
+    *,
+    local: bool,
+    expect_protocol: str | None = None,
 ) -> PreparedRun:
     """Every check before the first sandbox; trials that run here are preflighted here."""
     from runner.config.model import Controls
@@ -135,6 +150,7 @@ def _prepare_run(
         image_digest=engine.image_digest,
         preflight=preflight if local else None,  # workers check their own
         environ=os.environ if local else None,
+        expect_protocol=expect_protocol,
     )
 
 
@@ -216,8 +232,8 @@ def _print_headline(built: BuiltReport, paths: list[Path]) -> None:
             highlight=False,
         )
     else:
-        for delta in built.scores.deltas:
-            out.print(headline(delta), highlight=False)
+        for line in headline_lines(built.scores):
+            out.print(line, highlight=False)
         if failing:
             out.print(f"verdict: demo (failing: {'; '.join(failing)})", highlight=False)
     for path in paths:

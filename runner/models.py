@@ -294,6 +294,8 @@ class ScoredTrial:
     retries_used: int
     tool_calls: int
     stop_reason: str | None = None
+    route_mismatch: bool = False
+    verify_exit_code: int | None = None  # the checklist: every pass was verified
 
     @classmethod
     def of(cls, t: Trial) -> ScoredTrial:
@@ -316,6 +318,8 @@ class ScoredTrial:
             t.retries_used,
             t.tool_calls,
             None if t.stop_reason is None else sys.intern(t.stop_reason),
+            t.route_mismatch,
+            t.verify_exit_code,
         )
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import platform
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from runner import __version__
 from runner.agents.base import Agent
 from runner.agents.factory import agent_members, agents_for
+from runner.archives import Member, read_members
 from runner.config.loader import (
     LoadedControls,
     load_controls,
@@ -23,10 +24,11 @@ from runner.config.loader import (
     scored_channel_problems,
 )
 from runner.config.model import Controls
-from runner.errors import DigestMismatch, UserError
+from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.metric_modules import load_metrics, read_module
 from runner.metrics import Metric
 from runner.models import AnswerTask, Job, RepoTask, Task, grading_of
+from runner.paths import is_forbidden
 from runner.plan import plan_jobs
 from runner.rundir import RunDir, RunMeta, new_run_id, now_utc
 from runner.suite import Suite, load_suite
@@ -59,11 +61,14 @@ def prepare(
     image_digest: Callable[[str], str],
     preflight: Callable[[Controls, str], None] | None = None,
     environ: Mapping[str, str] | None = None,
+    expect_protocol: str | None = None,
 ) -> PreparedRun:
     """Check everything and plan the jobs still to run. ``environ`` is given when trials run
-    here (their keys must be here too); ``preflight`` checks each image with the run's limits."""
+    here (their keys must be here too); ``preflight`` checks each image with the run's limits;
+    ``expect_protocol`` is a pre-registered protocol hash the controls must still hash to."""
     loaded = load_controls(controls_path)
     controls = loaded.controls
+    _check_expected(controls_path, loaded.protocol_sha256, expect_protocol)
     suite = load_suite(loaded.suite_path, controls.suite.sha256 or None)
     metrics_source, metrics_origin = read_module(loaded.base, controls.metrics)
     metrics = load_metrics(controls.metrics, metrics_source, metrics_origin)
@@ -98,6 +103,23 @@ def prepare(
         metrics=metrics,
         metrics_source=metrics_source,
     )
+
+
+def _check_expected(path: Path, actual: str, expected: str | None) -> None:
+    """A pre-registered protocol cannot be edited silently: exit 3 on any other hash."""
+    if expected is None:
+        return
+    wanted = expected.strip().lower()
+    if not 12 <= len(wanted) <= 64 or any(ch not in "0123456789abcdef" for ch in wanted):
+        raise UserError(
+            f"--expect-protocol: {expected!r} is not a protocol hash; give the 64 hex digits "
+            "(or at least the first 12) that run.json and the report's pins show"
+        )
+    if not actual.startswith(wanted):
+        raise ProtocolMismatch(
+            f"{path}: hashes to protocol {actual}, not the expected {wanted}; the controls "
+            "(or an agent directory) changed since the protocol was registered"
+        )
 
 
 def _check_metrics(suite: Suite, metrics: Mapping[str, Metric]) -> None:
@@ -158,6 +180,7 @@ def _run_dir(
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{out}: exists and is not a run directory; choose a new --out")
     controls = loaded.controls
+    exposed = _exposures(suite, controls.tools.forbidden_paths)
     meta = RunMeta(
         run_id=new_run_id(controls.protocol_id, now_utc()),
         protocol_id=controls.protocol_id,
@@ -166,7 +189,7 @@ def _run_dir(
         channel=controls.channel,
         control_arm=controls.control_arm,
         arms=[leg.name for leg in controls.legs()],
-        tasks=[_task_meta(t) for t in suite.tasks],
+        tasks=[_task_meta(t, exposed.get(t.id)) for t in suite.tasks],
         image_digests=digests,
         agent_dir_digests=dict(sorted(loaded.agent_dir_digests.items())),
         created_at=now_utc().isoformat(),
@@ -178,10 +201,35 @@ def _run_dir(
     return run_dir, meta
 
 
-def _task_meta(task: Task) -> dict[str, str]:
-    return {
+def _task_meta(task: Task, exposed: str | None) -> dict[str, str]:
+    meta = {
         "id": task.id,
         "kind": task.kind.value,
         "size_bucket": task.size_bucket if isinstance(task, RepoTask) else "answer",
         "grading": grading_of(task).value,
     }
+    if exposed is not None:
+        meta["hidden_in_fixture"] = exposed
+    return meta
+
+
+def _exposures(suite: Suite, forbidden: Sequence[str]) -> dict[str, str]:
+    """``hidden_in_fixture`` of every repository task with hidden files, read one task at a
+    time (archives are digest-checked again when a trial reads them)."""
+    out: dict[str, str] = {}
+    for task in suite.tasks:
+        if isinstance(task, RepoTask) and task.hidden is not None:
+            fixture = read_members(suite.archive_path(task.repo))
+            hidden = read_members(suite.archive_path(task.hidden))
+            out[task.id] = hidden_in_fixture(fixture, hidden, forbidden)
+    return out
+
+
+def hidden_in_fixture(
+    fixture: Sequence[Member], hidden: Sequence[Member], forbidden: Sequence[str]
+) -> str:
+    """The hidden files the agent's workspace also holds, byte for byte (comma-separated;
+    empty when none). A fixture file at a hidden file's path with other content is the old
+    version the hidden one replaces, not an exposure; forbidden paths never reach the agent."""
+    have = {m.path: m.data for m in fixture if not m.is_dir and not is_forbidden(m.path, forbidden)}
+    return ",".join(sorted(m.path for m in hidden if not m.is_dir and have.get(m.path) == m.data))

@@ -14,6 +14,18 @@ The paired delta compares an arm with the control on the ordinary tasks both
 ran without error: each task's pass score is first averaged over repeats, the
 per-task difference is candidate minus control. A task that one arm lacks (or
 only errored on) is listed as ``inconclusive``, never silently dropped.
+
+Its interval, and the method named beside it (``ci_method``):
+- one run per task (or repeats that agree on every task): the outcomes are a
+  paired 2x2 table, and the interval is Newcombe's hybrid score interval for
+  paired proportions (``newcombe-paired``), which never has zero width; a t
+  interval over {-1, 0, +1} differences collapses when they all agree;
+- repeats that disagree: the Student-t interval over per-task mean differences.
+``mde`` is the smallest true delta the run could detect (80% power, two-sided
+5%), from n and the observed discordance (or the sd of the differences).
+
+The refusal delta pairs the negative tasks the same way, on abstention accuracy
+(a clean abstention scores 1): the refusal slice, candidate minus control.
 """
 
 from __future__ import annotations
@@ -25,7 +37,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from runner.models import Outcome, Record, TaskKind
-from runner.stats import mcnemar_exact, t_interval, wilson_interval
+from runner.stats import (
+    mcnemar_exact,
+    mean_min_detectable_delta,
+    newcombe_paired_interval,
+    paired_min_detectable_delta,
+    t_interval,
+    wilson_interval,
+)
+
+NEWCOMBE = "newcombe-paired"
+T_INTERVAL = "t"
 
 
 @dataclass(frozen=True)
@@ -90,6 +112,8 @@ class PairedDelta:
     same: int
     inconclusive: int
     cases: list[CaseDelta] = field(default_factory=list)
+    ci_method: str | None = None  # NEWCOMBE or T_INTERVAL; None without an interval
+    mde: float | None = None  # smallest detectable true delta (80% power, two-sided 5%)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -177,18 +201,22 @@ class _TaskTable:
     passes: dict[str, int]
 
 
-def _task_table(trials: Iterable[Record]) -> _TaskTable:
+def _task_table(trials: Iterable[Record], kind: TaskKind = TaskKind.ORDINARY) -> _TaskTable:
+    """Tasks of ``kind``; a record "passes" when it passed (ordinary) or abstained cleanly
+    (negative: the refusal slice)."""
     runs: dict[str, int] = {}
     scored: dict[str, int] = {}
     passes: dict[str, int] = {}
-    ordinary, error = TaskKind.ORDINARY, Outcome.ERROR
+    error, abstain_ok = Outcome.ERROR, Outcome.ABSTAIN_OK
+    negative = kind is TaskKind.NEGATIVE
     for t in trials:
-        if t.task_kind is ordinary:
+        if t.task_kind is kind:
             task_id = t.task_id
             runs[task_id] = runs.get(task_id, 0) + 1
             if t.outcome is not error:
                 scored[task_id] = scored.get(task_id, 0) + 1
-                passes[task_id] = passes.get(task_id, 0) + t.passed
+                won = t.outcome is abstain_ok if negative else t.passed
+                passes[task_id] = passes.get(task_id, 0) + won
     return _TaskTable(runs, scored, passes)
 
 
@@ -222,8 +250,8 @@ def _paired_delta(
 ) -> PairedDelta:
     cases: list[CaseDelta] = []
     diffs: list[float] = []
-    b = c = 0
-    single_run = True
+    table = [0, 0, 0, 0]  # both pass, only the candidate, only the control, neither
+    single_run = binary = True
     for task_id in task_ids:
         if task_id not in cand.runs and task_id not in ctrl.runs:
             continue
@@ -238,22 +266,51 @@ def _paired_delta(
         cases.append(CaseDelta(task_id, c_status, a_status, c_score, a_score, delta))
         if c_runs != 1 or a_runs != 1:
             single_run = False
-        b += int(a_score > c_score)
-        c += int(c_score > a_score)
+        if a_score in (0.0, 1.0) and c_score in (0.0, 1.0):
+            table[2 * (a_score == 0.0) + (c_score == 0.0)] += 1
+        else:
+            binary = False
+    b, c = table[1], table[2]
     interval = t_interval(diffs) if diffs else None
+    ci95, method, mde = None, None, None
+    if interval is not None and (single_run or binary):
+        ci95, method = newcombe_paired_interval(*table), NEWCOMBE
+        mde = paired_min_detectable_delta(len(diffs), b + c)
+    elif interval is not None and interval.defined:
+        ci95, method = (interval.low, interval.high), T_INTERVAL
+        mde = mean_min_detectable_delta(len(diffs), interval.sd)
     return PairedDelta(
         arm=arm,
         control=control,
         n_tasks=len(diffs),
         mean=interval.mean if interval else None,
         sd=interval.sd if interval else None,
-        ci95=(interval.low, interval.high) if interval and interval.defined else None,
+        ci95=ci95,
         mcnemar_p=mcnemar_exact(b, c) if diffs and single_run else None,
         helped=sum(d > 0 for d in diffs),
         hurt=sum(d < 0 for d in diffs),
         same=sum(d == 0 for d in diffs),
         inconclusive=len(cases) - len(diffs),
         cases=cases,
+        ci_method=method,
+        mde=mde,
+    )
+
+
+def refusal_delta(
+    arm: str,
+    control: str,
+    arm_trials: Sequence[Record],
+    control_trials: Sequence[Record],
+    task_ids: Sequence[str],
+) -> PairedDelta:
+    """Abstention accuracy, candidate minus control, paired per negative task."""
+    return _paired_delta(
+        arm,
+        control,
+        _task_table(arm_trials, TaskKind.NEGATIVE),
+        _task_table(control_trials, TaskKind.NEGATIVE),
+        task_ids,
     )
 
 
@@ -261,6 +318,7 @@ def _paired_delta(
 class Scores:
     summaries: list[ArmSummary]
     deltas: list[PairedDelta]
+    refusal: list[PairedDelta] = field(default_factory=list)  # beside ``deltas``, same order
 
 
 @contextmanager
@@ -297,4 +355,11 @@ def score(
         for arm in arms
         if arm != control
     ]
-    return Scores(summaries, deltas)
+    negative = TaskKind.NEGATIVE
+    ctrl_neg = _task_table(by_arm.get(control, []), negative)
+    refusal = [
+        _paired_delta(arm, control, _task_table(by_arm.get(arm, []), negative), ctrl_neg, task_ids)
+        for arm in arms
+        if arm != control
+    ]
+    return Scores(summaries, deltas, refusal)

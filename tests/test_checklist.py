@@ -1,10 +1,14 @@
-"""The publishability checklist, row by row."""
+"""The publishability checklist, row by row: each row holds on a publishable run and has
+a test in which it fails (a check that cannot fail is a defect)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from runner.config.loader import parse_controls
-from runner.models import Outcome, TaskKind
-from runner.report.checklist import evaluate, verdict, withhold_headline
+from runner.config.model import Controls
+from runner.models import Outcome, TaskKind, Trial
+from runner.report.checklist import Row, evaluate, verdict, withhold_headline
 from runner.scoring import score
 from tests.test_scoring import trial
 
@@ -16,80 +20,206 @@ arms:
   - {name: ctrl, control: true, agent: {type: scripted, action: noop}}
   - {name: cand, agent: {type: scripted, action: abstain}}
 """
+LIVE = """\
+protocol_id: p
+channel: scored
+suite: {file: t, sha256: %s}
+runtime: {repeats: %d}
+route: {base_url: "http://127.0.0.1:9/v1", model: m}
+arms:
+  - {name: ctrl, control: true, agent: {type: scripted, action: noop}}
+  - {name: cand, agent: {type: openai, max_turns: %d}}
+  - {name: cand2, agent: {type: openai}}
+"""
+ORDINARY = [f"t{i}" for i in range(20)]
+NEGATIVE = [f"n{i}" for i in range(10)]
+TASKS: list[dict[str, str]] = [
+    *(
+        {"id": t, "kind": "ordinary", "grading": "pytest", "hidden_in_fixture": ""}
+        for t in ORDINARY
+    ),
+    *({"id": t, "kind": "negative", "grading": "none"} for t in NEGATIVE),
+]
 
 
-def _trials(retries: int = 0) -> list:  # type: ignore[type-arg]
+def _trials(retries: int = 0, arms: tuple[str, ...] = ("cand",), repeats: int = 1) -> list[Trial]:
+    """A publishable pack: the control misses everything, candidates pass half, verified."""
     out = []
-    for i in range(3):
-        out.append(trial(f"t{i}", "ctrl", Outcome.MISS))
-        out.append(
-            trial(f"t{i}", "cand", Outcome.SUCCESS if i else Outcome.MISS, retries_used=retries)
-        )
-    out.append(trial("neg", "ctrl", Outcome.INVALID_COMPLETION, kind=TaskKind.NEGATIVE))
-    out.append(trial("neg", "cand", Outcome.ABSTAIN_OK, kind=TaskKind.NEGATIVE))
+    for r in range(repeats):
+        for i, task in enumerate(ORDINARY):
+            out.append(trial(task, "ctrl", Outcome.MISS, repeat=r, verify_exit_code=1))
+            for arm in arms:
+                passed = i % 2 == 0
+                out.append(
+                    trial(
+                        task,
+                        arm,
+                        Outcome.SUCCESS if passed else Outcome.MISS,
+                        repeat=r,
+                        retries_used=retries,
+                        verify_exit_code=0 if passed else 1,
+                        prompt_tokens=10,
+                    )
+                )
+        for task in NEGATIVE:
+            neg = TaskKind.NEGATIVE
+            out.append(trial(task, "ctrl", Outcome.INVALID_COMPLETION, kind=neg, repeat=r))
+            for arm in arms:
+                out.append(trial(task, arm, Outcome.ABSTAIN_OK, kind=neg, repeat=r))
     return out
 
 
+def _rows(
+    trials: list[Trial],
+    tasks: list[dict[str, str]] | None = None,
+    controls: Controls | None = None,
+    **kwargs: Any,
+) -> list[Row]:
+    controls = controls or parse_controls(SCORED % ("a" * 64), "c")
+    tasks = TASKS if tasks is None else tasks
+    arms = [leg.name for leg in controls.legs()]
+    scores = score(trials, arms, "ctrl", [t["id"] for t in tasks])
+    negative = sum(t["kind"] == "negative" for t in tasks)
+    return evaluate(
+        controls,
+        kwargs.pop("suite", "a" * 64),
+        scores,
+        trials,
+        negative_tasks=negative,
+        edited=kwargs.pop("edited", False),
+        tasks=tasks,
+        **kwargs,
+    )
+
+
+def _rows_for(
+    trials: list[Trial], tasks: list[dict[str, str]] | None = None, **kw: Any
+) -> dict[str, tuple[bool, str]]:
+    return {r.item: (r.ok, r.detail) for r in _rows(trials, tasks, **kw)}
+
+
+def _failing(rows: list[Row]) -> set[str]:
+    return {r.item for r in rows if not r.ok}
+
+
 def test_all_rows_hold_publishable() -> None:
-    controls = parse_controls(SCORED % ("a" * 64), "c")
-    trials = _trials()
-    scores = score(trials, ["ctrl", "cand"], "ctrl", ["t0", "t1", "t2", "neg"])
-    rows = evaluate(controls, "a" * 64, scores, trials, negative_tasks=1, edited=False)
-    assert [r.item for r in rows if not r.ok] == []
+    rows = _rows(_trials())
+    assert _failing(rows) == set(), [r for r in rows if not r.ok]
     assert verdict(rows) == "publishable" and not withhold_headline(rows)
+    assert len(rows) == 16
 
 
 def test_failing_rows_make_a_demo_and_two_withhold_the_headline() -> None:
-    controls = parse_controls(
+    exploratory = parse_controls(
         SCORED.replace("channel: scored", "channel: exploratory") % ("b" * 64), "c"
     )
-    trials = _trials(retries=1)
-    scores = score(trials, ["ctrl", "cand"], "ctrl", ["t0", "t1", "t2", "neg"])
-    rows = evaluate(controls, "a" * 64, scores, trials, negative_tasks=0, edited=True)
-    failing = {r.item for r in rows if not r.ok}
-    assert failing == {
+    rows = _rows(_trials(retries=1), controls=exploratory, edited=True)
+    assert _failing(rows) == {
         "suite digest matches",
         "retries zero in the headline run",
-        "refusal slice present",
         "channel scored",
         "replay reproduces the report",
     }
     assert verdict(rows) == "demo" and withhold_headline(rows)
-    one = evaluate(
-        parse_controls(SCORED.replace("channel: scored", "channel: exploratory") % ("a" * 64), "c"),
-        "a" * 64,
-        score(_trials(), ["ctrl", "cand"], "ctrl", ["t0", "t1", "t2", "neg"]),
-        _trials(),
-        negative_tasks=1,
-        edited=False,
-    )
-    assert [r.item for r in one if not r.ok] == ["channel scored"] and not withhold_headline(one)
 
 
-def _rows_for(trials: list, tasks: list | None = None) -> dict[str, tuple[bool, str]]:  # type: ignore[type-arg]
-    controls = parse_controls(SCORED % ("a" * 64), "c")
-    ids = sorted({t.task_id for t in trials})
-    scores = score(trials, ["ctrl", "cand"], "ctrl", ids)
-    rows = evaluate(
-        controls, "a" * 64, scores, trials, negative_tasks=1, edited=False, tasks=tasks or ()
+def test_publication_rows_alone_never_withhold_the_headline() -> None:
+    """An exploratory run on a small pack is a demo, stamped; its number is still shown."""
+    exploratory = parse_controls(
+        SCORED.replace("channel: scored", "channel: exploratory") % ("a" * 64), "c"
     )
-    return {r.item: (r.ok, r.detail) for r in rows}
+    small = [t for t in _trials() if t.task_id in ("t0", "t1", "n0")]
+    tasks = [t for t in TASKS if t["id"] in ("t0", "t1", "n0")]
+    rows = _rows(small, tasks, controls=exploratory)
+    assert _failing(rows) == {"channel scored", "pack size"}
+    assert verdict(rows) == "demo" and not withhold_headline(rows)
+
+
+def test_the_hidden_test_row_fails_on_the_recorded_facts() -> None:
+    item = "pass is defined by a hidden test the agent could not read"
+    forged = _trials()
+    forged[1] = forged[1].model_copy(update={"verify_exit_code": None})  # a pass, unverified
+    ok, detail = _rows_for(forged)[item]
+    assert not ok and "without a verify run" in detail and "t0" in detail
+    exposed = [dict(t) for t in TASKS]
+    exposed[3]["hidden_in_fixture"] = "tests/test_hidden.py"
+    ok, detail = _rows_for(_trials(), exposed)[item]
+    assert not ok and "t3 (tests/test_hidden.py)" in detail
+    unknown = [{k: v for k, v in t.items() if k != "hidden_in_fixture"} for t in TASKS]
+    ok, detail = _rows_for(_trials(), unknown)[item]
+    assert not ok and "not recorded" in detail
+    ungraded = [dict(t) for t in TASKS]
+    ungraded[0]["grading"] = "none"
+    assert not _rows_for(_trials(), ungraded)[item][0]
+
+
+def test_a_live_arm_without_token_usage_is_not_metered() -> None:
+    controls = parse_controls(LIVE % ("a" * 64, 3, 30), "c")
+    trials = _trials(arms=("cand", "cand2"), repeats=3)
+    item = "tokens per pass and wall time present"
+    assert _rows_for(trials, controls=controls)[item][0]
+    unmetered = [
+        t.model_copy(update={"prompt_tokens": 0}) if t.arm == "cand2" else t for t in trials
+    ]
+    ok, detail = _rows_for(unmetered, controls=controls)[item]
+    assert not ok and "not metered" in detail and "cand2" in detail
+    # A scripted arm reports no tokens and is not model-driven: not a failure.
+    assert _rows_for(_trials(), controls=None)[item][0]
+
+
+def test_unequal_turn_limits_fail_equal_budgets() -> None:
+    item = "equal budgets"
+    trials = _trials(arms=("cand", "cand2"), repeats=3)
+    assert _rows_for(trials, controls=parse_controls(LIVE % ("a" * 64, 3, 30), "c"))[item][0]
+    ok, detail = _rows_for(trials, controls=parse_controls(LIVE % ("a" * 64, 3, 5), "c"))[item]
+    assert not ok and "cand: 5 turns" in detail and "cand2: 30 turns" in detail
+
+
+def test_a_single_shot_live_arm_fails_variance() -> None:
+    item = "variance measured"
+    once = parse_controls(LIVE % ("a" * 64, 1, 30), "c")
+    ok, detail = _rows_for(_trials(arms=("cand", "cand2")), controls=once)[item]
+    assert not ok and "runtime.repeats is 1" in detail
+    thrice = parse_controls(LIVE % ("a" * 64, 3, 30), "c")
+    assert _rows_for(_trials(arms=("cand", "cand2"), repeats=3), controls=thrice)[item][0]
+
+
+def test_a_route_mismatch_fails_the_route_lock() -> None:
+    trials = _trials()
+    trials[1] = trials[1].model_copy(update={"route_mismatch": True})
+    ok, detail = _rows_for(trials)["route lock held"]
+    assert not ok and "1 trial(s)" in detail
+
+
+def test_a_missing_or_doubled_record_fails_run_complete() -> None:
+    item = "run complete"
+    assert _rows_for(_trials())[item] == (True, "60 planned jobs, one record each")
+    ok, detail = _rows_for(_trials()[1:])[item]
+    assert not ok and "1 without a record" in detail
+    doubled = _trials()
+    doubled.append(doubled[0])
+    ok, detail = _rows_for(doubled)[item]
+    assert not ok and "1 with more than one record" in detail
+    stray = [*_trials(), trial("elsewhere", "cand", Outcome.MISS)]
+    assert not _rows_for(stray)[item][0]
+
+
+def test_a_report_that_does_not_derive_again_fails_replay() -> None:
+    item = "replay reproduces the report"
+    assert _rows_for(_trials())[item][0]
+    ok, detail = _rows_for(_trials(), replay_ok=False)[item]
+    assert not ok and "came out different" in detail
 
 
 def test_a_task_graded_by_exit_status_alone_fails_its_row() -> None:
-    tasks = [
-        {"id": "t0", "kind": "ordinary", "grading": "pytest"},
-        {"id": "t1", "kind": "ordinary", "grading": "exit_status"},
-        {"id": "neg", "kind": "negative", "grading": "none"},
-        {"id": "a", "kind": "ordinary", "grading": "metrics"},
-    ]
+    tasks = [dict(t) for t in TASKS]
+    tasks[1]["grading"] = "exit_status"
     ok, detail = _rows_for(_trials(), tasks)["every repository task is graded by declared tests"]
     assert not ok and "t1" in detail and "t0" not in detail
-    tasks[1]["grading"] = "pytest"
-    assert _rows_for(_trials(), tasks)["every repository task is graded by declared tests"][0]
+    assert _rows_for(_trials())["every repository task is graded by declared tests"][0]
 
 
-def _errors(arm_errors: int, control_errors: int, n: int = 12) -> list:  # type: ignore[type-arg]
+def _errors(arm_errors: int, control_errors: int, n: int = 12) -> list[Trial]:
     out = []
     for i in range(n):
         out.append(trial(f"t{i}", "ctrl", Outcome.ERROR if i < control_errors else Outcome.MISS))
@@ -105,3 +235,21 @@ def test_errors_that_follow_the_arm_fail_their_row() -> None:
     assert _rows_for(_errors(3, 0))[item][0]  # 3 against 0: p = 1/8, not yet clear
     assert _rows_for(_errors(4, 4))[item][0]  # errors on both sides: infrastructure
     assert _rows_for(_errors(0, 5))[item][0]  # the control erring more is not the arm's doing
+
+
+def test_hidden_in_fixture_finds_a_hidden_file_the_agent_would_have() -> None:
+    """What run.json records for the hidden-test row: same path and bytes, not forbidden."""
+    from runner.archives import Member
+    from runner.prepare import hidden_in_fixture
+
+    def file(path: str, data: bytes) -> Member:
+        return Member(path, False, data, False)
+
+    hidden = [file("tests/test_hidden.py", b"assert x"), Member("tests", True, b"", False)]
+    assert hidden_in_fixture([file("calc.py", b"x = 1")], hidden, []) == ""
+    leaked = [file("calc.py", b"x = 1"), file("tests/test_hidden.py", b"assert x")]
+    assert hidden_in_fixture(leaked, hidden, []) == "tests/test_hidden.py"
+    # An older version of the file, replaced by the hidden one, is not the hidden test.
+    assert hidden_in_fixture([file("tests/test_hidden.py", b"old")], hidden, []) == ""
+    # A forbidden path is removed before the agent starts.
+    assert hidden_in_fixture(leaked, hidden, ["tests/"]) == ""

@@ -110,3 +110,21 @@ def test_limit_the_engine_rejects_is_refused_at_start(tmp_path: Path, docker_api
     result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
     assert_one_line(result, 1, "runtime.limits")
     assert not (tmp_path / "run").exists()
+
+
+def test_expect_protocol_refuses_edited_controls(tmp_path: Path) -> None:
+    """A pre-registered protocol cannot be edited silently: exit 3 before anything runs."""
+    from runner.config.loader import load_controls
+
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS)
+    registered = load_controls(controls).protocol_sha256
+    controls.write_text(controls.read_text().replace("timeout_s: ", "timeout_s: 1"))
+    edited = load_controls(controls).protocol_sha256
+    assert edited != registered
+    result = run_cli(
+        "run", str(controls), "--out", str(tmp_path / "r"), "--expect-protocol", registered
+    )
+    assert_one_line(result, 3, "controls.yaml", f"hashes to protocol {edited}", registered)
+    assert not (tmp_path / "r").exists()
+    short = run_cli("run", str(controls), "--out", str(tmp_path / "r"), "--expect-protocol", "abc")
+    assert_one_line(short, 1, "--expect-protocol", "at least the first 12")

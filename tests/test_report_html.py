@@ -84,7 +84,7 @@ def synthetic_report() -> dict[str, Any]:
         for i, t in enumerate(tasks[:7])
     ]
     hurt.append(case(tasks[7], None, "pass", "inconclusive"))
-    agg = {"n_tasks": 8, "sd": 0.5, "same": 3, "inconclusive": 0}
+    agg = {"n_tasks": 8, "sd": 0.5, "same": 3, "inconclusive": 0, "ci_method": "newcombe-paired"}
     return {
         "schema_version": 1,
         "stamp": "exploratory — not for publication",
@@ -121,6 +121,7 @@ def synthetic_report() -> dict[str, Any]:
                     **agg,
                     "mean": 0.625,
                     "ci95": [0.2, 1.0],
+                    "mde": 0.4512,
                     "mcnemar_p": 0.0625,
                     "helped": 5,
                     "hurt": 0,
@@ -198,8 +199,14 @@ def test_output_is_deterministic_and_input_untouched() -> None:
 
 def test_headline_is_paired_and_handles_missing_values() -> None:
     page = render_html(synthetic_report())
-    assert "+62.5 pp pass rate (95% CI +20.0 to +100.0 pp), n = 8 tasks, McNemar p = 0.0625" in page
-    assert "-37.5 pp pass rate (95% CI -80.0 to +5.0 pp)" in page
+    assert (
+        "+62.5 pp pass rate (95% CI +20.0 to +100.0 pp, Newcombe paired score), n = 8 tasks, "
+        "McNemar p = 0.0625, detectable at 80% power: ±45.1 pp" in page
+    )
+    # No metric alone: the refusal slice (here: not measured) and the cost beside it.
+    assert "refusal slice: not measured (the run has no negative-control task)" in page
+    assert "cost: 1200 vs 800 tokens per pass, 2.2 s vs 1.5 s wall per task" in page
+    assert "-37.5 pp pass rate (95% CI -80.0 to +5.0 pp, Newcombe paired score)" in page
     assert "no paired tasks (inconclusive 8)" in page
     assert "n/a (n=0)" in page  # the empty arm's rates
     assert "Verdict: demo (failing: channel scored)" in page

@@ -34,21 +34,33 @@ def ledger(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def test_run_report_replay(tmp_path: Path, docker_api: Any) -> None:
+    from runner.config.loader import load_controls
+
     controls = gold_suite(tmp_path)
     out = tmp_path / "run"
-    result = run_cli("run", str(controls), "--out", str(out), "-j", "2")
+    registered = load_controls(controls).protocol_sha256
+    result = run_cli(
+        "run", str(controls), "--out", str(out), "-j", "2", "--expect-protocol", registered
+    )
     assert result.returncode == 0, result.stderr
-    # No negative controls and the exploratory channel: two checklist rows fail.
-    assert "headline withheld: 2 checklist rows fail" in result.stdout
-    assert "refusal slice present" in result.stdout and "pp" not in result.stdout
+    # No negative controls (an integrity row), the exploratory channel and a two-task pack
+    # (publication rows): one integrity row fails, so the headline is shown, with the
+    # refusal slice marked as not measured, and the verdict is demo.
+    assert "gold vs ctrl: +100.0 pp pass rate (95% CI" in result.stdout
+    assert "refusal slice: not measured" in result.stdout
+    assert "verdict: demo (failing: refusal slice present; channel scored; pack size)" in (
+        result.stdout
+    )
     records = ledger(out)
     assert len(records) == 4 and len({r["job_id"] for r in records}) == 4
     assert {(r["arm"], r["outcome"]) for r in records} == {("ctrl", "miss"), ("gold", "success")}
     report = json.loads((out / "report.json").read_text())
     assert report["deltas"][0]["aggregate_delta"]["mean"] == 1.0
-    assert report["verdict"] == "demo" and report["headline_withheld"] is True
+    assert report["verdict"] == "demo" and report["headline_withheld"] is False
     failing = {row["item"] for row in report["checklist"] if not row["ok"]}
-    assert failing == {"refusal slice present", "channel scored"}
+    assert failing == {"refusal slice present", "channel scored", "pack size"}
+    assert report["deltas"][0]["aggregate_delta"]["ci_method"] == "newcombe-paired"
+    assert report["deltas"][0]["refusal_delta"] is None
     assert report["pins"]["suite_sha256"] == report["deltas"][0]["suite_id"]
     before = (out / "report.md").read_bytes()
     replayed = run_cli("replay", str(out))

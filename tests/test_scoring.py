@@ -13,6 +13,7 @@ from statsmodels.stats.proportion import proportion_confint
 from runner.models import Outcome, TaskKind, Trial
 from runner.outcomes import classify
 from runner.scoring import paired_delta, score, summarise
+from runner.stats import newcombe_paired_interval, paired_min_detectable_delta
 
 
 def trial(
@@ -117,10 +118,24 @@ def test_paired_delta_matches_scipy_and_statsmodels() -> None:
         assert (d.helped, d.hurt, d.same) == (b, c, n - b - c)
         table = [[0, b], [c, 0]]
         assert d.mcnemar_p == pytest.approx(mcnemar(table, exact=True).pvalue, abs=1e-9)
-        if len(set(diffs)) > 1:
-            sem = sps.sem(diffs)
-            low, high = sps.t.interval(0.95, n - 1, loc=sum(diffs) / n, scale=sem)
-            assert d.ci95 == pytest.approx((low, high), abs=1e-9)
+        # Single runs: Newcombe's paired score interval on the 2x2 table (tested against
+        # the published example and statsmodels in tests/test_stats.py), never zero width.
+        both = sum(a.passed and z.passed for a, z in zip(cand, ctrl, strict=True))
+        neither = n - b - c - both
+        assert d.ci_method == "newcombe-paired"
+        assert d.ci95 == newcombe_paired_interval(both, b, c, neither)
+        assert d.ci95 is not None and d.ci95[0] <= d.mean <= d.ci95[1] and d.ci95[0] < d.ci95[1]
+        assert d.mde == paired_min_detectable_delta(n, b + c)
+
+
+def test_agreeing_single_runs_still_get_an_interval_of_width() -> None:
+    """All tasks helped: a t interval over identical differences would be [+1, +1]."""
+    tasks = [f"t{i}" for i in range(12)]
+    cand = [trial(t, "cand", Outcome.SUCCESS) for t in tasks]
+    ctrl = [trial(t, "ctrl", Outcome.MISS) for t in tasks]
+    d = paired_delta("cand", "ctrl", cand, ctrl, tasks)
+    assert d.mean == 1.0 and d.ci95 is not None and d.ci95[0] < 0.9 and d.ci95[1] == 1.0
+    assert d.ci_method == "newcombe-paired" and d.mde is not None and 0.5 < d.mde < 1.0
 
 
 def test_missing_and_errored_tasks_are_inconclusive_not_dropped() -> None:
@@ -138,7 +153,7 @@ def test_missing_and_errored_tasks_are_inconclusive_not_dropped() -> None:
         "b": ("fail", "error", None),
         "c": ("skipped", "pass", None),
     }
-    assert d.ci95 is None  # one task: no interval
+    assert d.ci95 is not None and d.ci95[1] - d.ci95[0] > 0.5  # one task: a wide interval
 
 
 def test_repeats_average_per_task_before_pairing() -> None:
@@ -157,6 +172,29 @@ def test_repeats_average_per_task_before_pairing() -> None:
     d = paired_delta("cand", "ctrl", cand, ctrl, ["a", "b"])
     assert [c.delta for c in d.cases] == [0.5, 0.5]
     assert d.mcnemar_p is None  # McNemar is for single-run pairs only
+    cand.append(trial("c", "cand", Outcome.SUCCESS))
+    ctrl.append(trial("c", "ctrl", Outcome.MISS))
+    d = paired_delta("cand", "ctrl", cand, ctrl, ["a", "b", "c"])
+    diffs = [0.5, 0.5, 1.0]
+    low, high = sps.t.interval(0.95, 2, loc=sum(diffs) / 3, scale=sps.sem(diffs))
+    assert d.ci_method == "t" and d.ci95 == pytest.approx((low, high), abs=1e-9)
+    z = sps.norm.ppf(0.975) + sps.norm.ppf(0.8)
+    assert d.mde == pytest.approx(z * sps.tstd(diffs) / 3**0.5, abs=1e-9)
+
+
+def test_the_refusal_slice_is_paired_on_negative_tasks() -> None:
+    neg = TaskKind.NEGATIVE
+    trials = [trial("o", arm, Outcome.MISS) for arm in ("ctrl", "cand")]
+    for i in range(6):
+        trials.append(trial(f"n{i}", "ctrl", Outcome.INVALID_COMPLETION, kind=neg))
+        won = Outcome.ABSTAIN_OK if i < 4 else Outcome.INVALID_COMPLETION
+        trials.append(trial(f"n{i}", "cand", won, kind=neg))
+    scores = score(trials, ["ctrl", "cand"], "ctrl", ["o", *(f"n{i}" for i in range(6))])
+    [refusal] = scores.refusal
+    assert (refusal.arm, refusal.n_tasks, refusal.helped, refusal.same) == ("cand", 6, 4, 2)
+    assert refusal.mean == pytest.approx(4 / 6)
+    assert refusal.ci95 == newcombe_paired_interval(0, 4, 0, 2)
+    assert [c.task_id for c in scores.deltas[0].cases] == ["o"]  # negatives stay out
 
 
 def test_score_orders_arms_and_pairs_each_candidate() -> None:

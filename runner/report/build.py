@@ -60,7 +60,7 @@ def _stored_controls(run_dir: RunDir) -> Controls:
     return parse_controls(path.read_text(encoding="utf-8"), str(path))
 
 
-def build_report(run_dir: RunDir) -> BuiltReport:
+def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
     """Score the ledger and render the report files (no file written)."""
     meta = run_dir.meta()
     controls = _stored_controls(run_dir)
@@ -76,6 +76,7 @@ def build_report(run_dir: RunDir) -> BuiltReport:
         negative_tasks=sum(t["kind"] == "negative" for t in meta.tasks),
         edited=edited_from is not None,
         tasks=meta.tasks,
+        replay_ok=replay_ok,
     )
     by_leg: dict[str, list[Record]] = {}
     for t in trials:
@@ -144,8 +145,14 @@ def _pins(run_dir: RunDir, meta: RunMeta, controls: Controls) -> Pins:
 
 
 def write_report(run_dir: RunDir) -> tuple[BuiltReport, list[Path]]:
+    """Write the report, then derive it again from what is on disk (the ledger, run.json
+    and controls as a replay reads them); a different result fails the checklist's
+    replay row, and the report is written again saying so."""
     built = build_report(run_dir)
     paths = [run_dir.write_file(name, text) for name, text in built.files()]
+    if build_report(run_dir).files() != built.files():
+        built = build_report(run_dir, replay_ok=False)
+        paths = [run_dir.write_file(name, text) for name, text in built.files()]
     return built, paths
 
 

@@ -1,8 +1,12 @@
 """The publishability checklist: what a sceptical reviewer asks of a number. Pure.
 
-Each row is evaluated from the run's own records and locked controls. All rows
-hold: ``publishable``. Otherwise ``demo``, with the failing rows named; two or
-more failing rows withhold the headline number from the summary line.
+Each row is evaluated from the run's own records, its run.json and its locked
+controls, never a constant: every row has a test in which it fails. All rows
+hold: ``publishable``. Otherwise ``demo``, with the failing rows named. Two or
+more failing *integrity* rows withhold the headline number from the summary
+line; the two *publication* rows (channel scored, pack size) say whether a
+number may be published, not whether it is right, and an exploratory run
+already carries its stamp, so they do not withhold it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from runner.scoring import Scores
 from runner.stats import sign_test_greater
 
 WITHHOLD_AT = 2
+# A publishable headline needs a pack of at least this many ordinary and negative tasks.
+PACK_ORDINARY, PACK_NEGATIVE = 20, 10
+# A live (model-driven) arm is sampled at least this many times per task.
+MIN_MODEL_REPEATS = 3
+PUBLICATION_ROWS = frozenset({"channel scored", "pack size"})
 # An arm errs "clearly more" than its control when the one-sided exact sign test on the
 # (task, repeat) pairs where exactly one of them errored says so at this level.
 ERRORS_ALPHA = 0.05
@@ -36,8 +45,13 @@ def evaluate(
     negative_tasks: int,
     edited: bool,
     tasks: Sequence[Mapping[str, str]] = (),
+    *,
+    replay_ok: bool = True,
 ) -> list[Row]:
     """Every row of the checklist, in a fixed order.
+
+    ``tasks`` are run.json's task entries; ``replay_ok`` whether the report, derived
+    again from the ledger just written, came out byte for byte the same.
 
     Longer than the house's ~60 lines on purpose: one ``Row`` per item, side by side in
     the order the report prints them, so a reader checks each against its rule at once;
@@ -47,22 +61,16 @@ def evaluate(
     arms = scores.summaries
     no_n = [s.arm for s in arms if s.n == 0]
     no_ci = [d.arm for d in scores.deltas if d.ci95 is None]
-    no_cost = [
-        s.arm for s in arms if s.wall_s_per_task is None or (s.passes and s.tokens_per_pass is None)
-    ]
     no_refusal = [s.arm for s in arms if s.abstention_accuracy.n == 0]
     control = next((s for s in arms if s.control), None)
+    mismatched = sum(t.route_mismatch for t in trials)
     return [
         Row(
             "suite digest matches",
             bool(pinned) and pinned == suite_sha256,
             f"controls pin {pinned[:12] or 'nothing'}, the run verified {suite_sha256[:12]}",
         ),
-        Row(
-            "pass is defined by a hidden test the agent could not read",
-            True,
-            "hidden tests run only in a second, fresh sandbox; answer oracles never enter one",
-        ),
+        _hidden_row(trials, tasks),
         _grading_row(tasks),
         Row(
             "retries zero in the headline run",
@@ -76,11 +84,7 @@ def evaluate(
             if not no_n and not no_ci
             else f"missing for {', '.join(no_n + no_ci) or 'every arm (no candidate)'}",
         ),
-        Row(
-            "tokens per pass and wall time present",
-            not no_cost,
-            "present for every arm" if not no_cost else f"missing for {', '.join(no_cost)}",
-        ),
+        _cost_row(controls, trials, scores),
         Row(
             "refusal slice present",
             negative_tasks > 0 and not no_refusal,
@@ -95,16 +99,195 @@ def evaluate(
             if control is not None
             else "no control",
         ),
+        _budget_row(controls),
+        Row(
+            "route lock held",
+            mismatched == 0,
+            "no trial met a model other than the locked route"
+            if not mismatched
+            else f"{mismatched} trial(s) recorded a route mismatch",
+        ),
+        _complete_row(controls, trials, tasks, [s.arm for s in arms]),
+        _variance_row(controls),
         _errors_row(trials, scores),
         Row("channel scored", controls.channel == "scored", f"channel {controls.channel}"),
-        Row(
-            "replay reproduces the report",
-            not edited,
-            "ledger and controls pinned; confirm with `deltarun replay`"
-            if not edited
-            else "the ledger was edited after the run (accepted with --accept-edits)",
-        ),
+        _pack_row(tasks),
+        _replay_row(edited, replay_ok),
     ]
+
+
+def _named(items: Sequence[str], limit: int = 3) -> str:
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+def _hidden_row(trials: Sequence[Record], tasks: Sequence[Mapping[str, str]]) -> Row:
+    """A pass rests on a hidden test the agent could not read: every ordinary repository
+    task declares one, every pass on it has a verify run on record, and no hidden file
+    was in the agent's workspace (``hidden_in_fixture``, recorded when the run began)."""
+    item = "pass is defined by a hidden test the agent could not read"
+    repo = {t["id"]: t for t in tasks if t.get("grading") in ("pytest", "exit_status", "none")}
+    problems: list[str] = []
+    ungraded = [
+        i for i, t in repo.items() if t.get("kind") == "ordinary" and t["grading"] == "none"
+    ]
+    if ungraded:
+        problems.append(f"no hidden test: {_named(ungraded)}")
+    unverified = sorted(
+        {
+            t.task_id
+            for t in trials
+            if t.task_id in repo and t.outcome is Outcome.SUCCESS and t.verify_exit_code is None
+        }
+    )
+    if unverified:
+        problems.append(f"a pass without a verify run on record: {_named(unverified)}")
+    unknown = [
+        i for i, t in repo.items() if t.get("kind") == "ordinary" and "hidden_in_fixture" not in t
+    ]
+    if unknown:
+        problems.append(
+            f"not recorded whether the agent could read the hidden files: {_named(unknown)}"
+        )
+    exposed = [
+        f"{i} ({t['hidden_in_fixture']})" for i, t in repo.items() if t.get("hidden_in_fixture")
+    ]
+    if exposed:
+        problems.append(f"hidden files also in the agent's workspace: {_named(exposed)}")
+    if not repo:
+        return Row(item, True, "no repository task; answer oracles never enter a sandbox")
+    if problems:
+        return Row(item, False, "; ".join(problems))
+    return Row(
+        item,
+        True,
+        "every pass was verified in a second, fresh sandbox on files the agent never had",
+    )
+
+
+def _model_driven(controls: Controls) -> dict[str, bool]:
+    """Per planned arm: does a model decide what it does (a live, sampled arm)?"""
+    model_only = controls.runtime.network == "model-only" and controls.route is not None
+    return {
+        leg.name: leg.arm.agent.type == "openai" or (leg.arm.agent.type == "command" and model_only)
+        for leg in controls.legs()
+    }
+
+
+def _cost_row(controls: Controls, trials: Sequence[Record], scores: Scores) -> Row:
+    """Tokens per pass and wall time, measured: a model-driven arm whose trials report no
+    token usage at all is "not metered", and fails the row."""
+    item = "tokens per pass and wall time present"
+    live = _model_driven(controls)
+    metered: dict[str, int] = {}
+    for t in trials:
+        if t.outcome is not Outcome.ERROR:
+            metered[t.arm] = metered.get(t.arm, 0) + t.prompt_tokens + t.completion_tokens
+    missing = [s.arm for s in scores.summaries if s.wall_s_per_task is None]
+    unmetered = [
+        s.arm for s in scores.summaries if live.get(s.arm) and s.trials and not metered.get(s.arm)
+    ]
+    if missing or unmetered:
+        parts = [f"no wall time: {_named(missing)}"] if missing else []
+        parts += (
+            [f"not metered (no token usage reported): {_named(unmetered)}"] if unmetered else []
+        )
+        return Row(item, False, "; ".join(parts))
+    return Row(item, True, "wall time for every arm; token usage for every model-driven arm")
+
+
+def _budget_row(controls: Controls) -> Row:
+    """Equal budgets: timeouts, tools and limits are locked for the whole run by the one
+    controls file; what an arm can still set for itself (turn limit, request timeout of
+    its own route) must agree across the model-driven arms."""
+    item = "equal budgets"
+    budgets: dict[str, tuple[object, ...]] = {}
+    for arm in controls.arms:
+        agent = arm.agent
+        if agent.type == "openai":
+            route = agent.route or controls.route
+            timeout = route.request_timeout_s if route is not None else None
+            budgets[arm.name] = (agent.max_turns, timeout)
+    if len(set(budgets.values())) > 1:
+        listed = "; ".join(
+            f"{name}: {turns} turns, {timeout}s per request"
+            for name, (turns, timeout) in sorted(budgets.items())
+        )
+        return Row(item, False, f"model-driven arms differ: {listed}")
+    return Row(
+        item,
+        True,
+        f"one timeout ({controls.runtime.timeout_s:g}s), tool allowlist and limits for every arm"
+        + (f"; {len(budgets)} model-driven arm(s) with the same turn limit" if budgets else ""),
+    )
+
+
+def _complete_row(
+    controls: Controls,
+    trials: Sequence[Record],
+    tasks: Sequence[Mapping[str, str]],
+    arms: Sequence[str],
+) -> Row:
+    """Every planned (task, arm, repeat) has exactly one record, and no record is unplanned."""
+    item = "run complete"
+    planned = {
+        (t["id"], arm, r) for t in tasks for arm in arms for r in range(controls.runtime.repeats)
+    }
+    seen: dict[tuple[str, str, int], int] = {}
+    for t in trials:
+        key = (t.task_id, t.arm, t.repeat)
+        seen[key] = seen.get(key, 0) + 1
+    missing = len(planned - seen.keys())
+    extra = len(seen.keys() - planned)
+    doubled = sum(1 for n in seen.values() if n > 1)
+    if not planned or missing or extra or doubled:
+        return Row(
+            item,
+            False,
+            f"{len(planned)} planned jobs: {missing} without a record, {extra} unplanned, "
+            f"{doubled} with more than one record",
+        )
+    return Row(item, True, f"{len(planned)} planned jobs, one record each")
+
+
+def _variance_row(controls: Controls) -> Row:
+    """A single-shot live score is not evidence: model-driven arms are sampled repeatedly."""
+    item = "variance measured"
+    live = sorted(name for name, driven in _model_driven(controls).items() if driven)
+    repeats = controls.runtime.repeats
+    if live and repeats < MIN_MODEL_REPEATS:
+        return Row(
+            item,
+            False,
+            f"runtime.repeats is {repeats} for model-driven arm(s) {_named(live)}; "
+            f"set it to {MIN_MODEL_REPEATS} or more",
+        )
+    if live:
+        return Row(item, True, f"{repeats} repeats of every model-driven arm")
+    return Row(item, True, "no model-driven arm: every arm is deterministic")
+
+
+def _pack_row(tasks: Sequence[Mapping[str, str]]) -> Row:
+    ordinary = sum(t.get("kind") == "ordinary" for t in tasks)
+    negative = sum(t.get("kind") == "negative" for t in tasks)
+    ok = ordinary >= PACK_ORDINARY and negative >= PACK_NEGATIVE
+    return Row(
+        "pack size",
+        ok,
+        f"{ordinary} ordinary and {negative} negative task(s)"
+        + ("" if ok else f"; a publishable pack has {PACK_ORDINARY} and {PACK_NEGATIVE}"),
+    )
+
+
+def _replay_row(edited: bool, replay_ok: bool) -> Row:
+    item = "replay reproduces the report"
+    if edited:
+        return Row(
+            item, False, "the ledger was edited after the run (accepted with --accept-edits)"
+        )
+    if not replay_ok:
+        return Row(item, False, "the report derived again from the ledger came out different")
+    return Row(item, True, "derived twice from the pinned ledger and controls: the same bytes")
 
 
 def _grading_row(tasks: Sequence[Mapping[str, str]]) -> Row:
@@ -161,4 +344,4 @@ def verdict(rows: Sequence[Row]) -> str:
 
 
 def withhold_headline(rows: Sequence[Row]) -> bool:
-    return sum(not r.ok for r in rows) >= WITHHOLD_AT
+    return sum(not r.ok for r in rows if r.item not in PUBLICATION_ROWS) >= WITHHOLD_AT

@@ -16,3 +16,12 @@ def signed_pp(value: float | None) -> str:
 def num(value: float | None, fmt: str = ".2f") -> str:
     """A number in ``fmt``, or ``n/a``."""
     return "n/a" if value is None else format(value, fmt)
+
+
+def tokens_per_pass(value: float | None) -> str:
+    """Tokens per pass for a person: ``n/a (no pass)`` without a pass, ``not metered`` when
+    the arm's trials reported no token usage at all (a patch or scripted arm, or an agent
+    that does not report it), else the whole number."""
+    if value is None:
+        return "n/a (no pass)"
+    return "not metered" if value == 0 else f"{value:.0f}"

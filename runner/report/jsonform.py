@@ -32,7 +32,10 @@ def to_json(report: Report) -> dict[str, Any]:
         "pins": pins.model_dump(mode="json"),
         "arms": [_summary(s) for s in scores.summaries],
         "repeats": dict(report.repeats),
-        "deltas": [_scorecard(report, d, summaries) for d in scores.deltas],
+        "deltas": [
+            _scorecard(report, d, summaries, refusal)
+            for d, refusal in zip(scores.deltas, _refusals(report), strict=True)
+        ],
         "baseline_legs": [_scorecard(report, d, summaries) for d in report.legs],
         "covariates": report.covariates,
         "per_task": report.per_task,
@@ -73,7 +76,34 @@ def _case_status(status: str, delta: float | None) -> str:
     return status if delta is not None or status in ("error", "skipped") else "inconclusive"
 
 
-def _scorecard(report: Report, d: PairedDelta, summaries: dict[str, ArmSummary]) -> dict[str, Any]:
+def _refusals(report: Report) -> list[PairedDelta | None]:
+    """The refusal delta beside each delta (none for scores made without one)."""
+    scores = report.scores
+    return list(scores.refusal) if scores.refusal else [None] * len(scores.deltas)
+
+
+def _refusal(d: PairedDelta | None) -> dict[str, Any] | None:
+    """The refusal slice, paired: abstention accuracy candidate minus control."""
+    if d is None or d.n_tasks == 0:
+        return None
+    return {
+        "n_tasks": d.n_tasks,
+        "mean": rounded(d.mean),
+        "ci95": None if d.ci95 is None else [rounded(d.ci95[0]), rounded(d.ci95[1])],
+        "ci_method": d.ci_method,
+        "helped": d.helped,
+        "hurt": d.hurt,
+        "same": d.same,
+        "inconclusive": d.inconclusive,
+    }
+
+
+def _scorecard(
+    report: Report,
+    d: PairedDelta,
+    summaries: dict[str, ArmSummary],
+    refusal: PairedDelta | None = None,
+) -> dict[str, Any]:
     """One DeltaScorecard: a candidate (or leg) against its control, paired per task."""
     pins = report.pins
     control, candidate = summaries[d.control], summaries[d.arm]
@@ -91,6 +121,8 @@ def _scorecard(report: Report, d: PairedDelta, summaries: dict[str, ArmSummary])
             "mean": rounded(d.mean),
             "sd": rounded(d.sd),
             "ci95": None if d.ci95 is None else [rounded(d.ci95[0]), rounded(d.ci95[1])],
+            "ci_method": d.ci_method,
+            "mde": rounded(d.mde),
             "bootstrap95": _interval(report.bootstrap.get((d.arm, d.control))),
             "mcnemar_p": rounded(d.mcnemar_p, 9),
             "helped": d.helped,
@@ -109,6 +141,7 @@ def _scorecard(report: Report, d: PairedDelta, summaries: dict[str, ArmSummary])
             }
             for c in d.cases
         ],
+        "refusal_delta": _refusal(refusal),
     }
 
 

@@ -6,22 +6,62 @@ Every section renders from the one ``Report``; numbers are formatted here
 
 from __future__ import annotations
 
-from runner.report.format import num, pct, signed_pp
+from runner.report.format import num, pct, signed_pp, tokens_per_pass
 from runner.report.model import EXPLORATORY_STAMP, Report, rounded
-from runner.scoring import PairedDelta, Rate
+from runner.scoring import PairedDelta, Rate, Scores
+
+METHODS = {"newcombe-paired": "Newcombe paired score", "t": "t over per-task means"}
 
 
 def headline(d: PairedDelta) -> str:
-    """One line: the delta with its interval, test and counts; never a bare candidate rate."""
+    """One line: the delta with its interval (and the method), test, the smallest delta the
+    run could detect, and counts; never a bare candidate rate."""
     if d.mean is None:
         return f"{d.arm} vs {d.control}: no paired tasks (inconclusive: {d.inconclusive})"
-    ci = "n/a" if d.ci95 is None else f"{signed_pp(d.ci95[0])} to {signed_pp(d.ci95[1])}"
     p = "n/a" if d.mcnemar_p is None else f"{d.mcnemar_p:.4g}"
+    detectable = (
+        "too few tasks to detect any delta at 80% power"
+        if d.mde is None
+        else f"detectable at 80% power: ±{100 * d.mde:.1f} pp"
+    )
     return (
-        f"{d.arm} vs {d.control}: {signed_pp(d.mean)} pass rate (95% CI {ci}), "
-        f"n={d.n_tasks} tasks, McNemar p={p}; helped {d.helped}, hurt {d.hurt}, "
+        f"{d.arm} vs {d.control}: {signed_pp(d.mean)} pass rate ({_ci(d)}), "
+        f"n={d.n_tasks} tasks, McNemar p={p}, {detectable}; helped {d.helped}, hurt {d.hurt}, "
         f"same {d.same}, inconclusive {d.inconclusive}"
     )
+
+
+def _ci(d: PairedDelta) -> str:
+    if d.ci95 is None:
+        return "95% CI n/a"
+    method = METHODS.get(d.ci_method or "", d.ci_method or "?")
+    return f"95% CI {signed_pp(d.ci95[0])} to {signed_pp(d.ci95[1])}, {method}"
+
+
+def headline_lines(scores: Scores) -> list[str]:
+    """No metric alone: for each candidate the pass-rate delta, the refusal-slice delta and
+    the cost beside the control's. Continuation lines start with two spaces."""
+    by_arm = {s.arm: s for s in scores.summaries}
+    refusals: list[PairedDelta | None] = [*scores.refusal] or [None] * len(scores.deltas)
+    lines: list[str] = []
+    for d, r in zip(scores.deltas, refusals, strict=True):
+        lines.append(headline(d))
+        if r is None or r.n_tasks == 0:
+            lines.append("  refusal slice: not measured (the run has no negative-control task)")
+        else:
+            lines.append(
+                f"  refusal slice: {signed_pp(r.mean)} abstention accuracy ({_ci(r)}), "
+                f"n={r.n_tasks} negative tasks"
+            )
+        cand, ctrl = by_arm.get(d.arm), by_arm.get(d.control)
+        if cand is not None and ctrl is not None:
+            lines.append(
+                f"  cost: {tokens_per_pass(cand.tokens_per_pass)} vs "
+                f"{tokens_per_pass(ctrl.tokens_per_pass)} tokens per pass, "
+                f"{num(cand.wall_s_per_task, '.1f')} s vs "
+                f"{num(ctrl.wall_s_per_task, '.1f')} s wall per task (candidate vs control)"
+            )
+    return lines
 
 
 def render_markdown(report: Report) -> str:
@@ -29,8 +69,8 @@ def render_markdown(report: Report) -> str:
     lines: list[str] = []
     for section in (
         _top,
-        _pins,
         _headline,
+        _pins,
         _arms,
         _stops,
         _refusal,
@@ -90,7 +130,7 @@ def _pins(report: Report) -> list[str]:
     if pins.metrics is not None:
         for name in pins.metrics.functions:
             lines.append(f"| metric `{name}` | `{pins.metrics.module}` `{pins.metrics.sha256}` |")
-    lines += [f"| deltarun / Python | {pins.deltarun_version} / {pins.python_version} |", ""]
+    lines += [f"| deltarun / Python | {pins.deltarun_version} / {pins.python_version} |"]
     return lines
 
 
@@ -102,8 +142,11 @@ def _headline(report: Report) -> list[str]:
             "below are for inspection, not for quoting"
         ]
     else:
-        lines += [f"- {headline(d)}" for d in report.scores.deltas] or ["- no candidate arm"]
-    return lines
+        lines += [
+            f"  - {line.strip()}" if line.startswith("  ") else f"- {line}"
+            for line in headline_lines(report.scores)
+        ] or ["- no candidate arm"]
+    return [*lines, ""]
 
 
 def _arms(report: Report) -> list[str]:

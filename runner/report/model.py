@@ -24,7 +24,7 @@ from runner.report.repeats import repeat_stats
 from runner.scoring import PairedDelta, Rate, Scores, gc_paused
 from runner.stats import paired_bootstrap_interval
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 EXPLORATORY_STAMP = "exploratory — not for publication"
 
 

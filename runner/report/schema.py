@@ -58,8 +58,23 @@ class AggregateDeltaJSON(_M):
     mean: float | None
     sd: float | None
     ci95: tuple[float, float] | None
+    ci_method: Literal["newcombe-paired", "t"] | None
+    mde: float | None
     bootstrap95: tuple[float, float] | None
     mcnemar_p: float | None
+    helped: int
+    hurt: int
+    same: int
+    inconclusive: int
+
+
+class RefusalDeltaJSON(_M):
+    """Abstention accuracy on the negative tasks, candidate minus control, paired."""
+
+    n_tasks: int
+    mean: float | None
+    ci95: tuple[float, float] | None
+    ci_method: Literal["newcombe-paired", "t"] | None
     helped: int
     hurt: int
     same: int
@@ -88,6 +103,7 @@ class ScorecardJSON(_M):
     candidate_aggregate: ArmJSON
     aggregate_delta: AggregateDeltaJSON
     per_case: list[CaseJSON]
+    refusal_delta: RefusalDeltaJSON | None
 
 
 class EditedJSON(_M):
