@@ -280,6 +280,31 @@ def report(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> No
 
 
 @app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="Reference run directory (plays the control)")],
+    run_b: Annotated[Path, typer.Argument(help="Candidate run directory")],
+    arm: Annotated[
+        str | None,
+        typer.Option("--arm", help="Arm of RUN_A (and of RUN_B without --arm-b); default: all"),
+    ] = None,
+    arm_b: Annotated[
+        str | None, typer.Option("--arm-b", help="Arm of RUN_B to pair with --arm")
+    ] = None,
+) -> None:
+    """Pair an arm of RUN_B with an arm of RUN_A per task and print the delta vs RUN_A.
+
+    Without --arm, every arm both runs have is compared with itself. The runs must be
+    of the same suite (exit 3 otherwise) and the same channel.
+    """
+    from runner.report.build import compare_runs
+
+    if arm_b is not None and arm is None:
+        raise UsageError("--arm-b needs --arm (the arm of RUN_A to pair it with)")
+    for line in compare_runs(run_a, run_b, arm, arm_b):
+        out.print(line, highlight=False, markup=False)
+
+
+@app.command()
 def replay(
     run_dir: Annotated[Path, typer.Argument(help="Run directory")],
     accept_edits: Annotated[

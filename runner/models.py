@@ -225,6 +225,11 @@ class Trial(Strict):
     reason: str | None = None
     grading: str | None = None
     answer: Any = None
+    metrics: dict[str, bool] | None = Field(
+        default=None,
+        description="An answer task's metrics, each one's result on the answer (absent when "
+        "no answer was scored: none given, invalid, abstained, timed out).",
+    )
     verify_exit_code: int | None = None
     verify_log: str = ""
     verify_log_truncated: bool = False
@@ -296,6 +301,8 @@ class ScoredTrial:
     stop_reason: str | None = None
     route_mismatch: bool = False
     verify_exit_code: int | None = None  # the checklist: every pass was verified
+    metrics: dict[str, bool] | None = None  # answer tasks: each metric's result
+    finished_at: str = ""  # the report's generated_at is the last of these
 
     @classmethod
     def of(cls, t: Trial) -> ScoredTrial:
@@ -320,6 +327,8 @@ class ScoredTrial:
             None if t.stop_reason is None else sys.intern(t.stop_reason),
             t.route_mismatch,
             t.verify_exit_code,
+            t.metrics,
+            t.finished_at,
         )
 
 

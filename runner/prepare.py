@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner import __version__
+from runner import metrics as builtin_metrics
 from runner.agents.base import Agent
 from runner.agents.factory import agent_members, agents_for
 from runner.archives import Member, read_members
@@ -25,6 +26,7 @@ from runner.config.loader import (
 )
 from runner.config.model import Controls
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
+from runner.hashing import sha256_bytes
 from runner.metric_modules import load_metrics, read_module
 from runner.metrics import Metric
 from runner.models import AnswerTask, Job, RepoTask, Task, grading_of
@@ -196,6 +198,7 @@ def _run_dir(
         deltarun_version=__version__,
         python_version=platform.python_version(),
         controls_path=str(path.resolve()),
+        builtin_metrics_sha256=sha256_bytes(Path(builtin_metrics.__file__).read_bytes()),
     )
     run_dir.create(meta, path.read_bytes())
     return run_dir, meta

@@ -35,6 +35,7 @@ class Facts:
     dropped: tuple[str, ...] = ()
     tool_violation: bool = False
     passed: bool = False
+    metrics: dict[str, bool] | None = None  # an answer task's metrics, each one's result
     timed_out: bool = False
     verify_exit_code: int | None = None
     verify_log: str = ""
@@ -198,6 +199,7 @@ def build_record(
         reason=None if reason is None or outcome is Outcome.SUCCESS else clean_text(reason),
         grading=grading_of(task).value,
         answer=answer,
+        metrics=facts.metrics if answer_problem is None else None,
         verify_exit_code=facts.verify_exit_code,
         verify_log=facts.verify_log,
         verify_log_truncated=facts.verify_log_truncated,

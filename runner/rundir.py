@@ -50,6 +50,7 @@ class RunMeta:
     deltarun_version: str
     python_version: str
     controls_path: str = ""  # where the controls (and so the suite) were, for --reverify
+    builtin_metrics_sha256: str = ""  # runner/metrics.py of the deltarun that ran it
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -196,7 +196,7 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts)
         return
     if isinstance(task, AnswerTask):
         if result.answer_present and not result.answer_invalid:
-            facts.passed, _ = score_answer(result.answer, task, agent_wall, env.metrics)
+            facts.passed, facts.metrics = score_answer(result.answer, task, agent_wall, env.metrics)
         return
     _verify(job, task, env, fixture, facts.applied or b"", facts)
 

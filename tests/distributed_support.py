@@ -189,6 +189,7 @@ def essence(run: Path) -> dict[str, Any]:
         delta.pop("control_run_id")
         delta.pop("candidate_run_id")
         delta.pop("suite_id")
-        delta["control_aggregate"].pop("wall_s_per_task")
-        delta["candidate_aggregate"].pop("wall_s_per_task")
+        delta["control_detail"].pop("wall_s_per_task")
+        delta["candidate_detail"].pop("wall_s_per_task")
+        delta.pop("generated_at")
     return report

@@ -132,3 +132,27 @@ def test_seeded_bootstrap_is_reported_and_replayable(tmp_path: Path) -> None:
     assert low <= delta["mean"] <= high and low < high
     assert run_cli("replay", str(run.path)).returncode == 0  # the same seed, the same interval
     assert "paired bootstrap 95%" in (run.path / "report.md").read_text()
+
+
+def test_pins_give_the_suite_first_then_timeout_seed_and_each_route(tmp_path: Path) -> None:
+    from runner.report.build import build_report
+
+    live = (
+        CONTROLS.replace(
+            "  - {name: cand, agent: {type: scripted, action: abstain}}",
+            "  - {name: cand, agent: {type: openai}}",
+        )
+        + 'route: {base_url: "http://127.0.0.1:9/v1", model: pinned-model, temperature: 0.5}\n'
+    )
+    live += "runtime: {timeout_s: 45, seed: 11}\n"
+    built = build_report(RunDir(make_run(tmp_path, controls=live)))
+    pins = json.loads(built.json_text)["pins"]
+    assert pins["routes"] == {
+        "cand": {"model": "pinned-model", "base_url": "http://127.0.0.1:9/v1", "temperature": 0.5}
+    }
+    assert (pins["timeout_s"], pins["seed"]) == (45, 11)
+    table = built.markdown.split("## Pins")[1].split("##")[0].splitlines()
+    assert table[4].startswith("| suite sha256 |")  # the first row under the header
+    assert "| route of cand | `pinned-model` at `http://127.0.0.1:9/v1`, temperature 0.5 |" in table
+    assert "| timeout / seed | 45 s / 11 |" in table
+    assert "pinned-model at http://127.0.0.1:9/v1, temperature 0.5" in built.html

@@ -292,3 +292,29 @@ def test_abstaining_with_a_change_is_an_invalid_completion(tmp_path: Path) -> No
     assert edited.reason == "abstained but left a change (a patch or an answer)"
     answered = run_one(controls, "hedger", factory(abstain_and(b"", b'{"x": 1}')))
     assert answered.outcome is Outcome.INVALID_COMPLETION and answered.answer == {"x": 1}
+
+
+def test_an_answer_tasks_metrics_are_kept_one_by_one(tmp_path: Path) -> None:
+    task = {
+        "id": "t1",
+        "kind": "ordinary",
+        "prompt": 'Answer 42 as {"n": 42}.',
+        "expect": {"n": 42},
+        "schema": {"type": "object", "required": ["n"]},
+        "metrics": ["exact_match", "json_schema_ok", "within_deadline"],
+        "deadline_s": 5,
+        "timeout_s": 30,
+    }
+    answerer = write_agent(tmp_path, "answerer", "echo '{\"n\": 41}' > /io/answer.json\n")
+
+    def answers(request: ExecRequest, sandbox: FakeSandbox) -> ExecResult | None:
+        if "run" in request.argv and "--" in request.argv:
+            sandbox.files["/io/answer.json"] = b'{"n": 41}'
+        return None
+
+    controls = suite(tmp_path, [{"name": "answerer", "agent": answerer}], tasks=[task])
+    trial = run_one(controls, "answerer", factory(answers))
+    assert trial.outcome is Outcome.MISS and trial.answer == {"n": 41}
+    assert trial.metrics == {"exact_match": False, "json_schema_ok": True, "within_deadline": True}
+    silent = run_one(controls, "ctrl", factory())
+    assert silent.outcome is Outcome.MISS and silent.metrics is None  # nothing was scored

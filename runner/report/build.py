@@ -11,10 +11,11 @@ from runner.config.model import Controls
 from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
 from runner.models import Record, ScoredTrial
 from runner.report.checklist import Row, evaluate, withhold_headline
+from runner.report.compare import RunSide, arm_pairs, compare_arms, labels, render
 from runner.report.html import render_html
 from runner.report.jsonform import dumps_json, to_json
 from runner.report.markdown import render_markdown
-from runner.report.model import MetricsPin, Pins, build
+from runner.report.model import MetricsPin, Pins, RoutePin, build
 from runner.rundir import RunDir, RunMeta
 from runner.scoring import Scores, paired_delta, score
 
@@ -94,6 +95,7 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
         bootstrap=(controls.analysis.bootstrap_resamples, controls.runtime.seed),
         legs=legs,
         tasks=meta.tasks,
+        suite_path=controls.suite.file,
     )
     data = to_json(report)
     return BuiltReport(
@@ -126,6 +128,30 @@ def _checked_records(run_dir: RunDir, meta: RunMeta, controls: Controls) -> list
     return trials
 
 
+def compare_runs(path_a: Path, path_b: Path, arm: str | None, arm_b: str | None) -> list[str]:
+    """``deltarun compare``: arms of RUN_B against arms of RUN_A, paired per task, as lines.
+
+    The suite, channel and arm checks read ``run.json`` only, before any ledger; each
+    run's records are then read as its report reads them (``_checked_records``)."""
+    runs = RunDir(path_a), RunDir(path_b)
+    metas = runs[0].meta(), runs[1].meta()
+    side_a, side_b = (
+        RunSide(str(run.path), meta.run_id, meta.suite_sha256, meta.channel, tuple(meta.arms))
+        for run, meta in zip(runs, metas, strict=True)
+    )
+    pairs = arm_pairs(side_a, side_b, arm, arm_b)
+    records_a, records_b = (
+        _checked_records(run, meta, _stored_controls(run))
+        for run, meta in zip(runs, metas, strict=True)
+    )
+    task_ids = list(dict.fromkeys(task["id"] for meta in metas for task in meta.tasks))
+    label_a, label_b = labels(side_a.path, side_b.path)
+    comparisons = [
+        compare_arms(a, b, records_a, records_b, task_ids, label_a, label_b) for a, b in pairs
+    ]
+    return render(side_a, side_b, comparisons)
+
+
 def _pins(run_dir: RunDir, meta: RunMeta, controls: Controls) -> Pins:
     metrics = controls.metrics
     return Pins(
@@ -141,7 +167,29 @@ def _pins(run_dir: RunDir, meta: RunMeta, controls: Controls) -> Pins:
         deltarun_version=meta.deltarun_version,
         python_version=meta.python_version,
         metrics=None if metrics is None else MetricsPin.model_validate(metrics.model_dump()),
+        builtin_metrics_sha256=meta.builtin_metrics_sha256,
+        timeout_s=controls.runtime.timeout_s,
+        seed=controls.runtime.seed,
+        routes=_routes(controls),
     )
+
+
+def _routes(controls: Controls) -> dict[str, RoutePin]:
+    """Each model-driven arm's pinned route (an openai arm's own, else the run's)."""
+    routes: dict[str, RoutePin] = {}
+    model_only = controls.runtime.network == "model-only"
+    for leg in controls.legs():
+        agent = leg.arm.agent
+        route = None
+        if agent.type == "openai":
+            route = agent.route or controls.route
+        elif agent.type == "command" and model_only:
+            route = controls.route
+        if route is not None:
+            routes[leg.name] = RoutePin(
+                model=route.model, base_url=route.base_url, temperature=route.temperature
+            )
+    return routes
 
 
 def write_report(run_dir: RunDir) -> tuple[BuiltReport, list[Path]]:

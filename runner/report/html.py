@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from runner.report.format import tokens_per_pass
+from runner.report.format import pct, tokens_per_pass
 from runner.report.plots import (
     GOOD_OUTCOMES,
     HELPED,
@@ -105,8 +105,9 @@ def _header(report: dict[str, Any]) -> list[str]:
     out += _verdict(report)
     rows: list[Sequence[Cell]] = []
     names = {
-        "protocol_id": "protocol id", "protocol_sha256": "protocol sha256",
-        "channel": "channel", "suite_sha256": "suite sha256", "run_id": "run id",
+        "suite_sha256": "suite sha256", "protocol_id": "protocol id",
+        "protocol_sha256": "protocol sha256", "channel": "channel", "run_id": "run id",
+        "timeout_s": "timeout s", "seed": "seed", "routes": "route of",
         "control_arm": "control arm", "ledger_sha256": "ledger sha256",
         "image_digests": "image", "agent_dir_digests": "agent dir of",
         "deltarun_version": "deltarun version", "python_version": "Python version",
@@ -116,11 +117,23 @@ def _header(report: dict[str, Any]) -> list[str]:
             continue
         value = pins[key]
         if isinstance(value, dict):
-            rows += [(f"{names.get(key, key)} {k}", (str(v), "mono")) for k, v in value.items()]
+            rows += [
+                (f"{names.get(key, key)} {k}", (_pin_text(v), "mono")) for k, v in value.items()
+            ]
         else:
             rows.append((names.get(key, key), (str(value), "mono")))
     out += ["<h2>Pins</h2>", _table(("pin", "value"), rows)]
     return out
+
+
+def _pin_text(value: Any) -> str:
+    """A pin's value; a route as "model at base_url, temperature t"."""
+    if isinstance(value, dict) and "model" in value:
+        return (
+            f"{value.get('model')} at {value.get('base_url')}, "
+            f"temperature {value.get('temperature')}"
+        )
+    return str(value)
 
 
 def _headline(report: dict[str, Any], deltas: list[dict[str, Any]]) -> list[str]:
@@ -243,6 +256,29 @@ def _tables(report: dict[str, Any], arms: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _metric_table(report: dict[str, Any]) -> list[str]:
+    """Each answer-task metric on its own (``metric_deltas``), with its module and digest."""
+    rows: list[list[Cell]] = []
+    for m in (as_dict(x) for x in as_list(report.get("metric_deltas"))):
+        sd = as_number(m.get("sd"))
+        rows.append(
+            [
+                f"{m.get('candidate_arm', '?')} vs {m.get('control_arm', '?')}",
+                (str(m.get("metric", "?")), "mono"),
+                (f"{m.get('module', '?')} {str(m.get('sha256') or 'not recorded')[:12]}", "mono"),
+                (str(m.get("n_tasks", "n/a")), "num"),
+                (pct(as_number(m.get("control"))), "num"),
+                (pct(as_number(m.get("candidate"))), "num"),
+                (f"{pp_text(as_number(m.get('delta')))} pp", "num"),
+                ("n/a" if sd is None else f"{100 * sd:.1f} pp", "num"),
+            ]
+        )
+    if not rows:
+        return []
+    head = ("candidate vs control", "metric", "module", "n tasks", "control", "candidate")
+    return ["<h2>Answer metrics</h2>", _table([*head, "delta", "sd"], rows)]
+
+
 def render_html(report: dict[str, Any]) -> str:
     """The whole report as one self-contained, deterministic HTML page, drawn from the
     report's JSON form (``jsonform.to_json``) so it shows exactly the published numbers."""
@@ -271,6 +307,7 @@ def render_html(report: dict[str, Any]) -> str:
         "<h2>Cost against pass rate</h2>",
         cost(arms),
         *_tables(report, arms),
+        *_metric_table(report),
         "</body></html>\n",
     ]
     return "\n".join(parts)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from json.encoder import encode_basestring
 from typing import Any
 
-from runner.report.model import SCHEMA_VERSION, Report, rate_json, rounded
+from runner.report.metric_deltas import MetricDelta
+from runner.report.model import SCHEMA_VERSION, Report, metric_source, rate_json, rounded
 from runner.scoring import ArmSummary, PairedDelta, gc_paused
 
 
@@ -40,6 +41,23 @@ def to_json(report: Report) -> dict[str, Any]:
         "covariates": report.covariates,
         "per_task": report.per_task,
         "grading": report.grading,
+        "metric_deltas": [_metric_delta(m, report) for m in report.metric_deltas],
+    }
+
+
+def _metric_delta(m: MetricDelta, report: Report) -> dict[str, Any]:
+    module, sha256 = metric_source(m.metric, report.pins)
+    return {
+        "candidate_arm": m.candidate,
+        "control_arm": m.control,
+        "metric": m.metric,
+        "module": module,
+        "sha256": sha256,
+        "n_tasks": m.n_tasks,
+        "control": rounded(m.control_mean),
+        "candidate": rounded(m.candidate_mean),
+        "delta": rounded(m.delta),
+        "sd": rounded(m.sd),
     }
 
 
@@ -70,6 +88,14 @@ def _summary(s: ArmSummary) -> dict[str, Any]:
         "outcomes": s.outcomes,
         "stop_reasons": s.stop_reasons,
     }
+
+
+def _case_delta(delta: float | None) -> float | int | None:
+    """A task's delta; -1, 0 or +1 as integers when the arms agreed across their runs
+    (always so for single runs: helped, same, hurt)."""
+    if delta is not None and delta.is_integer():
+        return int(delta)
+    return rounded(delta)
 
 
 def _case_status(status: str, delta: float | None) -> str:
@@ -114,8 +140,14 @@ def _scorecard(
         "candidate_arm": d.arm,
         "control_run_id": pins.run_id,
         "candidate_run_id": pins.run_id,
-        "control_aggregate": _summary(control),
-        "candidate_aggregate": _summary(candidate),
+        "suite_path": report.suite_path,
+        "generated_at": report.generated_at,
+        # Plain numbers first (pass rates and the mean paired delta), the detail beside them.
+        "control_aggregate": rounded(control.pass_rate.value),
+        "candidate_aggregate": rounded(candidate.pass_rate.value),
+        "aggregate_delta_value": rounded(d.mean),
+        "control_detail": _summary(control),
+        "candidate_detail": _summary(candidate),
         "aggregate_delta": {
             "n_tasks": d.n_tasks,
             "mean": rounded(d.mean),
@@ -137,7 +169,7 @@ def _scorecard(
                 "candidate_status": _case_status(c.candidate_status, c.delta),
                 "control_score": rounded(c.control_score),
                 "candidate_score": rounded(c.candidate_score),
-                "delta": rounded(c.delta),
+                "delta": _case_delta(c.delta),
             }
             for c in d.cases
         ],

@@ -7,7 +7,7 @@ Every section renders from the one ``Report``; numbers are formatted here
 from __future__ import annotations
 
 from runner.report.format import num, pct, signed_pp, tokens_per_pass
-from runner.report.model import EXPLORATORY_STAMP, Report, rounded
+from runner.report.model import EXPLORATORY_STAMP, Report, metric_source, rounded
 from runner.scoring import PairedDelta, Rate, Scores
 
 METHODS = {"newcombe-paired": "Newcombe paired score", "t": "t over per-task means"}
@@ -75,6 +75,7 @@ def render_markdown(report: Report) -> str:
         _stops,
         _refusal,
         _deltas,
+        _metric_deltas,
         _covariates,
         _legs,
         _outcomes,
@@ -116,13 +117,20 @@ def _pins(report: Report) -> list[str]:
     pins = report.pins
     lines = ["## Pins", "", "| pin | value |", "|---|---|"]
     lines += [
-        f"| protocol | `{pins.protocol_id}` `{pins.protocol_sha256}` |",
         f"| suite sha256 | `{pins.suite_sha256}` |",
+        f"| protocol | `{pins.protocol_id}` `{pins.protocol_sha256}` |",
         f"| channel | {pins.channel} |",
         f"| run id | `{pins.run_id}` |",
         f"| control arm | {pins.control_arm} |",
         f"| ledger sha256 | `{pins.ledger_sha256}` |",
     ]
+    if pins.timeout_s is not None:
+        lines.append(f"| timeout / seed | {pins.timeout_s:g} s / {pins.seed} |")
+    for arm, route in sorted(pins.routes.items()):
+        lines.append(
+            f"| route of {arm} | `{route.model}` at `{route.base_url}`, "
+            f"temperature {route.temperature:g} |"
+        )
     for image, digest in sorted(pins.image_digests.items()):
         lines.append(f"| image `{image}` | `{digest}` |")
     for arm, digest in sorted(pins.agent_dir_digests.items()):
@@ -146,6 +154,30 @@ def _headline(report: Report) -> list[str]:
             f"  - {line.strip()}" if line.startswith("  ") else f"- {line}"
             for line in headline_lines(report.scores)
         ] or ["- no candidate arm"]
+    return [*lines, ""]
+
+
+def _metric_deltas(report: Report) -> list[str]:
+    if not report.metric_deltas:
+        return []
+    lines = [
+        "",
+        "## Answer metrics",
+        "",
+        "Each metric of the answer tasks on its own, paired per task (repeats averaged first).",
+        "",
+        "| candidate vs control | metric | module | sha256 | n tasks | control | candidate "
+        "| delta | sd |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for m in report.metric_deltas:
+        module, sha256 = metric_source(m.metric, report.pins)
+        lines.append(
+            f"| {m.candidate} vs {m.control} | `{m.metric}` | `{module}` "
+            f"| `{sha256[:12] or 'not recorded'}` | {m.n_tasks} | {pct(m.control_mean)} "
+            f"| {pct(m.candidate_mean)} | {signed_pp(m.delta)} "
+            f"| {'n/a' if m.sd is None else f'{100 * m.sd:.1f} pp'} |"
+        )
     return [*lines, ""]
 
 

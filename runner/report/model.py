@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from runner.models import Outcome, Record, TaskKind
 from runner.report.checklist import Row, verdict, withhold_headline
+from runner.report.metric_deltas import MetricDelta, metric_deltas
 from runner.report.repeats import repeat_stats
 from runner.scoring import PairedDelta, Rate, Scores, gc_paused
 from runner.stats import paired_bootstrap_interval
@@ -36,6 +37,16 @@ class MetricsPin(BaseModel):
     module: str
     sha256: str
     functions: list[str]
+
+
+class RoutePin(BaseModel):
+    """The model an arm's route pins."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str
+    base_url: str
+    temperature: float
 
 
 class Pins(BaseModel):
@@ -55,6 +66,10 @@ class Pins(BaseModel):
     deltarun_version: str
     python_version: str
     metrics: MetricsPin | None = None
+    builtin_metrics_sha256: str = ""  # runner/metrics.py as run ("" in runs made before)
+    timeout_s: float | None = None  # runtime.timeout_s (tasks may set their own)
+    seed: int | None = None  # runtime.seed
+    routes: dict[str, RoutePin] = {}  # arm → the model its route pins
 
 
 def rounded(value: float | None, digits: int = 6) -> float | None:
@@ -88,6 +103,9 @@ class Report:
     covariates: dict[str, Any]
     per_task: dict[str, dict[str, list[str]]]
     grading: dict[str, str]
+    metric_deltas: tuple[MetricDelta, ...] = ()
+    suite_path: str = ""  # suite.file as the controls name it
+    generated_at: str = ""  # the run's recorded end: the last record's finished_at
 
     @property
     def stamp(self) -> str | None:
@@ -113,6 +131,7 @@ def build(
     bootstrap: tuple[int, int] = (0, 0),
     legs: Sequence[PairedDelta] = (),
     tasks: Sequence[Mapping[str, str]] = (),
+    suite_path: str = "",
 ) -> Report:
     """The report of ``trials`` as scored; ``bootstrap`` is (resamples, seed)."""
     by_arm: dict[str, list[Record]] = {}
@@ -134,6 +153,11 @@ def build(
         # How each task's verdict is decided (pytest: declared tests; exit_status: a command's
         # exit status alone; metrics: an answer task; none: a negative control).
         grading={t["id"]: t.get("grading", "exit_status") for t in tasks},
+        metric_deltas=tuple(
+            metric_deltas(trials, [d.arm for d in scores.deltas], pins.control_arm)
+        ),
+        suite_path=suite_path,
+        generated_at=max((t.finished_at for t in trials), default=""),
     )
 
 
@@ -164,3 +188,11 @@ def covariates(trials: Sequence[Record], tasks: Sequence[Mapping[str, str]]) -> 
             for b, arms in sorted(counts.items())
         }
     }
+
+
+def metric_source(name: str, pins: Pins) -> tuple[str, str]:
+    """The module and SHA-256 a metric's code came from: the pinned user module, or
+    deltarun's built-ins (``runner/metrics.py``, digest recorded when the run began)."""
+    if pins.metrics is not None and name in pins.metrics.functions:
+        return pins.metrics.module, pins.metrics.sha256
+    return "runner/metrics.py (built-in)", pins.builtin_metrics_sha256

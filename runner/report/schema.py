@@ -99,8 +99,13 @@ class ScorecardJSON(_M):
     candidate_arm: str
     control_run_id: str
     candidate_run_id: str
-    control_aggregate: ArmJSON
-    candidate_aggregate: ArmJSON
+    suite_path: str
+    generated_at: str
+    control_aggregate: float | None
+    candidate_aggregate: float | None
+    aggregate_delta_value: float | None
+    control_detail: ArmJSON
+    candidate_detail: ArmJSON
     aggregate_delta: AggregateDeltaJSON
     per_case: list[CaseJSON]
     refusal_delta: RefusalDeltaJSON | None
@@ -115,6 +120,21 @@ class ChecklistRowJSON(_M):
     item: str
     ok: bool
     detail: str
+
+
+class MetricDeltaJSON(_M):
+    """One answer-task metric: control and candidate rates, paired per task."""
+
+    candidate_arm: str
+    control_arm: str
+    metric: str
+    module: str
+    sha256: str
+    n_tasks: int
+    control: float | None
+    candidate: float | None
+    delta: float | None
+    sd: float | None
 
 
 class RepeatsJSON(_M):
@@ -142,3 +162,4 @@ class ReportJSON(_M):
     covariates: dict[str, dict[str, dict[str, RateJSON]]]
     per_task: dict[str, dict[str, list[str]]]
     grading: dict[str, Literal["pytest", "exit_status", "metrics", "none"]]
+    metric_deltas: list[MetricDeltaJSON]
