@@ -36,14 +36,12 @@ def _metric_names(trials: Sequence[Record]) -> dict[str, set[str]]:
     return names
 
 
-def _scores(
-    trials: Sequence[Record], arm: str, names: dict[str, set[str]]
-) -> dict[tuple[str, str], float]:
-    """(task, metric) → the share of the arm's non-error trials on that task where it held."""
+def _scores(trials: Sequence[Record], names: dict[str, set[str]]) -> dict[tuple[str, str], float]:
+    """(task, metric) → the share of one arm's non-error trials on that task where it held."""
     held: dict[tuple[str, str], int] = {}
     runs: dict[str, int] = {}
     for t in trials:
-        if t.arm != arm or t.task_id not in names or t.outcome is Outcome.ERROR:
+        if t.outcome is Outcome.ERROR:
             continue
         runs[t.task_id] = runs.get(t.task_id, 0) + 1
         for metric in names[t.task_id]:
@@ -63,10 +61,14 @@ def metric_deltas(
     names = _metric_names(trials)
     if not names:
         return []
-    ctrl = _scores(trials, control, names)
+    by_arm: dict[str, list[Record]] = {}
+    for t in trials:
+        if t.task_id in names:
+            by_arm.setdefault(t.arm, []).append(t)
+    ctrl = _scores(by_arm.get(control, []), names)
     out: list[MetricDelta] = []
     for arm in candidates:
-        cand = _scores(trials, arm, names)
+        cand = _scores(by_arm.get(arm, []), names)
         for metric in sorted({m for ms in names.values() for m in ms}):
             keys = sorted(k for k in cand.keys() & ctrl.keys() if k[1] == metric)
             a = [cand[k] for k in keys]
