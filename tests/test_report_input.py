@@ -132,6 +132,12 @@ def test_seeded_bootstrap_is_reported_and_replayable(tmp_path: Path) -> None:
     assert low <= delta["mean"] <= high and low < high
     assert run_cli("replay", str(run.path)).returncode == 0  # the same seed, the same interval
     assert "paired bootstrap 95%" in (run.path / "report.md").read_text()
+    # Every task helped: no spread to resample, so no zero-width bootstrap "interval".
+    helped = {f"t{i}": (Outcome.MISS, Outcome.SUCCESS) for i in range(8)}
+    uniform = RunDir(make_run(tmp_path / "uniform", text, helped))
+    assert run_cli("report", str(uniform.path)).returncode == 0
+    delta = json.loads((uniform.path / "report.json").read_text())["deltas"][0]["aggregate_delta"]
+    assert delta["bootstrap95"] is None and delta["ci95"][0] < delta["ci95"][1]
 
 
 def test_pins_give_the_suite_first_then_timeout_seed_and_each_route(tmp_path: Path) -> None:

@@ -165,7 +165,9 @@ def _bootstrap(
     d: PairedDelta, resamples: int, seed: int
 ) -> tuple[float | None, float | None] | None:
     diffs = [c.delta for c in d.cases if c.delta is not None]
-    if resamples <= 0 or len(diffs) < 2:
+    if resamples <= 0 or len(set(diffs)) < 2:
+        # Differences without spread resample to one value: a zero-width "interval" that
+        # claims certainty. The score interval (ci95) is the one to read then.
         return None
     rng = random.Random(f"{seed}:{d.arm}:{d.control}")  # a string seed is stable across runs
     low, high = paired_bootstrap_interval(diffs, rng, resamples=resamples)
