@@ -316,12 +316,27 @@ def replay(
         typer.Option("--reverify", help="Also re-run the hidden tests on the stored patches"),
     ] = False,
     parallel: Annotated[int, typer.Option("-j", "--parallel", min=1)] = 2,
+    controls: Annotated[
+        Path | None,
+        typer.Option(
+            "--controls",
+            help="With --reverify: the run's controls.yaml beside its suite (a kit's); "
+            "must hash to the run's protocol",
+        ),
+    ] = None,
 ) -> None:
     """Re-check the stored digests and rebuild the report byte for byte (exit 3 if it differs)."""
     from runner.report.build import replay as do_replay
     from runner.rundir import RunDir
 
+    if controls is not None and not reverify:
+        raise UsageError("--controls says where the suite is for --reverify; add --reverify")
     run = RunDir(run_dir)
+    inputs = None
+    if reverify:
+        from runner.reverify import reverify_inputs
+
+        inputs = reverify_inputs(run, controls)  # the suite found and checked before anything
     built = do_replay(run, accept_edits=accept_edits)
     _print_headline(built, [])
     state = "rebuilt, stamped as edited" if accept_edits else "identical"
@@ -340,6 +355,7 @@ def replay(
                 if not err.is_terminal
                 else None
             ),
+            inputs=inputs,
         )
         out.print(f"reverify: {checked} verdicts re-run, {len(changed)} changed", highlight=False)
         for item in changed:
@@ -350,6 +366,34 @@ def replay(
                 f"(job {t.job_id[:12]})",
                 highlight=False,
             )
+
+
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory")],
+    kit: Annotated[Path, typer.Option("--kit", help="Directory to write the kit into (new/empty)")],
+    controls: Annotated[
+        Path | None,
+        typer.Option(
+            "--controls",
+            help="The run's controls.yaml where its inputs now are (default: run.json's path)",
+        ),
+    ] = None,
+) -> None:
+    """Write a kit a stranger can rerun: controls, suite, agents, evidence and replay.sh."""
+    from runner.export import export_kit
+    from runner.rundir import RunDir
+
+    made = export_kit(RunDir(run_dir), kit, controls)
+    out.print(
+        f"kit {kit}: run {made.run_id}, protocol {made.protocol_sha256[:12]}, "
+        f"suite {made.suite_sha256[:12]}, {made.files} files digest-checked "
+        f"(controls: {made.controls})",
+        highlight=False,
+    )
+    script = kit / "replay.sh"
+    out.print(f"rerun and compare: sh {script}", highlight=False)
+    out.print(f"re-verify verdicts: sh {script} --verify-only", highlight=False)
 
 
 @app.command()
