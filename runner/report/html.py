@@ -102,7 +102,12 @@ def _header(report: dict[str, Any]) -> list[str]:
             f"<code>{esc(edited.get('reported_ledger_sha256'))}</code> now has digest "
             f"<code>{esc(edited.get('ledger_sha256'))}</code> (accepted with --accept-edits)</p>"
         )
-    out += _verdict(report)
+    return [*out, *_verdict(report)]
+
+
+def _pins(report: dict[str, Any]) -> list[str]:
+    """The pins table, after the headline: the suite digest first."""
+    pins = as_dict(report.get("pins"))
     rows: list[Sequence[Cell]] = []
     names = {
         "suite_sha256": "suite sha256", "protocol_id": "protocol id",
@@ -111,9 +116,10 @@ def _header(report: dict[str, Any]) -> list[str]:
         "control_arm": "control arm", "ledger_sha256": "ledger sha256",
         "image_digests": "image", "agent_dir_digests": "agent dir of",
         "deltarun_version": "deltarun version", "python_version": "Python version",
+        "builtin_metrics_sha256": "built-in metrics (runner/metrics.py) sha256",
     }  # fmt: skip
     for key in [*names, *sorted(k for k in pins if k not in names)]:
-        if key not in pins:
+        if pins.get(key) in (None, "", {}):
             continue
         value = pins[key]
         if isinstance(value, dict):
@@ -122,8 +128,7 @@ def _header(report: dict[str, Any]) -> list[str]:
             ]
         else:
             rows.append((names.get(key, key), (str(value), "mono")))
-    out += ["<h2>Pins</h2>", _table(("pin", "value"), rows)]
-    return out
+    return ["<h2>Pins</h2>", _table(("pin", "value"), rows)]
 
 
 def _pin_text(value: Any) -> str:
@@ -293,6 +298,7 @@ def render_html(report: dict[str, Any]) -> str:
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
         *_header(report),
         *_headline(report, deltas),
+        *_pins(report),
         "<h2>Paired deltas (forest plot)</h2>",
         '<p class="note">Each dot is the mean per-task difference in pass rate, candidate minus '
         "control; the line is its 95% interval. Blue: the interval excludes zero upwards; red: "
