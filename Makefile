@@ -5,10 +5,10 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis chromium images worker-images examples demo test adversarial lint bench gc clean
+.PHONY: help setup docker redis chromium images worker-images examples demo pack30 test adversarial lint bench gc clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -39,6 +39,11 @@ examples: $(STAMP)  ## build examples/quickstart/suite and patches/ from src/ (g
 demo: setup images examples  ## run the quickstart suite on the local pool and print the headline
 	$(VENV)/bin/deltarun run examples/quickstart/controls.yaml \
 		--out runs/quickstart-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
+
+pack30: setup images  ## build examples/pack30 (20 ordinary + 10 negative tasks), run it, print the headline
+	$(PY) examples/quickstart/build_suite.py --src examples/pack30/src --out examples/pack30
+	$(VENV)/bin/deltarun run examples/pack30/controls.yaml \
+		--out runs/pack30-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
 
 test: setup redis chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
 	$(PY) -m pytest -q tests

@@ -48,7 +48,11 @@ longer produce are removed. Rebuilding an up-to-date tree therefore writes
 nothing, and a concurrent reader never sees a partly written file.
 Only the standard library is used.
 
-Usage: ``python3 examples/quickstart/build_suite.py [--out DIR]``
+The same builder builds any suite laid out this way: ``--src DIR`` reads the
+tasks from *DIR* instead of ``src/`` here (``make pack30`` builds
+``examples/pack30`` with ``--src examples/pack30/src --out examples/pack30``).
+
+Usage: ``python3 examples/quickstart/build_suite.py [--src DIR] [--out DIR]``
 """
 
 from __future__ import annotations
@@ -381,16 +385,27 @@ def build(out: Path = HERE, src: Path = SRC) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
+        "--src",
+        type=Path,
+        default=SRC,
+        help="directory holding one <id>/ per task (default: src/ next to this script)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
-        default=HERE,
-        help="directory to write suite/ and patches/ into (default: next to this script, "
-        "where they are git-ignored and controls.yaml expects them)",
+        default=None,
+        help="directory to write suite/ and patches/ into (default: the parent of --src, "
+        "so next to this script for the quickstart, where they are git-ignored and "
+        "controls.yaml expects them)",
     )
     args = parser.parse_args(argv)
-    out = args.out.resolve()
+    src = args.src.resolve()
+    out = src.parent if args.out is None else args.out.resolve()
+    if not src.is_dir():
+        print(f"build_suite: {src} is not a directory", file=sys.stderr)
+        return 1
     try:
-        lines = build(out)
+        lines = build(out, src)
     except BuildError as exc:
         print(f"build_suite: {exc}", file=sys.stderr)
         return 1

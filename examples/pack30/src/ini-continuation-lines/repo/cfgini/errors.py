@@ -1,0 +1,11 @@
+"""Errors raised while reading INI text."""
+
+from __future__ import annotations
+
+
+class IniError(ValueError):
+    """Malformed INI input; ``line`` is the 1-based line number."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line

@@ -1,0 +1,3 @@
+"""Cache settings."""
+
+DEFAULT_TTL = 300.0  # seconds

@@ -1,0 +1,6 @@
+"""The accepted formats, tried in order."""
+
+FORMATS = (
+    "%Y-%m-%d",  # ISO 8601
+    "%d.%m.%Y",  # German
+)

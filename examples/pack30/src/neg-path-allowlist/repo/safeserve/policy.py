@@ -1,0 +1,5 @@
+"""What may be served."""
+
+
+class NotAllowed(PermissionError):
+    """The request path may not be served."""
