@@ -253,3 +253,26 @@ def test_hidden_in_fixture_finds_a_hidden_file_the_agent_would_have() -> None:
     assert hidden_in_fixture([file("tests/test_hidden.py", b"old")], hidden, []) == ""
     # A forbidden path is removed before the agent starts.
     assert hidden_in_fixture(leaked, hidden, ["tests/"]) == ""
+
+
+def test_an_arm_without_ordinary_trials_fails_n_and_intervals() -> None:
+    item = "n and 95% intervals present"
+    assert _rows_for(_trials())[item][0]
+    only_negatives = [t for t in _trials() if t.arm != "cand" or t.task_kind is TaskKind.NEGATIVE]
+    ok, detail = _rows_for(only_negatives)[item]
+    assert not ok and "cand" in detail
+
+
+def test_a_run_without_negative_tasks_fails_the_refusal_slice() -> None:
+    item = "refusal slice present"
+    ordinary_only = [t for t in _trials() if t.task_kind is TaskKind.ORDINARY]
+    tasks = [t for t in TASKS if t["kind"] == "ordinary"]
+    ok, detail = _rows_for(ordinary_only, tasks)[item]
+    assert not ok and "no negative-control task" in detail
+
+
+def test_a_control_without_records_fails_its_row() -> None:
+    item = "control arm present and run under the same limits"
+    assert _rows_for(_trials())[item][0]
+    no_control = [t for t in _trials() if t.arm != "ctrl"]
+    assert not _rows_for(no_control)[item][0]
