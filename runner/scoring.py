@@ -238,10 +238,13 @@ def paired_delta(
     arm_trials: Sequence[Record],
     control_trials: Sequence[Record],
     task_ids: Sequence[str],
+    kind: TaskKind = TaskKind.ORDINARY,
 ) -> PairedDelta:
-    """Candidate minus control, paired per ordinary task, averaged over repeats first."""
+    """Candidate minus control, paired per task of ``kind``, averaged over repeats first:
+    the pass rate on ordinary tasks, abstention accuracy on negative ones (the refusal
+    slice)."""
     return _paired_delta(
-        arm, control, _task_table(arm_trials), _task_table(control_trials), task_ids
+        arm, control, _task_table(arm_trials, kind), _task_table(control_trials, kind), task_ids
     )
 
 
@@ -251,7 +254,7 @@ def _paired_delta(
     cases: list[CaseDelta] = []
     diffs: list[float] = []
     table = [0, 0, 0, 0]  # both pass, only the candidate, only the control, neither
-    single_run = binary = True
+    single_run = binary = True  # one run per task makes every score 0 or 1: binary
     for task_id in task_ids:
         if task_id not in cand.runs and task_id not in ctrl.runs:
             continue
@@ -273,7 +276,7 @@ def _paired_delta(
     b, c = table[1], table[2]
     interval = t_interval(diffs) if diffs else None
     ci95, method, mde = None, None, None
-    if interval is not None and (single_run or binary):
+    if interval is not None and binary:
         ci95, method = newcombe_paired_interval(*table), NEWCOMBE
         mde = paired_min_detectable_delta(len(diffs), b + c)
     elif interval is not None and interval.defined:
@@ -297,28 +300,11 @@ def _paired_delta(
     )
 
 
-def refusal_delta(
-    arm: str,
-    control: str,
-    arm_trials: Sequence[Record],
-    control_trials: Sequence[Record],
-    task_ids: Sequence[str],
-) -> PairedDelta:
-    """Abstention accuracy, candidate minus control, paired per negative task."""
-    return _paired_delta(
-        arm,
-        control,
-        _task_table(arm_trials, TaskKind.NEGATIVE),
-        _task_table(control_trials, TaskKind.NEGATIVE),
-        task_ids,
-    )
-
-
 @dataclass(frozen=True)
 class Scores:
     summaries: list[ArmSummary]
     deltas: list[PairedDelta]
-    refusal: list[PairedDelta] = field(default_factory=list)  # beside ``deltas``, same order
+    refusal: list[PairedDelta]  # the refusal slice's delta beside each of ``deltas``
 
 
 @contextmanager
@@ -349,17 +335,18 @@ def score(
     for t in trials:
         by_arm[t.arm].append(t)
     summaries = [summarise(arm, arm == control, by_arm.get(arm, [])) for arm in arms]
-    ctrl = _task_table(by_arm.get(control, []))  # tabled once, paired with every candidate
-    deltas = [
-        _paired_delta(arm, control, _task_table(by_arm.get(arm, [])), ctrl, task_ids)
-        for arm in arms
-        if arm != control
-    ]
     negative = TaskKind.NEGATIVE
-    ctrl_neg = _task_table(by_arm.get(control, []), negative)
-    refusal = [
-        _paired_delta(arm, control, _task_table(by_arm.get(arm, []), negative), ctrl_neg, task_ids)
-        for arm in arms
-        if arm != control
-    ]
+    # The control is tabled once and paired with every candidate.
+    ctrl, ctrl_neg = (
+        _task_table(by_arm.get(control, [])),
+        _task_table(by_arm.get(control, []), negative),
+    )
+    deltas: list[PairedDelta] = []
+    refusal: list[PairedDelta] = []
+    for arm in arms:
+        if arm == control:
+            continue
+        mine = by_arm.get(arm, [])
+        deltas.append(_paired_delta(arm, control, _task_table(mine), ctrl, task_ids))
+        refusal.append(_paired_delta(arm, control, _task_table(mine, negative), ctrl_neg, task_ids))
     return Scores(summaries, deltas, refusal)

@@ -2,7 +2,7 @@
 
 RUN_A is the reference side and plays the control, RUN_B the candidate; the
 arms may have the same name (the same arm across two runs). The numbers are the
-report's own: ``paired_delta`` (pass rate, ordinary tasks), ``refusal_delta``
+report's own: ``paired_delta`` (pass rate, ordinary tasks), ``paired_delta`` on the negative tasks
 (abstention accuracy, negative tasks) and ``summarise`` (cost), under names
 that say which run each side comes from, printed in the headline's format.
 
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from runner.errors import DigestMismatch, UserError
-from runner.models import Record
+from runner.models import Record, TaskKind
 from runner.report.markdown import headline_lines
 from runner.report.model import EXPLORATORY_STAMP
-from runner.scoring import Scores, paired_delta, refusal_delta, summarise
+from runner.scoring import Scores, paired_delta, summarise
 
 SHOWN_IDS = 5  # task ids named in the pairing note before "and N more"
 
@@ -118,7 +118,7 @@ def compare_arms(
     scores = Scores(
         summaries=[summarise(control, True, mine_a), summarise(candidate, False, mine_b)],
         deltas=[paired_delta(candidate, control, mine_b, mine_a, ids)],
-        refusal=[refusal_delta(candidate, control, mine_b, mine_a, ids)],
+        refusal=[paired_delta(candidate, control, mine_b, mine_a, ids, TaskKind.NEGATIVE)],
     )
     return Comparison(
         scores=scores,

@@ -25,3 +25,33 @@ def tokens_per_pass(value: float | None) -> str:
     if value is None:
         return "n/a (no pass)"
     return "not metered" if value == 0 else f"{value:.0f}"
+
+
+_METHODS = {"newcombe-paired": "Newcombe paired score", "t": "t over per-task means"}
+REFUSAL_NOT_MEASURED = "refusal slice: not measured (the run has no negative-control task)"
+
+
+def method_name(ci_method: object) -> str:
+    """How an interval was made, for a person (``ci_method`` of the report)."""
+    return _METHODS.get(str(ci_method), "method not recorded")
+
+
+def detectable(mde: float | None) -> str:
+    """The smallest true delta the run could detect (80% power, two-sided 5%)."""
+    if mde is None:
+        return "too few tasks to detect any delta at 80% power"
+    return f"detectable at 80% power: ±{100 * mde:.1f} pp"
+
+
+def cost_line(
+    candidate_tokens: float | None,
+    control_tokens: float | None,
+    candidate_wall: float | None,
+    control_wall: float | None,
+) -> str:
+    """The cost line of the headline: the candidate's beside the control's."""
+    return (
+        f"cost: {tokens_per_pass(candidate_tokens)} vs {tokens_per_pass(control_tokens)} "
+        f"tokens per pass, {num(candidate_wall, '.1f')} s vs {num(control_wall, '.1f')} s "
+        "wall per task (candidate vs control)"
+    )

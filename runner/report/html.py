@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from runner.report.format import pct, tokens_per_pass
+from runner.report.format import REFUSAL_NOT_MEASURED, cost_line, detectable, method_name, pct
 from runner.report.plots import (
     GOOD_OUTCOMES,
     HELPED,
@@ -166,16 +166,11 @@ def _headline(report: dict[str, Any], deltas: list[dict[str, Any]]) -> list[str]
             )
             continue
         counts = ", ".join(f"{c} {agg.get(c, 0)}" for c in (HELPED, HURT, SAME, INCONCLUSIVE))
-        mde = as_number(agg.get("mde"))
-        detectable = (
-            "too few tasks to detect any delta at 80% power"
-            if mde is None
-            else f"detectable at 80% power: ±{fmt_number(100 * mde, '.1f')} pp"
-        )
         items.append(
             f"<li>{name}: {esc(pp_text(mean))} pp pass rate ({esc(_ci_text(agg))}), "
             f"n = {esc(agg.get('n_tasks', 0))} tasks, McNemar p = "
-            f"{esc(p_value(agg.get('mcnemar_p')))}, {esc(detectable)}; {esc(counts)}"
+            f"{esc(p_value(agg.get('mcnemar_p')))}, {esc(detectable(as_number(agg.get('mde'))))}; "
+            f"{esc(counts)}"
             f"<br>{esc(_refusal_text(d.get('refusal_delta')))}"
             f"<br>{esc(_cost_text(arms.get(d.get('candidate_arm')), arms.get(ctrl)))}</li>"
         )
@@ -186,17 +181,14 @@ def _ci_text(agg: dict[str, Any]) -> str:
     ci = as_interval(agg.get("ci95"))
     if ci is None:
         return "95% CI n/a"
-    method = {"newcombe-paired": "Newcombe paired score", "t": "t over per-task means"}.get(
-        str(agg.get("ci_method")), "method not recorded"
-    )
-    return f"95% CI {pp_text(ci[0])} to {pp_text(ci[1])} pp, {method}"
+    return f"95% CI {pp_text(ci[0])} to {pp_text(ci[1])} pp, {method_name(agg.get('ci_method'))}"
 
 
 def _refusal_text(value: Any) -> str:
     refusal = as_dict(value)
     mean = as_number(refusal.get("mean"))
     if mean is None:
-        return "refusal slice: not measured (the run has no negative-control task)"
+        return REFUSAL_NOT_MEASURED
     return (
         f"refusal slice: {pp_text(mean)} pp abstention accuracy ({_ci_text(refusal)}), "
         f"n = {refusal.get('n_tasks', 0)} negative tasks"
@@ -205,11 +197,9 @@ def _refusal_text(value: Any) -> str:
 
 def _cost_text(candidate: Any, control: Any) -> str:
     cand, ctrl = as_dict(candidate), as_dict(control)
-    return (
-        f"cost: {tokens_per_pass(as_number(cand.get('tokens_per_pass')))} vs "
-        f"{tokens_per_pass(as_number(ctrl.get('tokens_per_pass')))} tokens per pass, "
-        f"{fmt_number(cand.get('wall_s_per_task'), '.1f')} s vs "
-        f"{fmt_number(ctrl.get('wall_s_per_task'), '.1f')} s wall per task (candidate vs control)"
+    return cost_line(
+        *(as_number(side.get("tokens_per_pass")) for side in (cand, ctrl)),
+        *(as_number(side.get("wall_s_per_task")) for side in (cand, ctrl)),
     )
 
 

@@ -35,7 +35,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "repeats": dict(report.repeats),
         "deltas": [
             _scorecard(report, d, summaries, refusal)
-            for d, refusal in zip(scores.deltas, _refusals(report), strict=True)
+            for d, refusal in zip(scores.deltas, scores.refusal, strict=True)
         ],
         "baseline_legs": [_scorecard(report, d, summaries) for d in report.legs],
         "covariates": report.covariates,
@@ -100,12 +100,6 @@ def _case_delta(delta: float | None) -> float | int | None:
 
 def _case_status(status: str, delta: float | None) -> str:
     return status if delta is not None or status in ("error", "skipped") else "inconclusive"
-
-
-def _refusals(report: Report) -> list[PairedDelta | None]:
-    """The refusal delta beside each delta (none for scores made without one)."""
-    scores = report.scores
-    return list(scores.refusal) if scores.refusal else [None] * len(scores.deltas)
 
 
 def _refusal(d: PairedDelta | None) -> dict[str, Any] | None:

@@ -6,11 +6,17 @@ Every section renders from the one ``Report``; numbers are formatted here
 
 from __future__ import annotations
 
-from runner.report.format import num, pct, signed_pp, tokens_per_pass
+from runner.report.format import (
+    REFUSAL_NOT_MEASURED,
+    cost_line,
+    detectable,
+    method_name,
+    num,
+    pct,
+    signed_pp,
+)
 from runner.report.model import EXPLORATORY_STAMP, Report, metric_source, rounded
 from runner.scoring import PairedDelta, Rate, Scores
-
-METHODS = {"newcombe-paired": "Newcombe paired score", "t": "t over per-task means"}
 
 
 def headline(d: PairedDelta) -> str:
@@ -19,14 +25,10 @@ def headline(d: PairedDelta) -> str:
     if d.mean is None:
         return f"{d.arm} vs {d.control}: no paired tasks (inconclusive: {d.inconclusive})"
     p = "n/a" if d.mcnemar_p is None else f"{d.mcnemar_p:.4g}"
-    detectable = (
-        "too few tasks to detect any delta at 80% power"
-        if d.mde is None
-        else f"detectable at 80% power: ±{100 * d.mde:.1f} pp"
-    )
     return (
         f"{d.arm} vs {d.control}: {signed_pp(d.mean)} pass rate ({_ci(d)}), "
-        f"n={d.n_tasks} tasks, McNemar p={p}, {detectable}; helped {d.helped}, hurt {d.hurt}, "
+        f"n={d.n_tasks} tasks, McNemar p={p}, {detectable(d.mde)}; helped {d.helped}, "
+        f"hurt {d.hurt}, "
         f"same {d.same}, inconclusive {d.inconclusive}"
     )
 
@@ -34,20 +36,18 @@ def headline(d: PairedDelta) -> str:
 def _ci(d: PairedDelta) -> str:
     if d.ci95 is None:
         return "95% CI n/a"
-    method = METHODS.get(d.ci_method or "", d.ci_method or "?")
-    return f"95% CI {signed_pp(d.ci95[0])} to {signed_pp(d.ci95[1])}, {method}"
+    return f"95% CI {signed_pp(d.ci95[0])} to {signed_pp(d.ci95[1])}, {method_name(d.ci_method)}"
 
 
 def headline_lines(scores: Scores) -> list[str]:
     """No metric alone: for each candidate the pass-rate delta, the refusal-slice delta and
     the cost beside the control's. Continuation lines start with two spaces."""
     by_arm = {s.arm: s for s in scores.summaries}
-    refusals: list[PairedDelta | None] = [*scores.refusal] or [None] * len(scores.deltas)
     lines: list[str] = []
-    for d, r in zip(scores.deltas, refusals, strict=True):
+    for d, r in zip(scores.deltas, scores.refusal, strict=True):
         lines.append(headline(d))
-        if r is None or r.n_tasks == 0:
-            lines.append("  refusal slice: not measured (the run has no negative-control task)")
+        if r.n_tasks == 0:
+            lines.append(f"  {REFUSAL_NOT_MEASURED}")
         else:
             lines.append(
                 f"  refusal slice: {signed_pp(r.mean)} abstention accuracy ({_ci(r)}), "
@@ -55,12 +55,8 @@ def headline_lines(scores: Scores) -> list[str]:
             )
         cand, ctrl = by_arm.get(d.arm), by_arm.get(d.control)
         if cand is not None and ctrl is not None:
-            lines.append(
-                f"  cost: {tokens_per_pass(cand.tokens_per_pass)} vs "
-                f"{tokens_per_pass(ctrl.tokens_per_pass)} tokens per pass, "
-                f"{num(cand.wall_s_per_task, '.1f')} s vs "
-                f"{num(ctrl.wall_s_per_task, '.1f')} s wall per task (candidate vs control)"
-            )
+            tokens = cand.tokens_per_pass, ctrl.tokens_per_pass
+            lines.append(f"  {cost_line(*tokens, cand.wall_s_per_task, ctrl.wall_s_per_task)}")
     return lines
 
 
