@@ -327,6 +327,15 @@ class Controls(Strict):
             return agent.route
         return self.route
 
+    def model_route(self, agent: AgentSpec) -> Route | None:
+        """The route of an agent a model drives (a live, sampled arm): an openai agent's,
+        and a command agent's under ``network: model-only``; None for the rest."""
+        if isinstance(agent, OpenAIAgent):
+            return self.route_for(agent)
+        if isinstance(agent, CommandAgent) and self.runtime.network == "model-only":
+            return self.route
+        return None
+
     @property
     def control_arm(self) -> str:
         return next(arm.name for arm in self.arms if arm.control)

@@ -175,16 +175,10 @@ def _pins(run_dir: RunDir, meta: RunMeta, controls: Controls) -> Pins:
 
 
 def _routes(controls: Controls) -> dict[str, RoutePin]:
-    """Each model-driven arm's pinned route (an openai arm's own, else the run's)."""
+    """Each model-driven arm's pinned route."""
     routes: dict[str, RoutePin] = {}
-    model_only = controls.runtime.network == "model-only"
     for leg in controls.legs():
-        agent = leg.arm.agent
-        route = None
-        if agent.type == "openai":
-            route = agent.route or controls.route
-        elif agent.type == "command" and model_only:
-            route = controls.route
+        route = controls.model_route(leg.arm.agent)
         if route is not None:
             routes[leg.name] = RoutePin(
                 model=route.model, base_url=route.base_url, temperature=route.temperature

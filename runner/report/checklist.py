@@ -167,11 +167,7 @@ def _hidden_row(trials: Sequence[Record], tasks: Sequence[Mapping[str, str]]) ->
 
 def _model_driven(controls: Controls) -> dict[str, bool]:
     """Per planned arm: does a model decide what it does (a live, sampled arm)?"""
-    model_only = controls.runtime.network == "model-only" and controls.route is not None
-    return {
-        leg.name: leg.arm.agent.type == "openai" or (leg.arm.agent.type == "command" and model_only)
-        for leg in controls.legs()
-    }
+    return {leg.name: controls.model_route(leg.arm.agent) is not None for leg in controls.legs()}
 
 
 def _cost_row(controls: Controls, trials: Sequence[Record], scores: Scores) -> Row:
@@ -204,10 +200,9 @@ def _budget_row(controls: Controls) -> Row:
     budgets: dict[str, tuple[object, ...]] = {}
     for arm in controls.arms:
         agent = arm.agent
-        if agent.type == "openai":
-            route = agent.route or controls.route
-            timeout = route.request_timeout_s if route is not None else None
-            budgets[arm.name] = (agent.max_turns, timeout)
+        route = controls.model_route(agent)
+        if agent.type == "openai" and route is not None:
+            budgets[arm.name] = (agent.max_turns, route.request_timeout_s)
     if len(set(budgets.values())) > 1:
         listed = "; ".join(
             f"{name}: {turns} turns, {timeout}s per request"
