@@ -17,7 +17,6 @@ from runner import __version__
 from runner import metrics as builtin_metrics
 from runner.agents.base import Agent
 from runner.agents.factory import agent_members, agents_for
-from runner.archives import Member, read_members
 from runner.config.loader import (
     LoadedControls,
     load_controls,
@@ -217,22 +216,10 @@ def _task_meta(task: Task, exposed: str | None) -> dict[str, str]:
 
 
 def _exposures(suite: Suite, forbidden: Sequence[str]) -> dict[str, str]:
-    """``hidden_in_fixture`` of every repository task with hidden files, read one task at a
-    time (archives are digest-checked again when a trial reads them)."""
-    out: dict[str, str] = {}
-    for task in suite.tasks:
-        if isinstance(task, RepoTask) and task.hidden is not None:
-            fixture = read_members(suite.archive_path(task.repo))
-            hidden = read_members(suite.archive_path(task.hidden))
-            out[task.id] = hidden_in_fixture(fixture, hidden, forbidden)
-    return out
-
-
-def hidden_in_fixture(
-    fixture: Sequence[Member], hidden: Sequence[Member], forbidden: Sequence[str]
-) -> str:
-    """The hidden files the agent's workspace also holds, byte for byte (comma-separated;
-    empty when none). A fixture file at a hidden file's path with other content is the old
-    version the hidden one replaces, not an exposure; forbidden paths never reach the agent."""
-    have = {m.path: m.data for m in fixture if not m.is_dir and not is_forbidden(m.path, forbidden)}
-    return ",".join(sorted(m.path for m in hidden if not m.is_dir and have.get(m.path) == m.data))
+    """``hidden_in_fixture`` of every repository task with hidden files (comma-separated; empty
+    when none): what ``load_suite`` found, less the forbidden paths, which never reach the
+    agent."""
+    return {
+        task_id: ",".join(p for p in paths if not is_forbidden(p, forbidden))
+        for task_id, paths in suite.exposed.items()
+    }

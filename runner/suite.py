@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from runner.archives import read_members
+from runner.archives import Member, read_members
 from runner.config.loader import format_validation_error
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_bytes, sha256_file
@@ -31,6 +32,9 @@ class Suite:
     path: Path
     sha256: str
     tasks: tuple[Task, ...]
+    # Per repository task with hidden files: those its fixture also holds, byte for byte at
+    # the same path (found while the archives are checked; see ``hidden_in_fixture``).
+    exposed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
@@ -115,12 +119,12 @@ def seal(tasks_path: Path) -> str:
     for task, line in zip(tasks, raw_lines, strict=True):
         data = json.loads(line)
         changed = False
-        for field, relative, pinned in _archive_files(task):
+        for name, relative, pinned in _archive_files(task):
             archive = (tasks_path.parent / relative).resolve()
             read_members(archive)
             digest = sha256_file(archive)
             if digest != pinned:
-                data[f"{field}_sha256"] = digest
+                data[f"{name}_sha256"] = digest
                 changed = True
         if changed:
             line = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -154,23 +158,35 @@ def load_suite(tasks_path: Path, expected_sha256: str | None) -> Suite:
             "restore the suite or re-seal it (which changes the protocol hash)"
         )
     tasks = read_tasks(tasks_path)
+    exposed: dict[str, tuple[str, ...]] = {}
     for task in tasks:
-        for field, relative, pinned in _archive_files(task):
+        members: dict[str, list[Member]] = {}
+        for name, relative, pinned in _archive_files(task):
             archive = (tasks_path.parent / relative).resolve()
             if not pinned:
                 raise UserError(
-                    f"{tasks_path}: task {task.id!r}: {field}_sha256 is empty; run `deltarun seal`"
+                    f"{tasks_path}: task {task.id!r}: {name}_sha256 is empty; run `deltarun seal`"
                 )
             try:
                 digest = sha256_file(archive)
             except FileNotFoundError as exc:
                 raise UserError(
-                    f"{archive}: archive of task {task.id!r} not found; restore it or fix {field!r}"
+                    f"{archive}: archive of task {task.id!r} not found; restore it or fix {name!r}"
                 ) from exc
             if digest != pinned:
                 raise DigestMismatch(
                     f"{archive}: digest mismatch for task {task.id!r}: pinned {pinned}, "
                     f"file has {digest}; restore the archive or re-seal the suite"
                 )
-            read_members(archive)
-    return Suite(tasks_path.resolve(), actual, tuple(tasks))
+            members[name] = read_members(archive)
+        if "hidden" in members:
+            exposed[task.id] = hidden_in_fixture(members["repo"], members["hidden"])
+    return Suite(tasks_path.resolve(), actual, tuple(tasks), exposed)
+
+
+def hidden_in_fixture(fixture: Sequence[Member], hidden: Sequence[Member]) -> tuple[str, ...]:
+    """The hidden files the fixture also holds, byte for byte at the same path: the agent
+    could read them. A fixture file at a hidden file's path with other content is the old
+    version the hidden one replaces, not an exposure."""
+    have = {m.path: m.data for m in fixture if not m.is_dir}
+    return tuple(sorted(m.path for m in hidden if not m.is_dir and have.get(m.path) == m.data))

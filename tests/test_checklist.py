@@ -237,24 +237,6 @@ def test_errors_that_follow_the_arm_fail_their_row() -> None:
     assert _rows_for(_errors(0, 5))[item][0]  # the control erring more is not the arm's doing
 
 
-def test_hidden_in_fixture_finds_a_hidden_file_the_agent_would_have() -> None:
-    """What run.json records for the hidden-test row: same path and bytes, not forbidden."""
-    from runner.archives import Member
-    from runner.prepare import hidden_in_fixture
-
-    def file(path: str, data: bytes) -> Member:
-        return Member(path, False, data, False)
-
-    hidden = [file("tests/test_hidden.py", b"assert x"), Member("tests", True, b"", False)]
-    assert hidden_in_fixture([file("calc.py", b"x = 1")], hidden, []) == ""
-    leaked = [file("calc.py", b"x = 1"), file("tests/test_hidden.py", b"assert x")]
-    assert hidden_in_fixture(leaked, hidden, []) == "tests/test_hidden.py"
-    # An older version of the file, replaced by the hidden one, is not the hidden test.
-    assert hidden_in_fixture([file("tests/test_hidden.py", b"old")], hidden, []) == ""
-    # A forbidden path is removed before the agent starts.
-    assert hidden_in_fixture(leaked, hidden, ["tests/"]) == ""
-
-
 def test_an_arm_without_ordinary_trials_fails_n_and_intervals() -> None:
     item = "n and 95% intervals present"
     assert _rows_for(_trials())[item][0]

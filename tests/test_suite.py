@@ -85,3 +85,39 @@ def test_duplicate_ids(tmp_path: Path) -> None:
     path.write_text(line + "\n" + line + "\n")
     with pytest.raises(UserError, match=r"tasks\.jsonl:2: id: 'a' appears twice"):
         read_tasks(path)
+
+
+def test_hidden_in_fixture_finds_a_hidden_file_the_agent_would_have() -> None:
+    """What run.json records for the checklist's hidden-test row: same path and bytes, and
+    not a forbidden path (removed before the agent starts)."""
+    from runner.archives import Member
+    from runner.prepare import _exposures
+    from runner.suite import Suite, hidden_in_fixture
+
+    def file(path: str, data: bytes) -> Member:
+        return Member(path, False, data, False)
+
+    hidden = [file("tests/test_hidden.py", b"assert x"), Member("tests", True, b"", False)]
+    assert hidden_in_fixture([file("calc.py", b"x = 1")], hidden) == ()
+    leaked = [file("calc.py", b"x = 1"), file("tests/test_hidden.py", b"assert x")]
+    assert hidden_in_fixture(leaked, hidden) == ("tests/test_hidden.py",)
+    # An older version of the file, replaced by the hidden one, is not the hidden test.
+    assert hidden_in_fixture([file("tests/test_hidden.py", b"old")], hidden) == ()
+    suite = Suite(Path("tasks.jsonl"), "s", (), {"t1": ("tests/test_hidden.py",), "t2": ()})
+    assert _exposures(suite, []) == {"t1": "tests/test_hidden.py", "t2": ""}
+    assert _exposures(suite, ["tests/"]) == {"t1": "", "t2": ""}
+
+
+def test_load_suite_finds_a_hidden_test_shipped_in_the_fixture(tmp_path: Path) -> None:
+    from runner.config.loader import load_controls
+    from runner.suite import load_suite
+    from tests.helpers import ADD_FIXTURE, ADD_HIDDEN, make_suite, repo_task
+
+    arms = [{"name": "c", "control": True, "agent": {"type": "scripted", "action": "noop"}}]
+    leaky = {**ADD_FIXTURE, **ADD_HIDDEN}  # the fixture ships the hidden test itself
+    controls = make_suite(
+        tmp_path, [repo_task("t1"), repo_task("t2")], arms, fixtures={"t2": leaky}
+    )
+    loaded = load_controls(controls)
+    suite = load_suite(loaded.suite_path, loaded.controls.suite.sha256)
+    assert suite.exposed == {"t1": (), "t2": ("tests/test_hidden.py",)}
