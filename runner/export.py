@@ -541,18 +541,7 @@ fi
 # (b) the whole run again, under the same protocol, then paired with the recorded run.
 out=rerun-$(date -u +%Y%m%dT%H%M%SZ)
 "$DELTARUN" run "$CONTROLS" --out "$out" --expect-protocol "$PROTOCOL" -j "${{J:-2}}"
-if "$DELTARUN" compare --help >/dev/null 2>&1; then
-    "$DELTARUN" compare run "$out"
-else
-    for report in run/report.md "$out/report.md"; do
-        echo "headline of $report:"
-        if [ -f "$report" ]; then
-            sed -n '/^## Headline$/,/^## /p' "$report" | grep -v '^## ' | grep -v '^$' || true
-        else
-            echo "  (no report)"
-        fi
-    done
-fi
+"$DELTARUN" compare run "$out"
 echo "replay.sh: rerun in $out (recorded run in run/)"
 """
 
