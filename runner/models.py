@@ -64,11 +64,64 @@ class _TaskBase(Strict):
         return value
 
 
+GIT_OBJECT_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+ENVIRONMENT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+IMAGE_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+class GitRepo(Strict):
+    """A fixture named as one commit of a git repository: its tree, without ``.git``."""
+
+    git: str = Field(
+        description="Git bundle file or bare repository directory, relative to tasks.jsonl."
+    )
+    commit: str = Field(description="Full commit id (40 hex digits; 64 in SHA-256 repositories).")
+
+    @field_validator("commit")
+    @classmethod
+    def _full_id(cls, value: str) -> str:
+        if not GIT_OBJECT_RE.match(value):
+            raise ValueError("must be the full commit id (40 lowercase hex digits), not a ref")
+        return value
+
+
+def environment_tag(name: str, context_sha256: str) -> str:
+    """The local tag of an environment image: named by the SHA-256 of its build context."""
+    return f"deltarun-env/{name}:{context_sha256[:16]}"
+
+
 class RepoTask(_TaskBase):
     """A repository task: the agent edits a fixture tree; a hidden test decides."""
 
-    repo: str = Field(description="Fixture tar (.tar or .tar.gz), relative to tasks.jsonl.")
-    repo_sha256: str = Field(default="", description="SHA-256 of the fixture; set by `seal`.")
+    repo: str | GitRepo = Field(
+        description=(
+            "Fixture: a tar (.tar or .tar.gz) relative to tasks.jsonl, or {git, commit}: "
+            "a commit of a git bundle or bare repository."
+        )
+    )
+    repo_sha256: str = Field(
+        default="",
+        description=(
+            "SHA-256 of the fixture tar or git bundle (empty for a bare repository directory, "
+            "pinned by repo_tree); set by `seal`."
+        ),
+    )
+    repo_tree: str = Field(
+        default="", description="Tree id of repo.commit (git fixtures); set by `seal`."
+    )
+    environment: str | None = Field(
+        default=None,
+        description=(
+            "Environment under environments/<name>/ in the suite whose image runs this task "
+            "(built by `deltarun build`); instead of 'image'."
+        ),
+    )
+    environment_sha256: str = Field(
+        default="", description="SHA-256 of the environment's build context; set by `build`."
+    )
+    environment_image: str = Field(
+        default="", description="Image ID built from the environment; set by `deltarun build`."
+    )
     hidden: str | None = Field(default=None, description="Hidden-test tar, relative path.")
     hidden_sha256: str = Field(default="", description="SHA-256 of the hidden tar; set by `seal`.")
     hidden_test: str | None = Field(
@@ -114,11 +167,41 @@ class RepoTask(_TaskBase):
             raise ValueError("'pytest_args' applies only with 'hidden_tests'")
         if self.hidden is None and self.hidden_sha256:
             raise ValueError("'hidden_sha256' is set but 'hidden' is not")
-        for name in ("repo_sha256", "hidden_sha256"):
+        for name in ("repo_sha256", "hidden_sha256", "environment_sha256"):
             value = getattr(self, name)
             if value and not SHA256_RE.match(value):
                 raise ValueError(f"'{name}' must be 64 lowercase hex digits")
+        self._fixture_pins()
+        self._environment_pins()
         return self
+
+    def _fixture_pins(self) -> None:
+        if self.repo_tree and not isinstance(self.repo, GitRepo):
+            raise ValueError("'repo_tree' applies only to a git fixture (repo: {git, commit})")
+        if self.repo_tree and not GIT_OBJECT_RE.match(self.repo_tree):
+            raise ValueError("'repo_tree' must be a full tree id (40 lowercase hex digits)")
+
+    def _environment_pins(self) -> None:
+        if self.environment is None:
+            if self.environment_sha256 or self.environment_image:
+                raise ValueError("'environment_sha256'/'environment_image' need 'environment'")
+            return
+        if self.image is not None:
+            raise ValueError("give 'environment' (built from the suite) or 'image', not both")
+        if not ENVIRONMENT_RE.match(self.environment):
+            raise ValueError(
+                "'environment' must be 1-64 of lowercase letters, digits, '.', '_' or '-' "
+                "(the name of a folder under environments/)"
+            )
+        if self.environment_image and not IMAGE_ID_RE.match(self.environment_image):
+            raise ValueError("'environment_image' must be an image ID (sha256:<64 hex digits>)")
+
+    @property
+    def environment_tag(self) -> str | None:
+        """The image tag of this task's environment, once `deltarun build` pinned it."""
+        if self.environment is None or not self.environment_sha256:
+            return None
+        return environment_tag(self.environment, self.environment_sha256)
 
 
 class AnswerTask(_TaskBase):

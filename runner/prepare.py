@@ -77,6 +77,7 @@ def prepare(
     used = images_used(loaded, suite)
     digests = {image: image_digest(image) for image in sorted(used)}
     _check_pins(controls_path, controls, used, digests)
+    _check_environments(suite, digests)
     if environ is not None:
         _check_keys(controls_path, controls, environ)
     if preflight is not None:
@@ -146,6 +147,19 @@ def _check_pins(path: Path, controls: Controls, used: set[str], digests: Mapping
         problems = scored_channel_problems(controls, used, dict(digests))
         if problems:
             raise UserError(f"{path}: channel scored refuses to start: {problems[0]}")
+
+
+def _check_environments(suite: Suite, digests: Mapping[str, str]) -> None:
+    """An environment image must be the very image `deltarun build` pinned in the suite."""
+    for task in suite.tasks:
+        if isinstance(task, RepoTask) and task.environment_tag is not None:
+            have = digests.get(task.environment_tag)
+            if task.environment_image and have != task.environment_image:
+                raise DigestMismatch(
+                    f"{suite.path}: task {task.id!r}: environment {task.environment!r}: the suite "
+                    f"pins image {task.environment_image}, the local {task.environment_tag} is "
+                    f"{have}; pull the pinned image (--registry) or rebuild and re-seal"
+                )
 
 
 def _check_keys(path: Path, controls: Controls, environ: Mapping[str, str]) -> None:

@@ -31,7 +31,7 @@ from typing import Protocol
 from runner.agents.base import Agent, AgentContext, AgentResult
 from runner.archives import Member
 from runner.config.model import Controls, parse_size
-from runner.errors import DeltarunError
+from runner.errors import DeltarunError, UserError
 from runner.gitpatch import PatchError
 from runner.grading_policy import Ground, Screened, screen
 from runner.hashing import sha256_bytes
@@ -100,8 +100,17 @@ def limits_of(controls: Controls) -> Limits:
 
 
 def image_of(task: Task, controls: Controls) -> str:
-    if isinstance(task, RepoTask) and task.image:
-        return task.image
+    """The sandbox image of a task: its environment's, its own, or the runtime's default."""
+    if isinstance(task, RepoTask):
+        if task.environment is not None:
+            if task.environment_tag is None:
+                raise UserError(
+                    f"task {task.id!r}: environment {task.environment!r} is not built; run "
+                    "`deltarun build` on the suite (it pins the image), then seal the controls"
+                )
+            return task.environment_tag
+        if task.image:
+            return task.image
     return controls.runtime.image
 
 
