@@ -400,8 +400,28 @@ def export(
 def gc(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List, remove nothing")] = False,
     all_: Annotated[bool, typer.Option("--all", help="Also those before their deadline")] = False,
+    cache: Annotated[
+        bool,
+        typer.Option(
+            "--cache", help="Instead: empty this machine's cache ($DELTARUN_CACHE: blobs, git)"
+        ),
+    ] = False,
 ) -> None:
     """Remove deltarun containers and volumes left past their deadline."""
+    if cache:
+        from runner.cache import CacheDir
+
+        store = CacheDir()
+        if dry_run:
+            entries = store.entries()
+            size = sum(e.size for e in entries)
+            out.print(f"would remove {len(entries)} entries ({size} bytes) from {store.root}")
+            return
+        count, size = store.clear()
+        out.print(
+            f"removed {count} cache entries ({size} bytes) from {store.root}", highlight=False
+        )
+        return
     from runner.sandbox.engine import connect
     from runner.sandbox.reaper import reap
 

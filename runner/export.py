@@ -60,7 +60,7 @@ from runner.config.loader import load_controls, parse_controls
 from runner.config.model import CommandAgent, Controls, PatchAgent
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.hashing import sha256_bytes
-from runner.models import RepoTask, Task
+from runner.models import GitRepo, RepoTask, Task
 from runner.rundir import LEDGER, RUN_FILE, RunDir, RunMeta
 from runner.suite import load_suite, parse_task_line
 
@@ -305,6 +305,18 @@ def _parse_tasks(data: bytes, source: Path) -> list[Task]:
     ]
 
 
+def _fixture_file(task: RepoTask) -> str:
+    """The file a task's fixture is: its tar or its git bundle (pinned by repo_sha256)."""
+    if not isinstance(task.repo, GitRepo):
+        return task.repo
+    if not task.repo_sha256:
+        raise UserError(
+            f"task {task.id!r}: its fixture is a bare repository directory, which a kit cannot "
+            "carry; name a bundle instead (git bundle create FILE --all) and re-seal"
+        )
+    return task.repo.git
+
+
 def _archive_refs(suite: _Ref, tasks: list[Task]) -> list[_Ref]:
     """Every fixture and hidden archive, once per path (pinned alike by every task)."""
     refs: dict[str, _Ref] = {}
@@ -312,7 +324,7 @@ def _archive_refs(suite: _Ref, tasks: list[Task]) -> list[_Ref]:
     for task in tasks:
         if not isinstance(task, RepoTask):
             continue
-        named = [("repo", task.repo, task.repo_sha256)]
+        named = [("repo", _fixture_file(task), task.repo_sha256)]
         if task.hidden is not None:
             named.append(("hidden", task.hidden, task.hidden_sha256))
         for field_name, value, pin in named:
@@ -429,7 +441,7 @@ def _check_kit(controls: Path, shown: Path, meta: RunMeta) -> None:
             f"{shown}: the kit's controls hash to protocol {loaded.protocol_sha256}, not the "
             f"run's {meta.protocol_sha256}; no kit was written"
         )
-    load_suite(loaded.suite_path, meta.suite_sha256)
+    load_suite(loaded.suite_path, meta.suite_sha256, loaded.controls.runtime.archive_caps)
 
 
 def _copy_evidence(staging: _Staging, run_dir: RunDir) -> list[str]:

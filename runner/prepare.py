@@ -70,7 +70,9 @@ def prepare(
     loaded = load_controls(controls_path)
     controls = loaded.controls
     _check_expected(controls_path, loaded.protocol_sha256, expect_protocol)
-    suite = load_suite(loaded.suite_path, controls.suite.sha256 or None)
+    suite = load_suite(
+        loaded.suite_path, controls.suite.sha256 or None, controls.runtime.archive_caps
+    )
     metrics_source, metrics_origin = read_module(loaded.base, controls.metrics)
     metrics = load_metrics(controls.metrics, metrics_source, metrics_origin)
     _check_metrics(suite, metrics)

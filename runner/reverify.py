@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.archives import ArchiveCaps
 from runner.config.loader import load_controls
 from runner.config.model import Controls
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
@@ -61,7 +62,10 @@ def reverify_inputs(run_dir: RunDir, controls_path: Path | None = None) -> Rever
                 f"{meta.protocol_sha256}; pass the controls the run was made with (a kit's "
                 "controls.yaml)"
             )
-        return ReverifyInputs(loaded.controls, _checked_suite(loaded.suite_path, meta))
+        return ReverifyInputs(
+            loaded.controls,
+            _checked_suite(loaded.suite_path, meta, loaded.controls.runtime.archive_caps),
+        )
     controls = _stored_controls(run_dir)
     bases: list[Path] = []
     if meta.controls_path and Path(meta.controls_path).is_file():
@@ -70,7 +74,9 @@ def reverify_inputs(run_dir: RunDir, controls_path: Path | None = None) -> Rever
     for base in bases:
         tasks_path = (base / controls.suite.file).resolve()
         if tasks_path.is_file():
-            return ReverifyInputs(controls, _checked_suite(tasks_path, meta))
+            return ReverifyInputs(
+                controls, _checked_suite(tasks_path, meta, controls.runtime.archive_caps)
+            )
     recorded = meta.controls_path or "none recorded"
     raise UserError(
         f"{run_dir.path}: cannot find the suite: suite.file {controls.suite.file!r} resolves "
@@ -79,8 +85,8 @@ def reverify_inputs(run_dir: RunDir, controls_path: Path | None = None) -> Rever
     )
 
 
-def _checked_suite(tasks_path: Path, meta: RunMeta) -> Suite:
-    suite = load_suite(tasks_path, meta.suite_sha256)
+def _checked_suite(tasks_path: Path, meta: RunMeta, caps: ArchiveCaps) -> Suite:
+    suite = load_suite(tasks_path, meta.suite_sha256, caps)
     if suite.sha256 != meta.suite_sha256:
         raise DigestMismatch(
             f"{tasks_path}: digest {suite.sha256} is not the run's {meta.suite_sha256}"
@@ -99,7 +105,9 @@ def reverify_run(
     if inputs is None:
         inputs = reverify_inputs(run_dir)
     controls, suite = inputs.controls, inputs.suite
-    env = trial_env(controls, LocalInputs(suite), sandboxes, "reverify")
+    env = trial_env(
+        controls, LocalInputs(suite, controls.runtime.archive_caps), sandboxes, "reverify"
+    )
     candidates = [
         t
         for t in run_dir.trials()

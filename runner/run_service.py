@@ -63,7 +63,11 @@ def local_runner(
 ) -> Callable[[Job], Trial]:
     """``execute_trial`` for the jobs of a prepared run, on this machine."""
     env = trial_env(
-        prepared.loaded.controls, LocalInputs(prepared.suite), sandboxes, worker, prepared.metrics
+        prepared.loaded.controls,
+        LocalInputs(prepared.suite, prepared.loaded.controls.runtime.archive_caps),
+        sandboxes,
+        worker,
+        prepared.metrics,
     )
 
     def run_one(job: Job) -> Trial:

@@ -208,7 +208,7 @@ def seal_target(target: Path, load: Callable[[Path], LoadedControls]) -> tuple[s
     if target.suffix in (".yaml", ".yml"):
         loaded = load(target)
         tasks = loaded.suite_path
-        digest = seal(tasks)
+        digest = seal(tasks, loaded.controls.runtime.archive_caps)
         try:
             text = target.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:

@@ -16,11 +16,13 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from runner.archives import Member, read_members
+from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, read_members
+from runner.cache import CacheDir
 from runner.config.loader import format_validation_error
 from runner.errors import DigestMismatch, UserError
+from runner.gitfixture import GitStore, TreeEntry, blob_id, check_entries, is_bundle
 from runner.hashing import sha256_bytes, sha256_file
-from runner.models import AnswerTask, RepoTask, Task
+from runner.models import AnswerTask, GitRepo, RepoTask, Task
 
 _TASK = TypeAdapter(RepoTask | AnswerTask)
 
@@ -95,16 +97,43 @@ def read_tasks(path: Path) -> list[Task]:
 
 
 def _archive_files(task: Task) -> list[tuple[str, str, str]]:
-    """(field, relative path, pinned digest) of each archive a task names."""
+    """(field, relative path, pinned digest) of each tar archive a task names."""
     if not isinstance(task, RepoTask):
         return []
-    files = [("repo", task.repo, task.repo_sha256)]
+    files = [] if isinstance(task.repo, GitRepo) else [("repo", task.repo, task.repo_sha256)]
     if task.hidden is not None:
         files.append(("hidden", task.hidden, task.hidden_sha256))
     return files
 
 
-def seal(tasks_path: Path) -> str:
+@dataclass(frozen=True)
+class GitFacts:
+    """What sealing found for a git fixture: its pins and its tree's entries."""
+
+    tree: str
+    bundle_sha256: str  # empty for a bare repository directory
+    entries: tuple[TreeEntry, ...]
+
+
+def check_git_fixture(
+    task: RepoTask, root: Path, store: GitStore, caps: ArchiveCaps, source: str
+) -> GitFacts:
+    """Resolve a git fixture's commit to its tree and check the tree's entries like tar
+    members. Pins are not compared here (``seal`` writes them, ``load_suite`` checks them)."""
+    assert isinstance(task.repo, GitRepo)
+    path = (root / task.repo.git).resolve()
+    where = f"{source}: task {task.id!r}: repo.git {task.repo.git!r}"
+    if not path.exists():
+        raise UserError(f"{where}: not found; restore the bundle or fix repo.git")
+    bundle_sha256 = sha256_file(path) if is_bundle(path) else ""
+    repo = store.repository(path, bundle_sha256)
+    tree = store.tree_of(repo, task.repo.commit, f"{where}")
+    entries = tuple(store.entries(repo, tree))
+    check_entries(entries, caps, f"{path} at {task.repo.commit[:12]}")
+    return GitFacts(tree, bundle_sha256, entries)
+
+
+def seal(tasks_path: Path, caps: ArchiveCaps = DEFAULT_CAPS) -> str:
     """Check every task and archive, write their digests into the lines, return the suite digest.
 
     A line whose digests are already right is kept byte for byte; a line that
@@ -116,12 +145,22 @@ def seal(tasks_path: Path) -> str:
         line for line in tasks_path.read_text(encoding="utf-8").splitlines() if line.strip()
     ]
     lines: list[str] = []
-    for task, line in zip(tasks, raw_lines, strict=True):
+    store = GitStore(CacheDir())
+    for number, (task, line) in enumerate(zip(tasks, raw_lines, strict=True), start=1):
         data = json.loads(line)
         changed = False
+        if isinstance(task, RepoTask) and isinstance(task.repo, GitRepo):
+            facts = check_git_fixture(
+                task, tasks_path.parent, store, caps, f"{tasks_path}:{number}"
+            )
+            pins = {"repo_tree": facts.tree, "repo_sha256": facts.bundle_sha256}
+            for key, value in pins.items():
+                if data.get(key, "") != value:
+                    data[key] = value
+                    changed = True
         for name, relative, pinned in _archive_files(task):
             archive = (tasks_path.parent / relative).resolve()
-            read_members(archive)
+            read_members(archive, caps)
             digest = sha256_file(archive)
             if digest != pinned:
                 data[f"{name}_sha256"] = digest
@@ -140,7 +179,9 @@ def seal(tasks_path: Path) -> str:
     return sha256_bytes(body)
 
 
-def load_suite(tasks_path: Path, expected_sha256: str | None) -> Suite:
+def load_suite(
+    tasks_path: Path, expected_sha256: str | None, caps: ArchiveCaps = DEFAULT_CAPS
+) -> Suite:
     """Load a suite and verify every digest; ``expected_sha256`` pins tasks.jsonl itself.
 
     Raises ``DigestMismatch`` on the first file whose bytes differ from its pin,
@@ -159,8 +200,12 @@ def load_suite(tasks_path: Path, expected_sha256: str | None) -> Suite:
         )
     tasks = read_tasks(tasks_path)
     exposed: dict[str, tuple[str, ...]] = {}
-    for task in tasks:
+    store = GitStore(CacheDir())
+    for number, task in enumerate(tasks, start=1):
         members: dict[str, list[Member]] = {}
+        git_facts = None
+        if isinstance(task, RepoTask) and isinstance(task.repo, GitRepo):
+            git_facts = _verify_git(task, tasks_path, number, store, caps)
         for name, relative, pinned in _archive_files(task):
             archive = (tasks_path.parent / relative).resolve()
             if not pinned:
@@ -178,10 +223,54 @@ def load_suite(tasks_path: Path, expected_sha256: str | None) -> Suite:
                     f"{archive}: digest mismatch for task {task.id!r}: pinned {pinned}, "
                     f"file has {digest}; restore the archive or re-seal the suite"
                 )
-            members[name] = read_members(archive)
-        if "hidden" in members:
+            members[name] = read_members(archive, caps)
+        if "hidden" in members and git_facts is not None:
+            exposed[task.id] = hidden_in_tree(git_facts.entries, members["hidden"])
+        elif "hidden" in members:
             exposed[task.id] = hidden_in_fixture(members["repo"], members["hidden"])
     return Suite(tasks_path.resolve(), actual, tuple(tasks), exposed)
+
+
+def _verify_git(
+    task: RepoTask, tasks_path: Path, number: int, store: GitStore, caps: ArchiveCaps
+) -> GitFacts:
+    """A git fixture's bundle digest and tree id must be the pinned ones (exit 3 otherwise)."""
+    assert isinstance(task.repo, GitRepo)
+    source = f"{tasks_path}:{number}"
+    if not task.repo_tree:
+        raise UserError(f"{source}: task {task.id!r}: repo_tree is empty; run `deltarun seal`")
+    path = (tasks_path.parent / task.repo.git).resolve()
+    if path.is_file() and is_bundle(path):
+        if not task.repo_sha256:
+            raise UserError(
+                f"{source}: task {task.id!r}: repo_sha256 is empty; run `deltarun seal`"
+            )
+        digest = sha256_file(path)
+        if digest != task.repo_sha256:
+            raise DigestMismatch(
+                f"{path}: digest mismatch for task {task.id!r}: pinned {task.repo_sha256}, "
+                f"file has {digest}; restore the bundle or re-seal the suite"
+            )
+    facts = check_git_fixture(task, tasks_path.parent, store, caps, source)
+    if facts.tree != task.repo_tree:
+        raise DigestMismatch(
+            f"{path}: commit {task.repo.commit} of task {task.id!r} has tree {facts.tree}, the "
+            f"task pins {task.repo_tree}; restore the repository or re-seal the suite"
+        )
+    return facts
+
+
+def hidden_in_tree(entries: Sequence[TreeEntry], hidden: Sequence[Member]) -> tuple[str, ...]:
+    """``hidden_in_fixture`` for a git tree: compared by blob id, without reading the tree."""
+    have = {e.path: e.object_id for e in entries}
+    width = len(next(iter(have.values()), "0" * 40))
+    return tuple(
+        sorted(
+            m.path
+            for m in hidden
+            if not m.is_dir and m.path in have and have[m.path] == blob_id(m.data, width)
+        )
+    )
 
 
 def hidden_in_fixture(fixture: Sequence[Member], hidden: Sequence[Member]) -> tuple[str, ...]:

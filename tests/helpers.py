@@ -95,7 +95,7 @@ def make_suite(
     """Write suite/tasks.jsonl, the archives and controls.yaml; return the controls path."""
     suite = root / "suite"
     for task in tasks:
-        if "repo" in task:
+        if isinstance(task.get("repo"), str):
             write_tar(suite / task["repo"], (fixtures or {}).get(task["id"], ADD_FIXTURE))
         if task.get("hidden"):
             write_tar(suite / task["hidden"], (hidden or {}).get(task["id"], ADD_HIDDEN))

@@ -54,13 +54,19 @@ class LoadedControls:
 
 
 def protocol_hash(controls: Controls, agent_dir_digests: dict[str, str]) -> str:
-    """SHA-256 of the canonical JSON of the controls and every agent directory's digest."""
-    return sha256_json(
-        {
-            "controls": controls.model_dump(mode="json", by_alias=True),
-            "agent_dirs": dict(sorted(agent_dir_digests.items())),
-        }
-    )
+    """SHA-256 of the canonical JSON of the controls and every agent directory's digest.
+
+    Settings added after protocols were first recorded hash only when set (``UNSET_OMITTED``),
+    so a run recorded before they existed keeps its protocol hash and still replays."""
+    data = controls.model_dump(mode="json", by_alias=True)
+    for section, key in UNSET_OMITTED:
+        if data[section].get(key) is None:
+            del data[section][key]
+    return sha256_json({"controls": data, "agent_dirs": dict(sorted(agent_dir_digests.items()))})
+
+
+# (section, key) of optional settings whose absence is not hashed.
+UNSET_OMITTED = (("runtime", "archive"),)
 
 
 def format_validation_error(source: str, exc: ValidationError) -> str:

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from runner.agents.model.policy import TOOL_NAMES
+from runner.archives import DEFAULT_CAPS, ArchiveCaps
 from runner.models import Strict
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
@@ -60,6 +61,25 @@ class Caps(Strict):
     )
 
 
+class ArchiveLimits(Strict):
+    """Caps on every fixture and hidden-test archive (and git tree) of the suite."""
+
+    max_members: int = Field(default=20_000, ge=1, description="Files and folders at most.")
+    max_member_bytes: Size = Field(default="64m", description="Size cap of one file.")
+    max_total_bytes: Size = Field(default="512m", description="Size cap of all files together.")
+
+    @field_validator("max_member_bytes", "max_total_bytes")
+    @classmethod
+    def _size(cls, value: str | int) -> str | int:
+        parse_size(value)
+        return value
+
+    def caps(self) -> ArchiveCaps:
+        return ArchiveCaps(
+            self.max_members, parse_size(self.max_member_bytes), parse_size(self.max_total_bytes)
+        )
+
+
 class Runtime(Strict):
     repeats: int = Field(default=1, ge=1, description="Runs of each (task, arm).")
     max_retries: int = Field(default=0, ge=0, description="Whole-trial retries after an error.")
@@ -84,6 +104,13 @@ class Runtime(Strict):
         description="Sandbox image of tasks that name none (answer tasks).",
     )
     caps: Caps = Field(default_factory=Caps)
+    archive: ArchiveLimits | None = Field(
+        default=None,
+        description=(
+            "Caps on fixture archives and git trees (unset: 20000 members, 64m per file, "
+            "512m in total). Part of the protocol hash when set."
+        ),
+    )
     oci_runtime: str | None = Field(
         default=None,
         description=(
@@ -91,6 +118,10 @@ class Runtime(Strict):
             "'runsc' selects gVisor where it is installed, for a kernel boundary per sandbox."
         ),
     )
+
+    @property
+    def archive_caps(self) -> ArchiveCaps:
+        return self.archive.caps() if self.archive is not None else DEFAULT_CAPS
 
 
 class Tools(Strict):

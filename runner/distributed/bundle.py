@@ -10,8 +10,10 @@ sealed, or refuses.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -20,15 +22,18 @@ from pydantic import ValidationError
 from runner import __version__
 from runner.agents.base import Agent
 from runner.agents.factory import agent_members, agents_for
-from runner.archives import Member, build_tar, read_members, tree_digest
+from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, build_tar, read_members, tree_digest
+from runner.cache import CacheDir
 from runner.config.loader import LoadedControls, protocol_hash
 from runner.config.model import Controls
 from runner.distributed import keys
 from runner.distributed.blobs import BlobStore
 from runner.errors import DigestMismatch, ProtocolMismatch
+from runner.gitfixture import GitStore
+from runner.inputs import MEMORY_BUDGET, MemberCache, tree_members
 from runner.metric_modules import load_metrics, read_module
 from runner.metrics import Metric
-from runner.models import RepoTask, Task
+from runner.models import GitRepo, RepoTask, Task
 from runner.suite import Suite, parse_task_line
 
 
@@ -45,6 +50,9 @@ class Bundle:
     agent_blobs: dict[str, str]
     deltarun_version: str = __version__
     metrics_blob: str | None = None
+    # repo.git of the suite's git fixtures → blob of a bundle holding their commits: the
+    # pinned bundle itself, or one made from a bare repository (its trees are pinned).
+    git_blobs: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)
@@ -53,9 +61,14 @@ class Bundle:
 def publish(loaded: LoadedControls, suite: Suite, blobs: BlobStore) -> Bundle:
     """Upload the suite, its archives and the agent directories; store the bundle."""
     suite_blob = blobs.upload_file(suite.path, expected=suite.sha256)
+    git_blobs: dict[str, str] = {}
     for task in suite.tasks:
         if isinstance(task, RepoTask):
-            blobs.upload_file(suite.archive_path(task.repo), expected=task.repo_sha256)
+            if isinstance(task.repo, GitRepo):
+                if task.repo.git not in git_blobs:
+                    git_blobs[task.repo.git] = _publish_git(suite, task, blobs)
+            else:
+                blobs.upload_file(suite.archive_path(task.repo), expected=task.repo_sha256)
             if task.hidden is not None:
                 blobs.upload_file(suite.archive_path(task.hidden), expected=task.hidden_sha256)
     agent_blobs: dict[str, str] = {}
@@ -71,27 +84,68 @@ def publish(loaded: LoadedControls, suite: Suite, blobs: BlobStore) -> Bundle:
         agent_dir_digests=dict(sorted(loaded.agent_dir_digests.items())),
         suite_blob=suite_blob,
         agent_blobs=agent_blobs,
+        git_blobs=git_blobs,
     )
     blobs.client.set(keys.protocol(bundle.protocol_sha256), bundle.to_json())
     return bundle
 
 
-class RemoteInputs:
-    """``TrialInputs`` from the blob store; hidden archives are fetched only when verifying."""
+def _publish_git(suite: Suite, task: RepoTask, blobs: BlobStore) -> str:
+    """Upload a git fixture's bundle once (a bare repository is bundled first)."""
+    assert isinstance(task.repo, GitRepo)
+    source = suite.archive_path(task.repo.git)
+    if task.repo_sha256:
+        return blobs.upload_file(source, expected=task.repo_sha256)
+    store = GitStore(CacheDir())
+    repo = store.repository(source)
+    with tempfile.TemporaryDirectory(prefix="deltarun-bundle-") as tmp:
+        out = Path(tmp) / "repo.bundle"
+        commits = sorted(
+            {
+                t.repo.commit
+                for t in suite.tasks
+                if isinstance(t, RepoTask)
+                and isinstance(t.repo, GitRepo)
+                and t.repo.git == task.repo.git
+            }
+        )
+        store.bundle_of(repo, commits, out)
+        return blobs.upload_file(out)
 
-    def __init__(self, blobs: BlobStore) -> None:
+
+class RemoteInputs:
+    """``TrialInputs`` from the blob store; hidden archives are fetched only when verifying.
+    A git fixture's bundle travels once and is kept as a repository in the worker's cache."""
+
+    def __init__(
+        self,
+        blobs: BlobStore,
+        git_blobs: Mapping[str, str] | None = None,
+        caps: ArchiveCaps = DEFAULT_CAPS,
+        store: GitStore | None = None,
+        cache: MemberCache | None = None,
+    ) -> None:
         self.blobs = blobs
-        self._cache: dict[str, list[Member]] = {}
+        self.git_blobs = dict(git_blobs or {})
+        self.caps = caps
+        self.store = store or GitStore(CacheDir(blobs.cache_dir.parent))
+        self.cache = cache or MemberCache(MEMORY_BUDGET)
 
     def _members(self, digest: str) -> list[Member]:
-        if digest not in self._cache:
-            if len(self._cache) > 64:
-                self._cache.clear()
-            self._cache[digest] = read_members(self.blobs.path(digest))
-        return self._cache[digest]
+        return self.cache.get(digest, lambda: read_members(self.blobs.path(digest), self.caps))
 
     def fixture(self, task: RepoTask) -> list[Member]:
+        if isinstance(task.repo, GitRepo):
+            return self.cache.get(f"tree:{task.repo_tree}", lambda: self._tree(task))
         return self._members(task.repo_sha256)
+
+    def _tree(self, task: RepoTask) -> list[Member]:
+        assert isinstance(task.repo, GitRepo)
+        digest = self.git_blobs.get(task.repo.git) or task.repo_sha256
+        if not digest:
+            raise ProtocolMismatch(f"task {task.id!r}: the bundle names no blob for its repository")
+        repo = self.store.repository_from_blob(digest, lambda: self.blobs.path(digest))
+        return tree_members(self.store, repo, task, self.caps)
 
     def hidden(self, task: RepoTask) -> list[Member]:
         return self._members(task.hidden_sha256) if task.hidden is not None else []
@@ -106,6 +160,7 @@ class Protocol:
     tasks: dict[str, Task]
     agents: dict[str, Agent]
     metrics: Mapping[str, Metric]
+    git_blobs: dict[str, str] = field(default_factory=dict)
 
 
 def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protocol:
@@ -161,4 +216,4 @@ def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protoco
     agents = agents_for(controls, arm_members)
     source = blobs.read(bundle.metrics_blob) if bundle.metrics_blob else None
     metrics = load_metrics(controls.metrics, source, f"metrics module of {protocol_sha256[:12]}")
-    return Protocol(protocol_sha256, controls, tasks, agents, metrics)
+    return Protocol(protocol_sha256, controls, tasks, agents, metrics, dict(bundle.git_blobs))

@@ -52,7 +52,7 @@ class WorkerState:
     name: str = field(default_factory=worker_name)
     _redis: redis.Redis | None = None
     _blobs: BlobStore | None = None
-    _inputs: bundles.RemoteInputs | None = None
+    _inputs: dict[str, bundles.RemoteInputs] = field(default_factory=dict)
     _sandboxes: Any = None
     _protocols: dict[str, bundles.Protocol] = field(default_factory=dict)
     _last_reap: float = 0.0
@@ -69,12 +69,18 @@ class WorkerState:
             self._blobs = BlobStore(self.redis)
         return self._blobs
 
-    @property
-    def inputs(self) -> bundles.RemoteInputs:
-        """One per process, so parsed archives are cached across jobs, not re-read per job."""
-        if self._inputs is None:
-            self._inputs = bundles.RemoteInputs(self.blobs)
-        return self._inputs
+    def inputs(self, protocol: bundles.Protocol) -> bundles.RemoteInputs:
+        """One per protocol, sharing the process's git store and bounded member cache."""
+        if protocol.sha256 not in self._inputs:
+            shared = next(iter(self._inputs.values()), None)
+            self._inputs[protocol.sha256] = bundles.RemoteInputs(
+                self.blobs,
+                protocol.git_blobs,
+                protocol.controls.runtime.archive_caps,
+                store=shared.store if shared else None,
+                cache=shared.cache if shared else None,
+            )
+        return self._inputs[protocol.sha256]
 
     def sandboxes(self) -> Any:
         if self._sandboxes is None:
@@ -142,7 +148,7 @@ def handle(
                 state.reap_orphans()
                 sandboxes = state.sandboxes()
             env = trial_env(
-                protocol.controls, state.inputs, sandboxes, state.name, protocol.metrics
+                protocol.controls, state.inputs(protocol), sandboxes, state.name, protocol.metrics
             )
             trial = body(job, task, agent, env)
             first = _retrying(lambda: ledger.publish(trial, holder), "publish")
