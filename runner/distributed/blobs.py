@@ -14,15 +14,14 @@ from pathlib import Path
 
 import redis
 
+from runner.cache import CacheDir, default_root
 from runner.distributed import keys
 from runner.errors import DigestMismatch, InfraError
 from runner.hashing import sha256_bytes, sha256_file
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("DELTARUN_CACHE")
-    base = Path(env) if env else Path.home() / ".cache" / "deltarun"
-    return base / "blobs"
+    return default_root() / "blobs"
 
 
 class BlobStore:
@@ -71,7 +70,9 @@ class BlobStore:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.replace(tmp, target)
-            return target
+        # The blobs share the cache's size cap with its repositories and trees.
+        CacheDir(self.cache_dir.parent).evict(keep=f"blobs/{digest[:2]}/{digest}")
+        return target
 
     def read(self, digest: str) -> bytes:
         return self.path(digest).read_bytes()
