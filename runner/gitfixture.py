@@ -99,6 +99,8 @@ class GitStore:
         self.cache = cache
         self._lock = threading.Lock()
         self._fetched_dirs: set[Path] = set()
+        self.hits = 0  # trees and repositories found in the cache (for the benchmark)
+        self.misses = 0
 
     def repository(self, source: Path, digest: str = "") -> Path:
         """The store's bare repository holding ``source``'s objects (bundle or bare repo)."""
@@ -181,8 +183,10 @@ class GitStore:
         target = self.cache.path(key)
         with self._lock:
             if target.is_file():
+                self.hits += 1
                 self.cache.touch(key)
                 return target
+            self.misses += 1
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
             os.close(fd)
