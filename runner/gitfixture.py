@@ -140,7 +140,13 @@ class GitStore:
             (tmp / "info").mkdir(exist_ok=True)
             (tmp / "info" / "attributes").write_text(_ATTRIBUTES)
             _fetch_into(source, tmp)
-            os.replace(tmp, target)
+            try:
+                os.replace(tmp, target)
+            except OSError:
+                if not target.is_dir():
+                    raise
+                # Another process (a pool sibling) stored the same repository first.
+                shutil.rmtree(tmp, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
