@@ -356,3 +356,27 @@ def test_a_git_suite_through_celery_matches_the_local_run(
     # The worker unbundled the repository into its own cache and wrote the tree there.
     kinds = {e.key.split("/")[0] for e in CacheDir(tmp_path / "cache-w1").entries()}
     assert {"git", "trees"} <= kinds
+
+
+def test_bad_git_sources_are_one_line_from_the_cli(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    controls, commits = git_suite(tmp_path, tasks=1)
+    env = {"DELTARUN_CACHE": str(tmp_path / "cache2")}
+    tasks_path = controls.parent / "suite" / "tasks.jsonl"
+    line = json.loads(tasks_path.read_text())
+    cases = {
+        "missing": ({**line, "repo": {"git": "repos/nope.bundle", "commit": commits[0]}}, 1),
+        "not a commit id": ({**line, "repo": {"git": "repos/calc.bundle", "commit": "main"}}, 1),
+        "unknown commit": ({**line, "repo": {"git": "repos/calc.bundle", "commit": "a" * 40}}, 1),
+        "garbage bundle": (line, 1),
+    }
+    for what, (task, code) in cases.items():
+        if what == "garbage bundle":
+            (tasks_path.parent / "repos" / "calc.bundle").write_bytes(b"# v2 git bundle\nnot\n")
+        tasks_path.write_text(json.dumps(task) + "\n")
+        result = run_cli("seal", str(controls), env=env)
+        assert result.returncode == code, (what, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in result.stderr, (what, result.stderr)
+        assert "tasks.jsonl" in lines[0] or "calc.bundle" in lines[0], (what, lines[0])
