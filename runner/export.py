@@ -327,6 +327,13 @@ def _archive_refs(suite: _Ref, tasks: list[Task]) -> list[_Ref]:
         named = [("repo", _fixture_file(task), task.repo_sha256)]
         if task.hidden is not None:
             named.append(("hidden", task.hidden, task.hidden_sha256))
+        if task.environment is not None:
+            # The build context is pinned by the task line (environment_sha256), a tree digest.
+            what = f"task {task.id!r} environment {task.environment!r}"
+            value = f"environments/{task.environment}"
+            rel = posixpath.normpath(posixpath.join(folder, value))
+            original = (suite.original.parent / value).resolve()
+            refs.setdefault(rel, _Ref(what, rel, original, task.environment_sha256, is_dir=True))
         for field_name, value, pin in named:
             what = f"task {task.id!r} {field_name}"
             rel = posixpath.normpath(posixpath.join(folder, _relative(what, value)))
@@ -415,7 +422,7 @@ def _copy_agent_dir(staging: _Staging, ref: _Ref, rel: str) -> None:
     actual = tree_digest(members)
     if actual != ref.pin:
         raise DigestMismatch(
-            f"{ref.original}: digest mismatch for {ref.what}: run.json pins {ref.pin}, the "
+            f"{ref.original}: digest mismatch for {ref.what}: the run pins {ref.pin}, the "
             f"directory has {actual}; restore it as it was run (no kit was written)"
         )
     try:

@@ -78,7 +78,8 @@ def prepare(
     _check_metrics(suite, metrics)
     used = images_used(loaded, suite)
     digests = {image: image_digest(image) for image in sorted(used)}
-    _check_pins(controls_path, controls, used, digests)
+    # An environment's image is pinned by the suite (environment_image), not under images:.
+    _check_pins(controls_path, controls, used - _environment_tags(suite), digests)
     _check_environments(suite, digests)
     if environ is not None:
         _check_keys(controls_path, controls, environ)
@@ -149,6 +150,14 @@ def _check_pins(path: Path, controls: Controls, used: set[str], digests: Mapping
         problems = scored_channel_problems(controls, used, dict(digests))
         if problems:
             raise UserError(f"{path}: channel scored refuses to start: {problems[0]}")
+
+
+def _environment_tags(suite: Suite) -> set[str]:
+    return {
+        t.environment_tag
+        for t in suite.tasks
+        if isinstance(t, RepoTask) and t.environment_tag is not None and t.environment_image
+    }
 
 
 def _check_environments(suite: Suite, digests: Mapping[str, str]) -> None:

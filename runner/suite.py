@@ -19,6 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, read_members
 from runner.cache import CacheDir
 from runner.config.loader import format_validation_error
+from runner.environments import check_contexts
 from runner.errors import DigestMismatch, UserError
 from runner.gitfixture import GitStore, TreeEntry, blob_id, check_entries, is_bundle
 from runner.hashing import sha256_bytes, sha256_file
@@ -141,6 +142,7 @@ def seal(tasks_path: Path, caps: ArchiveCaps = DEFAULT_CAPS) -> str:
     file is replaced atomically, so an interrupted seal leaves the old file.
     """
     tasks = read_tasks(tasks_path)
+    check_contexts(tasks_path, tasks)
     raw_lines = [
         line for line in tasks_path.read_text(encoding="utf-8").splitlines() if line.strip()
     ]
@@ -199,6 +201,7 @@ def load_suite(
             "restore the suite or re-seal it (which changes the protocol hash)"
         )
     tasks = read_tasks(tasks_path)
+    check_contexts(tasks_path, tasks)
     exposed: dict[str, tuple[str, ...]] = {}
     store = GitStore(CacheDir())
     for number, task in enumerate(tasks, start=1):

@@ -51,6 +51,19 @@ LABEL_PREFIX = "deltarun."
 KILL_GRACE_S = 2.0
 WATCHDOG_GRACE_S = 10.0
 REMOVE_ATTEMPTS = 5
+SETUID_SHOWN = 3
+# What the harness needs in an image, one line per thing missing, then "setuid <path>" for
+# the first setuid/setgid files of the image's own filesystem (-xdev: not the tmpfs mounts).
+HARNESS_CHECK = (
+    "command -v timeout >/dev/null || echo 'coreutils timeout'; "
+    "command -v git >/dev/null || echo git; "
+    "command -v python3 >/dev/null || echo python3; "
+    "command -v sh >/dev/null || echo sh; "
+    "command -v find >/dev/null || echo find; "
+    "[ \"$(id -u agent 2>/dev/null)\" = 1000 ] || echo 'an agent user with uid 1000'; "
+    f"find / -xdev -perm /6000 -type f 2>/dev/null | head -n {SETUID_SHOWN + 1} "
+    '| while read -r path; do echo "setuid $path"; done; true'
+)
 
 
 def process_identity(pid: int) -> str:
@@ -83,8 +96,8 @@ class DockerSandboxFactory:
 
     def preflight(self, spec: SandboxSpec) -> None:
         """One sandbox with the run's limits, before any trial: the engine accepts the limits
-        and the image has what the harness needs (``timeout``, ``git``, uid 1000). One line
-        (``UserError``) naming the image and the fix otherwise."""
+        and the image has what the harness needs (``timeout``, ``git``, uid 1000) and no setuid
+        or setgid file. One line (``UserError``) naming the image and the fix otherwise."""
         try:
             with self.open(spec) as sandbox:
                 self._check_harness(spec, sandbox)
@@ -99,16 +112,10 @@ class DockerSandboxFactory:
 
     def _check_harness(self, spec: SandboxSpec, sandbox: DockerSandbox) -> None:
         """The image has sh, coreutils timeout, git, python3 (the harness's guard and pytest
-        launcher run with it) and the agent user (uid 1000)."""
-        script = (
-            "command -v timeout >/dev/null || echo 'coreutils timeout'; "
-            "command -v git >/dev/null || echo git; "
-            "command -v python3 >/dev/null || echo python3; "
-            "command -v sh >/dev/null || echo sh; "
-            "[ \"$(id -u agent 2>/dev/null)\" = 1000 ] || echo 'an agent user with uid 1000'"
-        )
+        launcher run with it) and the agent user (uid 1000), and no setuid or setgid file
+        (nothing in a sandbox may raise its privileges; the first few are named)."""
         try:
-            exec_id = self.client.exec_create(sandbox.container, ["sh", "-c", script])["Id"]
+            exec_id = self.client.exec_create(sandbox.container, ["sh", "-c", HARNESS_CHECK])["Id"]
             out = self.client.exec_start(exec_id)
             code = self.client.exec_inspect(exec_id).get("ExitCode")
         except API_ERRORS as exc:
@@ -117,11 +124,21 @@ class DockerSandboxFactory:
                 "coreutils timeout, git, python3 and an agent user with uid 1000: build it from "
                 "worker_images/python"
             ) from exc
-        missing = out.decode("utf-8", "replace").strip().splitlines() if out else []
-        if code != 0 or missing:
+        lines = out.decode("utf-8", "replace").strip().splitlines() if out else []
+        setuid = [line.removeprefix("setuid ") for line in lines if line.startswith("setuid ")]
+        missing = [line for line in lines if not line.startswith("setuid ")]
+        if code != 0 and not missing:
+            missing = ["a working sh"]
+        problems = [f"lacks {', '.join(missing)}"] if missing else []
+        if setuid:
+            shown = ", ".join(setuid[:SETUID_SHOWN])
+            more = " and more" if len(setuid) > SETUID_SHOWN else ""
+            problems.append(f"has setuid/setgid files ({shown}{more})")
+        if problems:
             raise UserError(
-                f"sandbox image {spec.image!r} lacks {', '.join(missing) or 'a working sh'}; "
-                "build it from worker_images/python (`make images`) or add them"
+                f"sandbox image {spec.image!r} {'; '.join(problems)}; build it from "
+                "worker_images/python (`make images`), which has the harness's tools and strips "
+                "setuid bits, or fix the image"
             )
 
     def kill_all(self) -> None:

@@ -1,0 +1,1 @@
+"""Serialisation helpers of a small JSON API."""

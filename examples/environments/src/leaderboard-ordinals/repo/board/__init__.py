@@ -1,0 +1,1 @@
+"""Leaderboards for a game server."""

@@ -1,0 +1,130 @@
+"""The Docker side of ``deltarun build``: inspect, build, preflight, tag and remove images.
+
+Implements ``runner.environments.ImageBuilder`` on the Engine API (the classic builder
+of ``POST /build``, which needs no buildx plugin). The context is the tar the caller
+made from exactly the files it digested, so what is built is what is pinned. Engine
+failures become one-line ``UserError``s; a build that fails is an ``ImageBuildFailed``
+carrying the last lines of its log.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
+
+import docker
+import docker.errors
+
+from runner.config.model import parse_size
+from runner.environments import BuildRequest, ImageBuildFailed, ImageInfo
+from runner.errors import SandboxError, UserError
+from runner.sandbox.base import Limits, SandboxSpec
+from runner.sandbox.docker import DockerSandboxFactory
+from runner.sandbox.engine import API_ERRORS
+
+if TYPE_CHECKING:
+    from runner.config.model import Runtime
+
+TAIL_LINES = 6
+BUILD_TIMEOUT_S = 3600  # one read of the build stream: a long silent RUN step must not end it
+# Build-log lines that say nothing about why a build failed: kept out of the tail.
+_PLUMBING = ("--->", "Removing intermediate container")
+
+
+class DockerImageBuilder:
+    """``ImageBuilder`` on one Docker engine (a client with a long read timeout)."""
+
+    def __init__(self, client: docker.APIClient) -> None:
+        self.client = client
+
+    def inspect(self, image: str) -> ImageInfo | None:
+        try:
+            data: dict[str, Any] = self.client.inspect_image(image)  # type: ignore[no-untyped-call]
+        except docker.errors.ImageNotFound:
+            return None
+        except API_ERRORS as exc:
+            raise UserError(f"Docker failed to inspect image {image!r}: {exc}") from exc
+        layers = tuple((data.get("RootFS") or {}).get("Layers") or ())
+        labels = (data.get("Config") or {}).get("Labels") or {}
+        return ImageInfo(str(data["Id"]), layers, dict(labels))
+
+    def build(self, context: IO[bytes], request: BuildRequest, log: Callable[[str], None]) -> str:
+        tail: deque[str] = deque(maxlen=TAIL_LINES)
+        image: str | None = None
+        try:
+            stream = self.client.build(
+                fileobj=context,
+                custom_context=True,
+                buildargs=dict(request.buildargs),
+                labels=dict(request.labels),
+                network_mode="none" if request.network == "none" else None,
+                nocache=request.nocache,
+                pull=False,
+                rm=True,
+                forcerm=True,
+                decode=True,
+            )
+            for event in stream:
+                image = _follow(event, tail, log) or image
+        except ImageBuildFailed:
+            raise
+        except API_ERRORS as exc:
+            raise ImageBuildFailed([*tail, f"Docker: {exc}"]) from exc
+        if image is None:
+            raise ImageBuildFailed([*tail, "the engine reported no image ID"])
+        return image
+
+    def preflight(self, image: str, runtime: Runtime) -> None:
+        limits = runtime.limits
+        spec = SandboxSpec(
+            image=image,
+            limits=Limits(
+                memory_bytes=parse_size(limits.memory),
+                nano_cpus=int(limits.cpus * 1e9),
+                pids=limits.pids,
+                workspace_bytes=parse_size(limits.workspace),
+            ),
+            lifetime_s=60,
+            labels={"run": "build", "job": "preflight"},
+            oci_runtime=runtime.oci_runtime,
+        )
+        try:
+            DockerSandboxFactory(self.client).preflight(spec)
+        except SandboxError as exc:
+            raise UserError(f"the sandbox preflight could not run ({exc})") from exc
+
+    def tag(self, image: str, tag: str) -> None:
+        repository, _, name = tag.rpartition(":")
+        try:
+            self.client.tag(image, repository, name, force=True)
+        except API_ERRORS as exc:
+            raise UserError(f"Docker failed to tag {image[:19]} as {tag}: {exc}") from exc
+
+    def remove(self, image: str) -> None:
+        try:
+            self.client.remove_image(image)
+        except API_ERRORS:
+            pass  # another tag or container still uses it: it stays, untagged by us
+
+
+def _follow(event: Any, tail: deque[str], log: Callable[[str], None]) -> str | None:
+    """Handle one event of the build stream: log its text, keep the tail, return the image
+    ID when it carries one; an error event raises ``ImageBuildFailed`` with the tail."""
+    if not isinstance(event, dict):
+        return None
+    text = event.get("stream")
+    if isinstance(text, str):
+        for line in text.splitlines():
+            if line.strip():
+                log(line.rstrip())
+                if not line.lstrip().startswith(_PLUMBING):
+                    tail.append(line.strip())
+    if "error" in event or "errorDetail" in event:
+        detail = event.get("errorDetail") or {}
+        message = str(detail.get("message") or event.get("error") or "build failed").strip()
+        raise ImageBuildFailed([*tail, message.replace("\n", " ")])
+    aux = event.get("aux")
+    if isinstance(aux, dict) and isinstance(aux.get("ID"), str):
+        return str(aux["ID"])
+    return None
