@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis chromium images worker-images examples demo pack30 test adversarial lint bench gc clean
+.PHONY: help setup docker redis registry chromium images worker-images examples demo pack30 envdemo test adversarial lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -21,6 +21,9 @@ setup: $(STAMP) docker  ## create .venv with deltarun and its test tools; start 
 redis:  ## install redis-server (Debian) for the distribution tests and benchmarks
 	@bash scripts/ensure-redis.sh
 
+registry:  ## install docker-registry (Debian) for the registry tests
+	@bash scripts/ensure-registry.sh
+
 chromium:  ## install Debian's chromium, which renders report.html in the tests
 	@bash scripts/ensure-chromium.sh
 
@@ -30,7 +33,7 @@ docker:  ## install (Debian docker.io) and start the Docker engine when it is mi
 images: docker  ## build the sandbox images (idempotent, fast when present)
 	@bash scripts/build-images.sh
 
-worker-images: $(STAMP) images  ## build the worker and Redis images used by compose.yaml
+worker-images: $(STAMP) images  ## build the worker, Redis and registry images used by compose.yaml
 	@bash scripts/build-worker-images.sh
 
 examples: $(STAMP)  ## build examples/quickstart/suite and patches/ from src/ (git-ignored)
@@ -45,7 +48,13 @@ pack30: setup images  ## build examples/pack30 (20 ordinary + 10 negative tasks)
 	$(VENV)/bin/deltarun run examples/pack30/controls.yaml \
 		--out runs/pack30-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
 
-test: setup redis chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
+envdemo: setup images  ## build examples/environments (its image installs a PyPI wheel offline), run it
+	$(PY) examples/environments/build_suite.py
+	$(VENV)/bin/deltarun build examples/environments/controls.yaml --network none
+	$(VENV)/bin/deltarun run examples/environments/controls.yaml \
+		--out runs/envdemo-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
+
+test: setup redis registry chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
 	$(PY) -m pytest -q tests
 
 adversarial: setup images  ## the adversarial suite alone, with its table (attack, tried, happened, held)
@@ -61,6 +70,7 @@ bench: setup redis images  ## benchmarks, each against a baseline measured in th
 	$(PY) bench/dispatch.py
 	$(PY) bench/scoring.py
 	$(PY) bench/tools.py
+	$(PY) bench/fixtures.py
 
 gc: setup  ## remove deltarun sandboxes left past their deadline
 	$(VENV)/bin/deltarun gc

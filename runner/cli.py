@@ -1,4 +1,4 @@
-"""The ``deltarun`` command line: seal, run, report, replay, gc, schema.
+"""The ``deltarun`` command line: seal, build, run, report, replay, gc, schema.
 
 Every deliberate error is a ``DeltarunError``: printed as one line on stderr,
 no traceback, with its exit code (1 user error, 2 usage, 3 digest or protocol
@@ -55,6 +55,70 @@ def seal(
 
 
 @app.command()
+def build(
+    target: Annotated[Path, typer.Argument(help="A suite directory, tasks.jsonl or controls.yaml")],
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Build again (no cache) even when the tag exists")
+    ] = False,
+    network: Annotated[
+        str,
+        typer.Option("--network", help="Network of the builds: default (the engine's) or none"),
+    ] = "default",
+    verbose: Annotated[
+        bool, typer.Option("-v", "--verbose", help="Stream the engine's build output")
+    ] = False,
+) -> None:
+    """Build each environments/<name>/ the suite's tasks name, pin the images, and seal.
+
+    Each image is built on the sandbox base (runtime.image of the controls, else
+    deltarun/sandbox-python:bookworm) passed as --build-arg BASE, tagged
+    deltarun-env/<name>:<context digest>, and checked against the sandbox contract.
+    """
+    import time
+
+    from runner.environments import build as build_environments
+    from runner.sandbox.engine import connect
+    from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
+
+    if network not in ("default", "none"):
+        raise UsageError(f"--network {network!r}: choose default (the engine's) or none")
+
+    def say(line: str) -> None:
+        err.print(line, highlight=False, markup=False)
+
+    def progress(line: str) -> None:  # on a terminal, or asked for: an error stays one line
+        if verbose or err.is_terminal:
+            say(line)
+
+    def log(line: str) -> None:
+        if verbose:
+            say(f"  | {line}")
+
+    started = time.monotonic()
+    result = build_environments(
+        target,
+        DockerImageBuilder(connect(BUILD_TIMEOUT_S)),
+        rebuild=rebuild,
+        network=network,
+        say=progress,
+        log=log,
+    )
+    for item in result.built:
+        out.print(
+            f"{item.name}  {item.tag}  {item.image_id.removeprefix('sha256:')[:12]}  "
+            f"{'reused' if item.reused else 'built'}  {item.seconds:.1f}s",
+            highlight=False,
+            markup=False,
+        )
+    if not result.built:
+        say(f"{target}: no task names an environment; sealed only")
+    out.print(result.suite_sha256, highlight=False)
+    for path in result.written:
+        say(f"wrote {path}")
+    say(f"{len(result.built)} environment(s) in {time.monotonic() - started:.1f}s")
+
+
+@app.command()
 def run(
     controls: Annotated[Path, typer.Argument(help="controls.yaml")],
     out_dir: Annotated[Path, typer.Option("--out", help="Run directory to create or resume")],
@@ -76,23 +140,39 @@ def run(
             help="Pre-registered protocol hash: refuse (exit 3) if the controls hash otherwise",
         ),
     ] = None,
+    registry: Annotated[
+        str | None,
+        typer.Option(
+            "--registry",
+            help="HOST:PORT of an image registry: push the run's images there for workers "
+            "to pull by digest (needs --broker)",
+        ),
+    ] = None,
 ) -> None:
     """Run every (task, arm, repeat) job and write the report.
 
     Without --broker, trials run here, -j at a time. With --broker, jobs go to
     `deltarun worker` processes through Celery on Redis and records stream back.
+    With --registry too, the run's images are pushed there (once) and workers
+    that lack one pull it by digest, keeping it only with the pinned image ID.
     """
     from runner.report.build import write_report
 
     engine = _Engine()
+    if registry is not None and broker is None:
+        raise UsageError("--registry ships images to workers: it needs --broker")
     if broker is not None:
         from runner.distributed.connection import connect_redis
 
         connect_redis(broker)  # one line and exit 1 before anything is written
+    if registry is not None:
+        from runner.distributed import registry as registries
+
+        registries.check(registry)  # likewise
     prepared = _prepare_run(
         controls, out_dir, resume, engine, local=broker is None, expect_protocol=expect_protocol
     )
-    executor = _executor(prepared, engine, broker, parallel, visibility_timeout)
+    executor = _executor(prepared, engine, broker, parallel, visibility_timeout, registry)
     meta = prepared.meta
     total, done = len(prepared.jobs), len(prepared.jobs) - len(prepared.todo)
     where = f"broker {_redact(broker)}" if broker else f"-j {parallel}"
@@ -155,15 +235,30 @@ def _prepare_run(
 
 
 def _executor(
-    prepared: PreparedRun, engine: _Engine, broker: str | None, parallel: int, visibility: int
+    prepared: PreparedRun,
+    engine: _Engine,
+    broker: str | None,
+    parallel: int,
+    visibility: int,
+    registry: str | None = None,
 ) -> Executor:
     if broker is not None:
+        from runner.distributed import registry as registries
         from runner.executors.celery import CeleryExecutor
 
+        images = None
+        if registry is not None:  # each image the run pins, pushed once, by its ID
+            images = registries.push_all(
+                engine.client,
+                prepared.meta.image_digests,
+                registry,
+                lambda line: err.print(f"registry: {line}", highlight=False, markup=False),
+            )
         return CeleryExecutor(
             broker,
             visibility,
             lambda line: err.print(f"deltarun: warning: {line}", highlight=False),
+            images,
         )
     from runner.executors.local import LocalExecutor
     from runner.run_service import local_runner
@@ -245,9 +340,14 @@ def worker(
     broker: Annotated[str, typer.Option("--broker", help="Redis URL, e.g. redis://HOST:6379/0")],
     concurrency: Annotated[int, typer.Option("-c", "--concurrency", min=1)] = 2,
     queues: Annotated[
-        str,
-        typer.Option("-Q", "--queues", help="Comma-separated sandbox images this worker serves"),
-    ] = "deltarun/sandbox-python:bookworm",
+        str | None,
+        typer.Option(
+            "-Q",
+            "--queues",
+            help="Comma-separated sandbox images this worker serves (default: every image "
+            "runs publish, and deltarun/sandbox-python:bookworm when present)",
+        ),
+    ] = None,
     name: Annotated[
         str | None,
         typer.Option("--name", help="Worker name (default: $DELTARUN_WORKER_NAME or host)"),
@@ -255,17 +355,30 @@ def worker(
     visibility_timeout: Annotated[
         int, typer.Option("--visibility-timeout", help="Seconds before Redis redelivers")
     ] = 7200,
+    registry_pull: Annotated[
+        bool,
+        typer.Option(
+            "--registry-pull/--no-registry-pull",
+            help="Pull a missing image by the digest the run published (kept only with the "
+            "pinned image ID)",
+        ),
+    ] = True,
 ) -> None:
-    """Serve trials from Celery: checks Redis, Docker and the images first, reaps leftovers."""
+    """Serve trials from Celery: checks Redis, Docker and the images first, reaps leftovers.
+
+    Without -Q, serves every image runs publish (pulled by digest from the run's
+    --registry when missing here) and takes on images published later.
+    """
     from runner.distributed.worker import serve
 
     serve(
         broker,
         concurrency=concurrency,
-        images=[q.strip() for q in queues.split(",") if q.strip()],
+        images=None if queues is None else [q.strip() for q in queues.split(",") if q.strip()],
         name=name,
         visibility_timeout_s=visibility_timeout,
-        say=lambda line: err.print(line, highlight=False),
+        say=lambda line: err.print(line, highlight=False, markup=False),
+        pull=registry_pull,
     )
 
 

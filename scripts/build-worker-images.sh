@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the deltarun worker and Redis images; fast and quiet when they are current.
+# Build the deltarun worker, Redis and registry images; fast and quiet when they are current.
 #
 # Each image carries a label `deltarun.inputs`: the SHA-256 of what it was built
 # from (its Dockerfile, the base image id and, for the worker, this script,
@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 BASE_TAG="${DELTARUN_BASE:-deltarun/base:bookworm}"
 WORKER_TAG="deltarun/worker:latest"
 REDIS_TAG="deltarun/redis:bookworm"
+REGISTRY_TAG="deltarun/registry:bookworm"
 
 die() { echo "build-worker-images: $*" >&2; exit 1; }
 sha() { sha256sum | cut -c1-64; }
@@ -29,7 +30,7 @@ flock 9
 command -v docker >/dev/null || die "docker is not installed; run 'make docker'"
 docker info >/dev/null 2>&1 || die "the Docker engine is not reachable; run 'make docker'"
 
-# Base and sandbox images first: both images here start from the base.
+# Base and sandbox images first: every image here starts from the base.
 bash scripts/build-images.sh >/dev/null || die "scripts/build-images.sh failed (base image $BASE_TAG)"
 base_id="$(docker image inspect -f '{{.Id}}' "$BASE_TAG" 2>/dev/null)" \
     || die "base image $BASE_TAG is missing after scripts/build-images.sh"
@@ -55,6 +56,19 @@ if [ "$redis_want" != "$(have_label "$REDIS_TAG")" ]; then
         -t "$REDIS_TAG" worker_images/redis >"$CTX/redis-build.log" 2>&1 || {
         tail -20 "$CTX/redis-build.log" >&2
         die "docker build of $REDIS_TAG failed (apt-get needs Debian's mirrors at build time)"
+    }
+fi
+
+# --- registry ----------------------------------------------------------------
+registry_want="$( { sha <worker_images/registry/Dockerfile; sha <worker_images/registry/config.yml; echo "$base_id"; } | sha)"
+if [ "$registry_want" != "$(have_label "$REGISTRY_TAG")" ]; then
+    echo "building $REGISTRY_TAG..."
+    docker build -q --force-rm --build-arg "BASE=$BASE_TAG" \
+        --label "deltarun.dockerfile=$(sha <worker_images/registry/Dockerfile)" \
+        --label "deltarun.inputs=$registry_want" \
+        -t "$REGISTRY_TAG" worker_images/registry >"$CTX/registry-build.log" 2>&1 || {
+        tail -20 "$CTX/registry-build.log" >&2
+        die "docker build of $REGISTRY_TAG failed (apt-get needs Debian's mirrors at build time)"
     }
 fi
 
@@ -105,4 +119,5 @@ docker image prune -f --filter label=deltarun.stage=worker-build >/dev/null 2>&1
 docker image prune -f --filter label=deltarun.inputs >/dev/null 2>&1 || true
 
 short() { docker image inspect -f '{{.Id}}' "$1" | cut -c1-19; }
-echo "worker images ready: $WORKER_TAG $(short "$WORKER_TAG") $REDIS_TAG $(short "$REDIS_TAG")"
+echo "worker images ready: $WORKER_TAG $(short "$WORKER_TAG") $REDIS_TAG $(short "$REDIS_TAG")" \
+    "$REGISTRY_TAG $(short "$REGISTRY_TAG")"

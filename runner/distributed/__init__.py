@@ -5,6 +5,7 @@
 - ``blobs``: content-addressed archives in Redis, cached and verified on the worker's disk.
 - ``bundle``: the protocol bundle a worker needs to run a job of a protocol.
 - ``ledger``: leases, the done set and the record stream.
+- ``registry``: sandbox images pushed to a registry and pulled by digest, trusted by image ID.
 - ``worker``: the Celery task (a thin adapter around ``execute_trial``) and worker start-up.
 - ``coordinator``: publishing jobs and collecting records into ``trials.jsonl``.
 """

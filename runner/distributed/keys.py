@@ -45,3 +45,12 @@ def stopped(run_id: str) -> str:
 def queue_for_image(image: str) -> str:
     """Jobs route to one queue per sandbox image: a worker takes only jobs whose image it has."""
     return f"{PREFIX}.{image}"
+
+
+def images() -> str:
+    """Hash sandbox image tag → JSON {id, ref}: the image ID a run pins and, with
+    ``--registry``, the reference to pull it by digest (``runner.distributed.registry``)."""
+    return f"{PREFIX}:images"
+
+
+IDLE_QUEUE = f"{PREFIX}.idle"  # consumed by a worker with no image to serve yet; never sent to

@@ -4,6 +4,12 @@ The task validates its payload, skips a job that is done or leased, takes the
 lease, runs the same ``execute_trial`` the local executor runs, publishes the
 record and logs one line. Everything a job needs comes from Redis (the protocol
 bundle and content-addressed blobs), never from the coordinator's disk.
+
+Images: a worker serves one Celery queue per sandbox image (``ServedImages``).
+Without ``-Q`` it serves what runs publish in ``deltarun:images`` (tag → pinned
+image ID and registry reference), pulling a missing image by digest and keeping
+it only with the pinned ID; a thread of the main process (``Watcher``) takes on
+images published later and starts consuming their queues.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,16 +25,17 @@ from typing import Any
 
 import redis
 from celery import Celery, Task
+from celery.signals import worker_ready, worker_shutdown
 
 from runner.agents.base import Agent
 from runner.distributed import bundle as bundles
-from runner.distributed import keys
+from runner.distributed import keys, registry
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import VISIBILITY_TIMEOUT_S, make_app
 from runner.distributed.connection import connect_redis
 from runner.distributed.keys import STOP_TTL_S
 from runner.distributed.leases import RedisLeases
-from runner.errors import DeltarunError, UsageError
+from runner.errors import DeltarunError, DigestMismatch, UsageError
 from runner.models import Job, Trial
 from runner.models import Task as SuiteTask
 from runner.run_service import stop_reason, trial_env
@@ -38,6 +46,7 @@ log = logging.getLogger("deltarun.worker")
 TrialBody = Callable[[Job, SuiteTask, Agent, TrialEnv], Trial]
 UNKNOWN_PROTOCOL_RETRY_S = 30
 PUBLISH_RETRY_FOR_S = 900.0
+IMAGE_POLL_S = float(os.environ.get("DELTARUN_IMAGE_POLL_S", "10"))
 
 
 def worker_name() -> str:
@@ -202,26 +211,32 @@ def serve(
     broker: str,
     *,
     concurrency: int,
-    images: list[str],
+    images: list[str] | None,
     name: str | None = None,
     visibility_timeout_s: int = VISIBILITY_TIMEOUT_S,
     say: Callable[[str], None] = print,
     extra: Callable[[Celery, WorkerState], None] | None = None,
+    pull: bool = True,
+    poll_s: float = IMAGE_POLL_S,
 ) -> None:
-    """Check Redis, Docker and every image (one line and exit 1 on any problem, before a job
-    is taken), reap what a crashed worker of this name left, then serve the queues of
-    ``images``. ``extra`` registers more tasks (the benchmarks' Docker-free body)."""
+    """Check Redis, Docker and every image (one line and exit on any problem with an image
+    ``-Q`` names, before a job is taken), reap what a crashed worker of this name left, then
+    serve the queues of ``images``; with ``images`` None, of every image a run published
+    (pulled by digest when missing, kept only with its pinned ID) and of the default sandbox
+    image when present. A background thread takes on images published later.
+    ``extra`` registers more tasks (the benchmarks' Docker-free body)."""
     from runner.sandbox.engine import connect
     from runner.sandbox.reaper import reap_orphans
 
     if name:
         os.environ["DELTARUN_WORKER_NAME"] = name
     me = worker_name()
-    connect_redis(broker)
+    client_redis = connect_redis(broker)
     client = connect()
-    if not images:
-        raise UsageError("-Q: name at least one sandbox image")
-    _preflight(client, me, images)
+    if images is not None and not images:
+        raise UsageError("-Q: name at least one sandbox image, or leave -Q out")
+    served = ServedImages(client, me, only=images, pull=pull, say=say)
+    served.start(registry.published(client_redis))
     for line in reap_orphans(client, me):
         say(f"reaper: {line}")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
@@ -232,20 +247,26 @@ def serve(
     if extra is not None:
         extra(app, state)
     app.conf.worker_hijack_root_logger = False
+    node = f"deltarun-{os.getpid()}@{me}"
+    what = ", ".join(served.served) or "none yet (waiting for a run to publish its images)"
     say(
-        f"deltarun worker {me}: -c {concurrency}, images {', '.join(images)}, "
+        f"deltarun worker {me}: -c {concurrency}, images {what}, "
         f"visibility timeout {visibility_timeout_s}s"
     )
-    queues = ",".join(keys.queue_for_image(i) for i in images)
+    queues = [keys.queue_for_image(i) for i in served.served] or [keys.IDLE_QUEUE]
+    served.consuming.update(queues)
+    watcher = Watcher(app, node, served, broker, poll_s)
+    worker_ready.connect(watcher.on_ready, weak=False)
+    worker_shutdown.connect(watcher.on_shutdown, weak=False)
     app.worker_main(
         [
             "worker",
             "--concurrency",
             str(concurrency),
             "--queues",
-            queues,
+            ",".join(queues),
             "--hostname",
-            f"deltarun-{os.getpid()}@{me}",
+            node,
             "--loglevel",
             "WARNING",
             "--pool",
@@ -254,6 +275,167 @@ def serve(
             "--without-mingle",
         ]
     )
+
+
+def default_image() -> str:
+    """The sandbox image of controls that name none: served when present, without -Q."""
+    from runner.config.model import Runtime
+
+    return str(Runtime.model_fields["image"].default)
+
+
+@dataclass
+class ServedImages:
+    """The images a worker serves, each present with the image ID the run pins and past the
+    preflight. ``only`` is ``-Q`` (a filter; None serves whatever runs publish); ``pull``
+    allows pulling a missing image by the digest a run published."""
+
+    client: Any
+    worker: str
+    only: list[str] | None
+    pull: bool
+    say: Callable[[str], None]
+    served: dict[str, str] = field(default_factory=dict)  # tag → image ID
+    consuming: set[str] = field(default_factory=set)  # Celery queues
+    refused: dict[str, registry.Published] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)  # tag → last message logged
+
+    def start(self, published: dict[str, registry.Published]) -> None:
+        """The images to serve from the start: an image ``-Q`` names must be usable (one
+        line and exit otherwise); one merely published is logged and skipped when not."""
+        if self.only is not None:
+            for tag in self.only:
+                self.admit(tag, published.get(tag))
+            return
+        tags = sorted(published)
+        default = default_image()
+        if default not in published and _present(self.client, default):
+            tags.append(default)
+        for tag in tags:
+            try:
+                self.admit(tag, published.get(tag))
+            except DeltarunError as exc:
+                self.note(tag, published.get(tag), exc, self.say)
+
+    def admit(self, tag: str, entry: registry.Published | None) -> None:
+        """Make ``tag`` servable: present with the published pin (pulled by digest when
+        missing and pulling is on), then the preflight with default limits."""
+        from runner.sandbox.engine import image_id
+
+        if entry is None:
+            pinned = image_id(self.client, tag)  # a missing image: one line naming how to build
+        else:
+            ref = entry.ref if self.pull else None
+            if registry.ensure(self.client, ref, entry.id, tag) == "pulled":
+                self.say(f"pulled {tag} ({entry.id[:19]}) from {entry.ref}")
+            pinned = entry.id
+        _preflight(self.client, self.worker, [tag])
+        self.served[tag] = pinned
+        self.refused.pop(tag, None)
+        self.failures.pop(tag, None)
+
+    def note(
+        self,
+        tag: str,
+        entry: registry.Published | None,
+        exc: DeltarunError,
+        say: Callable[[str], None],
+    ) -> None:
+        """Log a failure once; a refused pin is not tried again until the run publishes
+        another entry for the tag (a registry that is down is tried again each round)."""
+        if isinstance(exc, DigestMismatch) and entry is not None:
+            self.refused[tag] = entry
+        line = f"not served: {exc}" if tag in str(exc) else f"not served: {tag}: {exc}"
+        if self.failures.get(tag) != line:
+            self.failures[tag] = line
+            say(line)
+
+    def changes(self, published: dict[str, registry.Published]) -> list[str]:
+        """Tags published with a pin this worker does not serve yet (and may: ``-Q``)."""
+        return [
+            tag
+            for tag, entry in sorted(published.items())
+            if (self.only is None or tag in self.only)
+            and self.served.get(tag) != entry.id
+            and self.refused.get(tag) != entry
+        ]
+
+
+@dataclass
+class Watcher:
+    """The background thread of a worker's main process: every ``poll_s`` it reads the
+    images runs published, ensures the new ones and consumes their queues (Celery remote
+    control to this very node, which works with the prefork pool: the main process
+    consumes, the pool children only run tasks)."""
+
+    app: Celery
+    node: str
+    images: ServedImages
+    broker: str
+    poll_s: float
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def on_ready(self, sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", self.app) is self.app and not self.stop.is_set():
+            threading.Thread(target=self.run, name="deltarun-images", daemon=True).start()
+
+    def on_shutdown(self, **_: Any) -> None:
+        self.stop.set()
+
+    def run(self) -> None:
+        from runner.sandbox.engine import connect
+
+        client = redis.Redis.from_url(self.broker, socket_timeout=30)
+        self.images.client = connect()  # this thread's own engine connection
+        self.images.say = lambda line: log.info("%s", line)
+        while not self.stop.wait(self.poll_s):
+            try:
+                self.round(registry.published(client))
+            except (redis.RedisError, OSError) as exc:
+                log.warning("images: Redis unavailable (%s); trying again", exc)
+            except Exception:  # the thread must outlive any one failure
+                log.exception("images: unexpected failure; trying again")
+
+    def round(self, published: dict[str, registry.Published]) -> None:
+        """Ensure every newly published image, then consume (or stop consuming) queues."""
+        for tag in self.images.changes(published):
+            entry = published[tag]
+            try:
+                self.images.admit(tag, entry)
+            except DeltarunError as exc:
+                self.images.note(tag, entry, exc, lambda line: log.error("%s", line))
+                self.images.served.pop(tag, None)  # pinned anew and unusable here: stop
+        wanted = {keys.queue_for_image(tag): tag for tag in self.images.served}
+        for queue in sorted(set(wanted) - self.images.consuming):
+            if self._control(queue, add=True):
+                log.info("images: now serving %s (queue %s)", wanted[queue], queue)
+        for queue in sorted(self.images.consuming - set(wanted) - {keys.IDLE_QUEUE}):
+            if self._control(queue, add=False):
+                log.info("images: no longer serving queue %s", queue)
+
+    def _control(self, queue: str, *, add: bool) -> bool:
+        """Start (or stop) consuming ``queue`` on this node; True once the node confirmed."""
+        control = self.app.control
+        method = control.add_consumer if add else control.cancel_consumer
+        try:
+            replies = method(queue, destination=[self.node], reply=True, timeout=5) or []
+        except Exception as exc:  # kombu/redis errors: tried again next round
+            log.warning("images: %s %s failed (%s)", "adding" if add else "cancelling", queue, exc)
+            return False
+        confirmed = any(self.node in reply for reply in replies)
+        if confirmed:
+            (self.images.consuming.add if add else self.images.consuming.discard)(queue)
+        return confirmed
+
+
+def _present(client: Any, image: str) -> bool:
+    from runner.sandbox.engine import API_ERRORS
+
+    try:
+        client.inspect_image(image)
+    except API_ERRORS:
+        return False
+    return True
 
 
 def _preflight(client: Any, worker: str, images: list[str]) -> None:

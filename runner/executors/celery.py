@@ -6,6 +6,10 @@ lease expired without a record, and survives its own restart: the stream
 cursor is saved in the run directory, and ``--resume`` first collects every
 record that arrived while it was away, then enqueues only jobs that are
 neither recorded nor leased.
+
+It also publishes the run's images (tag → pinned image ID, and with
+``--registry`` the reference to pull it by digest) for workers to serve, and
+says, within a minute, when jobs wait in a queue no live worker consumes.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -26,7 +31,7 @@ from celery import Celery
 from pydantic import ValidationError
 
 from runner.distributed import bundle as bundles
-from runner.distributed import keys
+from runner.distributed import keys, registry
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import make_app, required_visibility_s
 from runner.distributed.connection import connect_redis
@@ -42,6 +47,7 @@ from runner.trial import SANDBOX_LIFETIME_MARGIN_S, image_of
 log = logging.getLogger("deltarun.coordinator")
 CURSOR_FILE = "stream.cursor"
 REQUEUE_CHECK_S = float(os.environ.get("DELTARUN_REQUEUE_CHECK_S", "5"))
+QUEUE_CHECK_S = float(os.environ.get("DELTARUN_QUEUE_CHECK_S", "30"))
 REDIS_OUTAGE_S = 600.0
 
 
@@ -66,8 +72,14 @@ def run_celery(
     visibility_timeout_s: int,
     warn: Callable[[str], None],
     task_name: str = keys.TRIAL_TASK,
+    images: Mapping[str, registry.Published] | None = None,
+    queue_check_s: float = QUEUE_CHECK_S,
 ) -> None:
     """Publish every job without a record and collect records until each job has one.
+
+    ``images`` is what workers learn of the run's images (default: each pinned image ID,
+    no registry reference); every ``queue_check_s`` while jobs wait, a queue no live
+    worker consumes is reported through ``warn``, once until a worker serves it.
 
     ``record(fresh, duplicates)`` receives each batch read from the stream: the
     first record of a pending job is fresh, any later one a duplicate. The
@@ -82,9 +94,11 @@ def run_celery(
             "or a trial still running may be delivered twice (it is then skipped, not counted)"
         )
     bundles.publish(prepared.loaded, prepared.suite, BlobStore(client))
-    coordinator = _Coordinator(
-        prepared, client, make_app(broker_url, visibility_timeout_s), record, warn, task_name
-    )
+    if images is None:
+        images = {tag: registry.Published(pin) for tag, pin in prepared.meta.image_digests.items()}
+    registry.publish(client, images)
+    app = make_app(broker_url, visibility_timeout_s)
+    coordinator = _Coordinator(prepared, client, app, record, warn, task_name, queue_check_s)
     client.delete(keys.stopped(prepared.meta.run_id))  # a resumed run starts its workers again
     try:
         coordinator.run()
@@ -113,6 +127,7 @@ class _Coordinator:
         record: Callable[[list[Trial], list[Trial]], None],
         warn: Callable[[str], None],
         task_name: str,
+        queue_check_s: float = QUEUE_CHECK_S,
     ) -> None:
         self.prepared = prepared
         self.app = app
@@ -123,6 +138,8 @@ class _Coordinator:
         self.cursor_path = prepared.run_dir.path / CURSOR_FILE
         self.cursor = _read_cursor(self.cursor_path)
         self.pending: dict[str, Job] = {job.job_id: job for job in prepared.todo}
+        self.queue_check_s = queue_check_s
+        self.unserved: set[str] = set()  # queues reported as waiting for a worker
 
     def run(self) -> None:
         while self.collect(block_ms=None):  # records that arrived while this coordinator was away
@@ -130,7 +147,7 @@ class _Coordinator:
         for chunk in self.chunks():
             busy = self.leases.leased_or_done(chunk)
             self.send([self.pending[job_id] for job_id in chunk if job_id not in busy])
-        last_check = time.monotonic()
+        last_check = last_queue_check = time.monotonic()
         outage_since: float | None = None
         while self.pending:
             try:
@@ -138,6 +155,9 @@ class _Coordinator:
                 if time.monotonic() - last_check >= REQUEUE_CHECK_S:
                     last_check = time.monotonic()
                     self.requeue_stalled()
+                if self.pending and time.monotonic() - last_queue_check >= self.queue_check_s:
+                    self.check_queues()
+                    last_queue_check = time.monotonic()
                 outage_since = None
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 # Redis restarting: records, leases and queues survive in its append-only file.
@@ -231,6 +251,31 @@ class _Coordinator:
         while chunk := list(islice(it, 1000)):
             yield chunk
 
+    def check_queues(self) -> None:
+        """Warn about each queue whose jobs wait while no live worker consumes it, naming its
+        image and the workers seen with their queues; once, until a worker serves it."""
+        controls = self.prepared.loaded.controls
+        waiting: Counter[str] = Counter()
+        for job in self.pending.values():
+            waiting[image_of(self.prepared.tasks[job.task_id], controls)] += 1
+        try:
+            seen = self.app.control.inspect(timeout=1.0).active_queues() or {}
+        except Exception as exc:  # kombu/redis: the next round asks again
+            log.info("inspect active_queues failed: %s", exc)
+            return
+        consumed = {queue["name"] for queues in seen.values() for queue in queues or []}
+        for image, count in sorted(waiting.items()):
+            queue = keys.queue_for_image(image)
+            if queue in consumed:
+                self.unserved.discard(queue)
+            elif queue not in self.unserved:
+                self.unserved.add(queue)
+                self.warn(
+                    f"{count} job(s) wait in queue {queue} (image {image}) and no live worker "
+                    f"consumes it; workers seen: {_workers_seen(seen)}; start a worker that has "
+                    "the image (or one without -Q, which pulls what --registry published)"
+                )
+
     def requeue_stalled(self) -> None:
         stalled: list[str] = []
         for chunk in self.chunks():
@@ -241,16 +286,34 @@ class _Coordinator:
             self.send([self.pending[job_id] for job_id in stalled])
 
 
+def _workers_seen(seen: Mapping[str, list[dict[str, object]] | None]) -> str:
+    """``node (queue, queue); node (...)``, or ``none``: what ``inspect active_queues`` saw."""
+    if not seen:
+        return "none"
+    parts = []
+    for node, queues in sorted(seen.items()):
+        names = sorted(str(q["name"]) for q in queues or [] if q.get("name") != keys.IDLE_QUEUE)
+        parts.append(f"{node} ({', '.join(names) or 'no image yet'})")
+    return "; ".join(parts)
+
+
 class CeleryExecutor:
     """The ``Executor`` of many machines: jobs go to ``deltarun worker`` processes through
     Celery on Redis; records stream back and are collected here."""
 
     def __init__(
-        self, broker_url: str, visibility_timeout_s: int, warn: Callable[[str], None]
+        self,
+        broker_url: str,
+        visibility_timeout_s: int,
+        warn: Callable[[str], None],
+        images: Mapping[str, registry.Published] | None = None,
+        queue_check_s: float = QUEUE_CHECK_S,
     ) -> None:
         self.broker_url = broker_url
         self.visibility_timeout_s = visibility_timeout_s
         self.warn = warn
+        self.images = images
+        self.queue_check_s = queue_check_s
 
     def run(
         self, prepared: PreparedRun, record: Callable[[list[Trial], list[Trial]], None]
@@ -261,4 +324,6 @@ class CeleryExecutor:
             record=record,
             visibility_timeout_s=self.visibility_timeout_s,
             warn=self.warn,
+            images=self.images,
+            queue_check_s=self.queue_check_s,
         )

@@ -1,0 +1,383 @@
+"""Images shipped to workers through a real registry (Debian's docker-registry on loopback),
+a real Docker engine, real Redis and real `deltarun worker` processes.
+
+Every image a test builds is its own (``FROM`` the sandbox image plus a unique label), so
+removing it by ID never touches an image another test or session uses.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+import pytest
+
+from runner.distributed import keys, registry
+from runner.errors import DigestMismatch, UserError
+from tests.conftest import IN_CI, run_cli
+from tests.distributed_support import (
+    Proc,
+    RedisServer,
+    essence,
+    free_port,
+    start_worker,
+    wait_for,
+)
+from tests.helpers import PY_IMAGE, make_suite, repo_task, write_agent
+
+pytestmark = pytest.mark.docker
+
+
+class RegistryServer:
+    """``docker-registry serve`` on a free loopback port, storage in a temporary directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        storage = self.directory / "storage"
+        storage.mkdir(parents=True, exist_ok=True)
+        config = self.directory / "config.yml"
+        config.write_text(
+            "version: 0.1\n"
+            "log: {level: warn, accesslog: {disabled: true}}\n"
+            f"storage: {{filesystem: {{rootdirectory: {storage}}}, delete: {{enabled: true}}}}\n"
+            f"http: {{addr: '{self.address}', secret: test}}\n"
+        )
+        log = (self.directory / "registry.log").open("ab")
+        self.process = subprocess.Popen(
+            ["docker-registry", "serve", str(config)], stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                registry.check(self.address)
+                return
+            except UserError:
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.1)
+        raise RuntimeError(
+            f"docker-registry did not start: {(self.directory / 'registry.log').read_text()}"
+        )
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def registry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
+    """One registry for the module: the sandbox image's layers are pushed once (~20 s)."""
+    if shutil.which("docker-registry") is None:
+        message = "docker-registry is not installed; run `make registry`"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    server = RegistryServer(tmp_path_factory.mktemp("registry"))
+    server.start()
+    yield server
+    server.stop()
+
+
+class Images:
+    """Tiny images of this test (the sandbox image plus a unique label), removed by ID."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.ids: set[str] = set()
+
+    def build(self, tag: str) -> str:
+        dockerfile = f"FROM {PY_IMAGE}\nLABEL deltarun.test.registry={uuid.uuid4().hex}\n"
+        for _ in self.api.build(
+            fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True, decode=True
+        ):
+            pass
+        image_id = str(self.api.inspect_image(tag)["Id"])
+        self.ids.add(image_id)
+        return image_id
+
+    def remove(self, image_id: str) -> None:
+        try:
+            self.api.remove_image(image_id, force=True)
+        except docker.errors.ImageNotFound:
+            pass
+
+    def present(self, name: str) -> str | None:
+        try:
+            return str(self.api.inspect_image(name)["Id"])
+        except docker.errors.ImageNotFound:
+            return None
+
+    def cleanup(self) -> None:
+        for image_id in self.ids:
+            self.remove(image_id)
+
+
+@pytest.fixture
+def images(docker_api: Any) -> Iterator[Images]:
+    made = Images(docker_api)
+    yield made
+    made.cleanup()
+
+
+def unique(name: str) -> str:
+    return f"deltarun-test/registry-{name}-{uuid.uuid4().hex[:8]}:1"
+
+
+class CountingClient:
+    """The real Engine client, counting the pushes it was asked for."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.pushes = 0
+
+    def push(self, *args: Any, **kwargs: Any) -> Any:
+        self.pushes += 1
+        return self.api.push(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+
+def test_push_then_push_again_is_skipped(
+    registry_server: RegistryServer, images: Images, docker_api: Any
+) -> None:
+    tag = unique("push")
+    image_id = images.build(tag)
+    client = CountingClient(docker_api)
+    ref = registry.push(client, tag, image_id, registry_server.address)  # type: ignore[arg-type]
+    repository = tag.split(":")[0]
+    assert ref.startswith(f"{registry_server.address}/{repository}@sha256:")
+    assert client.pushes == 1
+    assert registry.held_digest(registry_server.address, tag, image_id) == ref.split("@")[1]
+    said: list[str] = []
+    again = registry.push(client, tag, image_id, registry_server.address, said.append)  # type: ignore[arg-type]
+    assert again == ref and client.pushes == 1
+    assert said == [f"{tag} ({image_id[:19]}) already in {registry_server.address}"]
+
+
+def test_ensure_pulls_a_removed_image_by_digest(
+    registry_server: RegistryServer, images: Images, docker_api: Any
+) -> None:
+    tag = unique("pull")
+    image_id = images.build(tag)
+    ref = registry.push(docker_api, tag, image_id, registry_server.address)
+    images.remove(image_id)
+    assert images.present(image_id) is None and images.present(tag) is None
+    assert registry.ensure(docker_api, ref, image_id, tag) == "pulled"
+    assert images.present(tag) == image_id
+    assert registry.ensure(docker_api, ref, image_id, tag) == "present"
+
+
+def test_another_image_under_the_same_tag_is_refused_by_its_id(
+    registry_server: RegistryServer, images: Images, docker_api: Any
+) -> None:
+    tag = unique("swap")
+    address = registry_server.address
+    pinned = images.build(tag)
+    pinned_ref = registry.push(docker_api, tag, pinned, address)
+    other = images.build(tag)  # the same tag, another image: the registry's tag now serves it
+    other_ref = registry.push(docker_api, tag, other, address)
+    assert other_ref != pinned_ref and pinned != other
+    assert registry.held_digest(address, tag, pinned) is None  # a push of `pinned` is not skipped
+    images.remove(other)
+    images.remove(pinned)
+
+    with pytest.raises(DigestMismatch) as caught:
+        registry.ensure(docker_api, other_ref, pinned, tag)
+    message = str(caught.value)
+    assert pinned in message and other in message and other_ref in message
+    assert "\n" not in message
+    assert images.present(other) is None  # what was pulled and refused is removed
+    assert images.present(tag) is None
+
+    # The digest the run published still names the pinned image, whatever the tag serves now.
+    assert registry.ensure(docker_api, pinned_ref, pinned, tag) == "pulled"
+    assert images.present(tag) == pinned
+
+
+def test_registry_down_is_one_line(
+    tmp_path: Path, redis_server: RedisServer, docker_api: Any
+) -> None:
+    closed = f"127.0.0.1:{free_port()}"
+    stock = str(docker_api.inspect_image(PY_IMAGE)["Id"])
+    with pytest.raises(UserError) as pushed:
+        registry.push(docker_api, PY_IMAGE, stock, closed)
+    assert closed in str(pushed.value) and "start it" in str(pushed.value)
+    with pytest.raises(UserError) as pulled:  # the worker's side: the Engine cannot reach it
+        registry.ensure(
+            docker_api,
+            f"{closed}/deltarun-test/x@sha256:{'0' * 64}",
+            "sha256:" + "1" * 64,
+            unique("none"),
+        )
+    assert closed in str(pulled.value) and "ssh -N -L" in str(pulled.value)
+    assert "\n" not in str(pulled.value)
+    with pytest.raises(UserError, match="HOST:PORT"):
+        registry.check_address("http://127.0.0.1:5000")
+
+    controls = make_suite(
+        tmp_path,
+        [repo_task("t0")],
+        [{"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}}],
+    )
+    out = tmp_path / "run"
+    for args, code in (
+        (["--broker", redis_server.url, "--registry", closed], 1),
+        (["--registry", closed], 2),
+    ):
+        result = run_cli("run", str(controls), "--out", str(out), *args)
+        assert result.returncode == code, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+        assert (closed if code == 1 else "needs --broker") in result.stderr
+        assert not out.exists()
+
+
+def _suite(root: Path, image: str) -> Path:
+    """Two tasks in ``image``: the control misses both, the candidate fixes both."""
+    tasks = [{**repo_task(f"t{i}"), "image": image} for i in range(2)]
+    fix = write_agent(root, "fix", "sed -i 's/a - b/a + b/' calc/__init__.py\n")
+    return make_suite(
+        root,
+        tasks,
+        [
+            {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+            {"name": "fix", "agent": fix},
+        ],
+    )
+
+
+def _queues(broker: str) -> dict[str, set[str]]:
+    from runner.distributed.celery_app import make_app
+
+    seen = make_app(broker).control.inspect(timeout=1.0).active_queues() or {}
+    return {node: {q["name"] for q in queues or []} for node, queues in seen.items()}
+
+
+def test_worker_without_the_image_pulls_it_and_runs_the_job(
+    tmp_path: Path,
+    redis_server: RedisServer,
+    registry_server: RegistryServer,
+    images: Images,
+    docker_api: Any,
+) -> None:
+    tag = unique("e2e")
+    image_id = images.build(tag)
+    controls = _suite(tmp_path, tag)
+    local = run_cli("run", str(controls), "--out", str(tmp_path / "local"), "-j", "2")
+    assert local.returncode == 0, local.stderr
+    queue = keys.queue_for_image(tag)
+    procs: list[Proc] = []
+    try:
+        # A worker that serves only the stock sandbox image: the run's queue waits.
+        procs.append(start_worker(redis_server, tmp_path / "wa.log", "-Q", PY_IMAGE, name="wa"))
+        coordinator = Proc(
+            [
+                "run",
+                str(controls),
+                "--out",
+                str(tmp_path / "run"),
+                "--broker",
+                redis_server.url,
+                "--registry",
+                registry_server.address,
+            ],
+            tmp_path / "coordinator.log",
+            env={"DELTARUN_QUEUE_CHECK_S": "2"},
+        )
+        procs.append(coordinator)
+        client = redis_server.client()
+        entry = wait_for(
+            lambda: registry.published(client).get(tag), 120, "the run to publish its image"
+        )
+        assert entry.id == image_id
+        assert entry.ref.startswith(f"{registry_server.address}/{tag.split(':')[0]}@sha256:")
+        images.remove(image_id)  # the worker to come lacks it
+        assert images.present(tag) is None
+
+        warning = wait_for(
+            lambda: next((ln for ln in coordinator.text().splitlines() if queue in ln), None),
+            60,
+            "the unserved-queue warning",
+        )
+        assert "no live worker consumes it" in warning and f"image {tag}" in warning
+        assert "@wa (" in warning and keys.queue_for_image(PY_IMAGE) in warning
+
+        wb = start_worker(
+            redis_server,
+            tmp_path / "wb.log",
+            "-c",
+            "2",
+            name="wb",
+            env={"DELTARUN_IMAGE_POLL_S": "1"},
+        )
+        procs.append(wb)
+        assert coordinator.wait(timeout=240) == 0, coordinator.text()
+        assert f"pulled {tag} ({image_id[:19]}) from {entry.ref}" in wb.text()
+        assert images.present(tag) == image_id
+        assert coordinator.text().count(queue) == 1  # warned once
+        assert essence(tmp_path / "run") == essence(tmp_path / "local")
+        records = [ln for ln in (tmp_path / "run" / "trials.jsonl").read_text().splitlines() if ln]
+        assert len(records) == 4 and all('"worker":"wb"' in r.replace(" ", "") for r in records)
+
+        # Published later: the worker's thread pulls, checks and starts consuming the queue of
+        # a good pin, and refuses a pin the registry's image does not match.
+        images.remove(image_id)
+        late, bad = unique("late"), unique("bad")
+        wrong = "sha256:" + "0" * 64
+        registry.publish(
+            client,
+            {
+                late: registry.Published(image_id, entry.ref),
+                bad: registry.Published(wrong, entry.ref),
+            },
+        )
+        node = wait_for(
+            lambda: next(
+                (
+                    n
+                    for n, qs in _queues(redis_server.url).items()
+                    if keys.queue_for_image(late) in qs
+                ),
+                None,
+            ),
+            60,
+            "the worker to consume the late image's queue",
+        )
+        assert node.endswith("@wb")
+        assert images.present(late) == image_id
+        refusal = wait_for(
+            lambda: next(
+                (ln for ln in wb.text().splitlines() if "not served" in ln and bad in ln), None
+            ),
+            30,
+            "the refusal of the wrong pin",
+        )
+        assert wrong in refusal and image_id in refusal
+        assert keys.queue_for_image(bad) not in _queues(redis_server.url)[node]
+
+        # Pinned anew to an image the registry does not serve: the worker stops consuming it.
+        registry.publish(client, {late: registry.Published("sha256:" + "3" * 64, entry.ref)})
+        wait_for(
+            lambda: keys.queue_for_image(late) not in _queues(redis_server.url)[node],
+            30,
+            "the worker to stop consuming a queue whose pin it refuses",
+        )
+    finally:
+        for proc in procs:
+            proc.stop()
