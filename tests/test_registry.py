@@ -8,6 +8,7 @@ removing it by ID never touches an image another test or session uses.
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import subprocess
 import time
@@ -381,3 +382,118 @@ def test_worker_without_the_image_pulls_it_and_runs_the_job(
     finally:
         for proc in procs:
             proc.stop()
+
+
+def test_git_suite_with_two_environments_on_a_worker_that_has_no_suite_image(
+    tmp_path: Path,
+    redis_server: RedisServer,
+    registry_server: RegistryServer,
+    docker_api: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 13's whole path: git-tree fixtures, two environments built from the suite, the
+    images shipped through the registry to a worker that starts without them; the report
+    equals the local run's."""
+    from tests.test_environments import ENV_FIXTURE, ENV_GOLD, ENVMARK_DOCKERFILE, write_env
+    from tests.test_gitfixture import bundle, make_repo
+
+    monkeypatch.setenv("DELTARUN_CACHE", str(tmp_path / "cache"))
+    names = [f"t-{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    repo, commits = make_repo(tmp_path / "work", [ENV_FIXTURE])
+    suite = tmp_path / "suite"
+    bundle(repo, suite / "repos" / "calc.bundle")
+    tasks = []
+    for i, name in enumerate(names):
+        task = {**repo_task(f"e{i}"), "environment": name}
+        del task["image"]
+        task["repo"] = {"git": "repos/calc.bundle", "commit": commits[0]}
+        tasks.append(task)
+        write_env(
+            suite,
+            name,
+            ENVMARK_DOCKERFILE,
+            {"envmark.py": f"# {uuid.uuid4()}\n" + "def plus(a, b):\n    return a + b\n"},
+        )
+    gold = tmp_path / "gold"
+    gold.mkdir()
+    for task in tasks:
+        (gold / f"{task['id']}.diff").write_text(ENV_GOLD)
+    controls = make_suite(
+        tmp_path,
+        tasks,
+        [
+            {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+            {"name": "gold", "agent": {"type": "patch", "dir": str(gold)}},
+        ],
+        seal=False,
+    )
+    built_ids: list[str] = []
+    procs: list[Proc] = []
+    try:
+        built = run_cli("build", str(controls), "--network", "none")
+        assert built.returncode == 0, built.stderr
+        lines = [json.loads(line) for line in (suite / "tasks.jsonl").read_text().splitlines()]
+        built_ids = [line["environment_image"] for line in lines]
+        assert len(set(built_ids)) == 2
+        local = run_cli("run", str(controls), "--out", str(tmp_path / "local"), "-j", "2")
+        assert local.returncode == 0, local.stderr
+
+        coordinator = Proc(
+            [
+                "run",
+                str(controls),
+                "--out",
+                str(tmp_path / "dist"),
+                "--broker",
+                redis_server.url,
+                "--registry",
+                registry_server.address,
+            ],
+            tmp_path / "coordinator.log",
+        )
+        procs.append(coordinator)
+        client = redis_server.client()
+        tags = {line["id"]: environment_tag_of(line) for line in lines}
+        wait_for(
+            lambda: all(registry.published(client).get(t) for t in tags.values()),
+            180,
+            "the run to publish both environment images",
+        )
+        for image_id in built_ids:  # the worker to come has neither image
+            docker_api.remove_image(image_id, force=True)
+        worker = start_worker(
+            redis_server,
+            tmp_path / "worker.log",
+            "-c",
+            "2",
+            env={"DELTARUN_IMAGE_POLL_S": "1"},
+        )
+        procs.append(worker)
+        assert coordinator.wait(timeout=300) == 0, coordinator.text()
+        for tag, image_id in zip(tags.values(), built_ids, strict=True):
+            assert docker_api.inspect_image(tag)["Id"] == image_id  # pulled, same image
+    finally:
+        for proc in procs:
+            proc.stop()
+        for image_id in built_ids:
+            try:
+                docker_api.remove_image(image_id, force=True)
+            except docker.errors.ImageNotFound:
+                pass
+    assert essence(tmp_path / "dist") == essence(tmp_path / "local")
+    verdicts = {
+        (r["arm"], r["task_id"]): r["outcome"]
+        for r in map(json.loads, (tmp_path / "dist" / "trials.jsonl").read_text().splitlines())
+    }
+    assert verdicts == {
+        ("gold", "e0"): "success",
+        ("gold", "e1"): "success",
+        ("ctrl", "e0"): "miss",
+        ("ctrl", "e1"): "miss",
+    }
+
+
+def environment_tag_of(line: dict[str, Any]) -> str:
+    from runner.models import environment_tag
+
+    return environment_tag(line["environment"], line["environment_sha256"])
