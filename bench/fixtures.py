@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -30,11 +31,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runner.cli import main as _unused_main  # noqa: E402,F401  (imports the package as installed)
+from runner.config.loader import load_controls  # noqa: E402
 from runner.executors.local import run_local  # noqa: E402
 from runner.inputs import LocalInputs  # noqa: E402
 from runner.prepare import prepare  # noqa: E402
 from runner.sandbox.docker import DockerSandboxFactory  # noqa: E402
 from runner.sandbox.engine import connect, image_id  # noqa: E402
+from runner.sealing import seal_target  # noqa: E402
 from runner.trial import TrialEnv, execute_trial  # noqa: E402
 from tests.helpers import PY_IMAGE, make_suite  # noqa: E402
 
@@ -94,14 +97,21 @@ def task(task_id: str, repo: Any) -> dict[str, Any]:
     }
 
 
-def suite_of(root: Path, repos: list[tuple[str, Any]]) -> Path:
-    return make_suite(
+def suite_of(root: Path, repos: list[tuple[str, Any]], tars: dict[str, Path]) -> Path:
+    """The suite of ``repos``; ``tars`` (fixture path → tree) are written after make_suite,
+    which writes a small placeholder at every tar path, and before the seal."""
+    controls = make_suite(
         root,
         [task(task_id, repo) for task_id, repo in repos],
         [{"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}}],
         hidden={task_id: {"HIDDEN.txt": "x"} for task_id, _ in repos},
         runtime={"archive": CAPS, "verify_timeout_s": 300},
+        seal=False,
     )
+    for relative, tree in tars.items():
+        tar_of(tree, root / "suite" / relative)
+    seal_target(controls, load_controls)
+    return controls
 
 
 def run_trials(controls: Path, out: Path) -> tuple[list[float], LocalInputs]:
@@ -159,16 +169,18 @@ def main() -> None:
             for kind in ("tar", "git"):
                 root = work / f"{name}-{kind}"
                 suite = root / "suite"
+                tars: dict[str, Path] = {}
                 if kind == "tar":
-                    tar_of(tree, suite / "fixtures" / "repo.tar")
                     repo: Any = "fixtures/repo.tar"
-                    sizes[f"{name}-tar"] = (suite / "fixtures" / "repo.tar").stat().st_size
+                    tars[repo] = tree
                 else:
                     commit = bundle_of(tree, suite / "repos" / "repo.bundle")
                     repo = {"git": "repos/repo.bundle", "commit": commit}
                     sizes[f"{name}-git"] = (suite / "repos" / "repo.bundle").stat().st_size
                 repos = [(f"r{i}", repo) for i in range(args.trials + 1)]
-                controls = suite_of(root, repos)
+                controls = suite_of(root, repos, tars)
+                if kind == "tar":
+                    sizes[f"{name}-tar"] = (suite / "fixtures" / "repo.tar").stat().st_size
                 times, inputs = run_trials(controls, root / "run")
                 results[f"{name}-{kind}"] = times
                 if name == "large" and kind == "git":
@@ -198,11 +210,17 @@ def main() -> None:
         for count in (1, 8):
             root = work / f"rss{count}"
             repos = []
+            trees: dict[str, Path] = {}
             for i in range(count):
-                (large / "salt.txt").write_text(f"fixture {i}")  # a distinct archive each
-                tar_of(large, root / "suite" / "fixtures" / f"big{i}.tar")
+                tree = work / f"big{i}"
+                # A distinct archive each: the large tree plus a file of its own.
+                shutil.copytree(large, tree, ignore=shutil.ignore_patterns(".git"))
+                (tree / "salt.txt").write_text(f"fixture {i}")
+                trees[f"fixtures/big{i}.tar"] = tree
                 repos.append((f"big{i}", f"fixtures/big{i}.tar"))
-            suite_of(root, repos)
+            suite_of(root, repos, trees)
+            for tree in trees.values():
+                shutil.rmtree(tree)
             child = subprocess.run(
                 [sys.executable, __file__, "--rss-child", str(count), "--work", str(work)],
                 capture_output=True,
