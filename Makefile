@@ -55,7 +55,7 @@ envdemo: setup images  ## build examples/environments (its image installs a PyPI
 		--out runs/envdemo-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
 
 test: setup redis registry chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 adversarial: setup images  ## the adversarial suite alone, with its table (attack, tried, happened, held)
 	$(PY) -m pytest -q tests/adversarial

@@ -169,8 +169,8 @@ def _check_environments(suite: Suite, digests: Mapping[str, str]) -> None:
                 raise DigestMismatch(
                     f"{suite.path}: task {task.id!r}: environment {task.environment!r}: the suite "
                     f"pins image {task.environment_image}, the local {task.environment_tag} is "
-                    f"{have}; restore the pinned image (docker pull or load it) or run "
-                    "`deltarun build` and re-seal"
+                    f"{have}; restore the pinned image (docker pull or load it), or rebuild "
+                    "with `deltarun build` (a new pin)"
                 )
 
 

@@ -331,33 +331,6 @@ def test_gc_cache_empties_the_cache(tmp_path: Path) -> None:
     assert CacheDir(cache).entries() == []
 
 
-def test_a_git_suite_through_celery_matches_the_local_run(
-    tmp_path: Path, redis_server: Any, docker_api: object
-) -> None:
-    from tests.conftest import run_cli
-    from tests.distributed_support import Proc, essence, start_worker
-
-    controls, _ = git_suite(tmp_path, tasks=2, bare=True)
-    env = {"DELTARUN_CACHE": str(tmp_path / "cache")}
-    local = run_cli("run", str(controls), "--out", str(tmp_path / "local"), "-j", "2", env=env)
-    assert local.returncode == 0, local.stderr
-    worker = start_worker(redis_server, tmp_path / "worker.log", "-c", "2")
-    try:
-        coordinator = Proc(
-            ["run", str(controls), "--out", str(tmp_path / "dist"), "--broker", redis_server.url],
-            tmp_path / "coordinator.log",
-            env=env,
-        )
-        assert coordinator.wait(240) == 0, coordinator.text()
-        coordinator.stop()
-    finally:
-        worker.stop()
-    assert essence(tmp_path / "dist") == essence(tmp_path / "local")
-    # The worker unbundled the repository into its own cache and wrote the tree there.
-    kinds = {e.key.split("/")[0] for e in CacheDir(tmp_path / "cache-w1").entries()}
-    assert {"git", "trees"} <= kinds
-
-
 def test_bad_git_sources_are_one_line_from_the_cli(tmp_path: Path) -> None:
     from tests.conftest import run_cli
 
