@@ -2,8 +2,10 @@
 
 Entries live under ``$DELTARUN_CACHE`` (default ``~/.cache/deltarun``) at keys such
 as ``blobs/ab/<sha256>``, ``git/<sha256>`` and ``trees/<tree>.tar``. Every entry is
-content-addressed and re-checked when used, so eviction can only cost a refetch,
-never a wrong byte. The cache has a size cap (``DELTARUN_CACHE_MAX``, default 20g):
+content-addressed, so eviction can only cost a refetch, never a wrong byte:
+blobs are re-hashed whenever read; repositories are filled from verified
+blobs by git (which checks every object id), and tree tars are written from
+them by tree id. The cache has a size cap (``DELTARUN_CACHE_MAX``, default 20g):
 after each new entry the least recently used ones are removed until it fits,
 except those used within the last minute (another trial may be reading them).
 ``deltarun gc --cache`` empties it.
