@@ -218,18 +218,11 @@ def pin_lines(lines: Sequence[str], pins: Mapping[str, Pin]) -> list[str]:
 
 def write_pins(tasks_path: Path, pins: Mapping[str, Pin]) -> bool:
     """Write the pins into tasks.jsonl atomically; False when every line was already right."""
+    from runner.suite import write_tasks
+
     raw = tasks_path.read_bytes()
     lines = [line for line in raw.decode("utf-8").splitlines() if line.strip()]
-    body = ("\n".join(pin_lines(lines, pins)) + "\n").encode("utf-8")
-    if body == raw:
-        return False
-    tmp = tasks_path.with_name(tasks_path.name + ".tmp")
-    with tmp.open("wb") as handle:
-        handle.write(body)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, tasks_path)
-    return True
+    return write_tasks(tasks_path, ("\n".join(pin_lines(lines, pins)) + "\n").encode("utf-8"))
 
 
 # --- building: the orchestration, with the engine behind a protocol -----------------------

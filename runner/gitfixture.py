@@ -28,7 +28,8 @@ from pathlib import Path
 
 from runner.archives import ArchiveCaps, normalise_member_name
 from runner.cache import CacheDir
-from runner.errors import ArchiveError, DigestMismatch, InfraError, UserError
+from runner.errors import ArchiveError, InfraError, UserError
+from runner.hashing import sha256_file
 
 _ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
@@ -106,7 +107,7 @@ class GitStore:
         """The store's bare repository holding ``source``'s objects (bundle or bare repo)."""
         source = source.resolve()
         if is_bundle(source):
-            key = f"git/{digest or _file_sha256(source)}"
+            key = f"git/{digest or sha256_file(source)}"
         elif (source / "objects").is_dir() or (source / ".git" / "objects").is_dir():
             key = f"git/dir-{hashlib.sha256(str(source).encode()).hexdigest()}"
         elif not source.exists():
@@ -242,14 +243,6 @@ def _fetch_into(source: Path, repo: Path) -> None:
         raise GitError(f"{source}: cannot read it as a git repository or bundle ({exc})") from exc
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def check_entries(entries: Sequence[TreeEntry], caps: ArchiveCaps, source: str) -> None:
     """The tar members' rules, applied to a tree: relative paths, no links, caps."""
     total = 0
@@ -282,12 +275,4 @@ def check_entries(entries: Sequence[TreeEntry], caps: ArchiveCaps, source: str) 
         raise ArchiveError(
             f"{source}: {total} bytes in total, over the cap of {caps.max_total_bytes} "
             "(runtime.archive.max_total_bytes)"
-        )
-
-
-def check_tree(pinned: str, actual: str, source: str, commit: str) -> None:
-    if pinned and pinned != actual:
-        raise DigestMismatch(
-            f"{source}: commit {commit} has tree {actual}, the task pins {pinned}; restore the "
-            "repository or re-seal the suite"
         )

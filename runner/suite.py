@@ -116,22 +116,44 @@ class GitFacts:
     entries: tuple[TreeEntry, ...]
 
 
-def check_git_fixture(
-    task: RepoTask, root: Path, store: GitStore, caps: ArchiveCaps, source: str
-) -> GitFacts:
-    """Resolve a git fixture's commit to its tree and check the tree's entries like tar
-    members. Pins are not compared here (``seal`` writes them, ``load_suite`` checks them)."""
-    assert isinstance(task.repo, GitRepo)
-    path = (root / task.repo.git).resolve()
-    where = f"{source}: task {task.id!r}: repo.git {task.repo.git!r}"
-    if not path.exists():
-        raise UserError(f"{where}: not found; restore the bundle or fix repo.git")
-    bundle_sha256 = sha256_file(path) if is_bundle(path) else ""
-    repo = store.repository(path, bundle_sha256)
-    tree = store.tree_of(repo, task.repo.commit, f"{where}")
-    entries = tuple(store.entries(repo, tree))
-    check_entries(entries, caps, f"{path} at {task.repo.commit[:12]}")
-    return GitFacts(tree, bundle_sha256, entries)
+class GitChecks:
+    """Resolve and check git fixtures, each source hashed once and each (source, commit)
+    listed once: a thousand tasks over one bundle cost one hash and one tree listing."""
+
+    def __init__(self, root: Path, caps: ArchiveCaps) -> None:
+        self.root = root
+        self.caps = caps
+        self.store = GitStore(CacheDir())
+        self._digests: dict[Path, str] = {}
+        self._facts: dict[tuple[Path, str], GitFacts] = {}
+
+    def path(self, task: RepoTask) -> Path:
+        assert isinstance(task.repo, GitRepo)
+        return (self.root / task.repo.git).resolve()
+
+    def bundle_sha256(self, path: Path) -> str:
+        """The SHA-256 of a bundle file; empty for a bare repository directory."""
+        if path not in self._digests:
+            self._digests[path] = sha256_file(path) if is_bundle(path) else ""
+        return self._digests[path]
+
+    def facts(self, task: RepoTask, source: str) -> GitFacts:
+        """The commit's tree, checked like tar members. Pins are not compared here
+        (``seal`` writes them, ``load_suite`` checks them)."""
+        assert isinstance(task.repo, GitRepo)
+        path = self.path(task)
+        key = (path, task.repo.commit)
+        if key not in self._facts:
+            where = f"{source}: task {task.id!r}: repo.git {task.repo.git!r}"
+            if not path.exists():
+                raise UserError(f"{where}: not found; restore the bundle or fix repo.git")
+            bundle_sha256 = self.bundle_sha256(path)
+            repo = self.store.repository(path, bundle_sha256)
+            tree = self.store.tree_of(repo, task.repo.commit, where)
+            entries = tuple(self.store.entries(repo, tree))
+            check_entries(entries, self.caps, f"{path} at {task.repo.commit[:12]}")
+            self._facts[key] = GitFacts(tree, bundle_sha256, entries)
+        return self._facts[key]
 
 
 def seal(tasks_path: Path, caps: ArchiveCaps = DEFAULT_CAPS) -> str:
@@ -147,14 +169,12 @@ def seal(tasks_path: Path, caps: ArchiveCaps = DEFAULT_CAPS) -> str:
         line for line in tasks_path.read_text(encoding="utf-8").splitlines() if line.strip()
     ]
     lines: list[str] = []
-    store = GitStore(CacheDir())
+    checks = GitChecks(tasks_path.parent, caps)
     for number, (task, line) in enumerate(zip(tasks, raw_lines, strict=True), start=1):
         data = json.loads(line)
         changed = False
         if isinstance(task, RepoTask) and isinstance(task.repo, GitRepo):
-            facts = check_git_fixture(
-                task, tasks_path.parent, store, caps, f"{tasks_path}:{number}"
-            )
+            facts = checks.facts(task, f"{tasks_path}:{number}")
             pins = {"repo_tree": facts.tree, "repo_sha256": facts.bundle_sha256}
             for key, value in pins.items():
                 if data.get(key, "") != value:
@@ -171,14 +191,22 @@ def seal(tasks_path: Path, caps: ArchiveCaps = DEFAULT_CAPS) -> str:
             line = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         lines.append(line)
     body = ("\n".join(lines) + "\n").encode("utf-8")
-    if body != tasks_path.read_bytes():
-        tmp = tasks_path.with_name(tasks_path.name + ".tmp")
-        with tmp.open("wb") as handle:
-            handle.write(body)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, tasks_path)
+    write_tasks(tasks_path, body)
     return sha256_bytes(body)
+
+
+def write_tasks(tasks_path: Path, body: bytes) -> bool:
+    """Replace tasks.jsonl with ``body`` atomically (an interrupted write leaves the old
+    file); False, and nothing written, when it already holds exactly those bytes."""
+    if body == tasks_path.read_bytes():
+        return False
+    tmp = tasks_path.with_name(tasks_path.name + ".tmp")
+    with tmp.open("wb") as handle:
+        handle.write(body)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, tasks_path)
+    return True
 
 
 def load_suite(
@@ -203,12 +231,12 @@ def load_suite(
     tasks = read_tasks(tasks_path)
     check_contexts(tasks_path, tasks)
     exposed: dict[str, tuple[str, ...]] = {}
-    store = GitStore(CacheDir())
+    checks = GitChecks(tasks_path.parent, caps)
     for number, task in enumerate(tasks, start=1):
         members: dict[str, list[Member]] = {}
         git_facts = None
         if isinstance(task, RepoTask) and isinstance(task.repo, GitRepo):
-            git_facts = _verify_git(task, tasks_path, number, store, caps)
+            git_facts = _verify_git(task, f"{tasks_path}:{number}", checks)
         for name, relative, pinned in _archive_files(task):
             archive = (tasks_path.parent / relative).resolve()
             if not pinned:
@@ -234,27 +262,24 @@ def load_suite(
     return Suite(tasks_path.resolve(), actual, tuple(tasks), exposed)
 
 
-def _verify_git(
-    task: RepoTask, tasks_path: Path, number: int, store: GitStore, caps: ArchiveCaps
-) -> GitFacts:
+def _verify_git(task: RepoTask, source: str, checks: GitChecks) -> GitFacts:
     """A git fixture's bundle digest and tree id must be the pinned ones (exit 3 otherwise)."""
     assert isinstance(task.repo, GitRepo)
-    source = f"{tasks_path}:{number}"
     if not task.repo_tree:
         raise UserError(f"{source}: task {task.id!r}: repo_tree is empty; run `deltarun seal`")
-    path = (tasks_path.parent / task.repo.git).resolve()
+    path = checks.path(task)
     if path.is_file() and is_bundle(path):
         if not task.repo_sha256:
             raise UserError(
                 f"{source}: task {task.id!r}: repo_sha256 is empty; run `deltarun seal`"
             )
-        digest = sha256_file(path)
+        digest = checks.bundle_sha256(path)
         if digest != task.repo_sha256:
             raise DigestMismatch(
                 f"{path}: digest mismatch for task {task.id!r}: pinned {task.repo_sha256}, "
                 f"file has {digest}; restore the bundle or re-seal the suite"
             )
-    facts = check_git_fixture(task, tasks_path.parent, store, caps, source)
+    facts = checks.facts(task, source)
     if facts.tree != task.repo_tree:
         raise DigestMismatch(
             f"{path}: commit {task.repo.commit} of task {task.id!r} has tree {facts.tree}, the "
