@@ -30,6 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runner.cache import CacheDir  # noqa: E402
 from runner.cli import main as _unused_main  # noqa: E402,F401  (imports the package as installed)
 from runner.config.loader import load_controls  # noqa: E402
 from runner.executors.local import run_local  # noqa: E402
@@ -38,6 +39,7 @@ from runner.prepare import prepare  # noqa: E402
 from runner.sandbox.docker import DockerSandboxFactory  # noqa: E402
 from runner.sandbox.engine import connect, image_id  # noqa: E402
 from runner.sealing import seal_target  # noqa: E402
+from runner.staging import Staging  # noqa: E402
 from runner.trial import TrialEnv, execute_trial  # noqa: E402
 from tests.helpers import PY_IMAGE, make_suite  # noqa: E402
 
@@ -120,7 +122,7 @@ def run_trials(controls: Path, out: Path) -> tuple[list[float], LocalInputs]:
     prepared = prepare(controls, out, resume=False, image_digest=lambda i: image_id(client, i))
     factory = DockerSandboxFactory(client)
     inputs = LocalInputs(prepared.suite, prepared.loaded.controls.runtime.archive_caps)
-    env = TrialEnv(prepared.loaded.controls, inputs, factory, "bench")
+    env = TrialEnv(prepared.loaded.controls, inputs, factory, "bench", staging=Staging(CacheDir()))
     times: list[float] = []
 
     def one(job):  # type: ignore[no-untyped-def]

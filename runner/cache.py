@@ -23,7 +23,7 @@ from runner.config.model import parse_size
 from runner.errors import UserError
 
 DEFAULT_MAX = "20g"
-KINDS = ("blobs", "git", "trees")
+KINDS = ("blobs", "git", "trees", "staged")
 RECENT_S = 60.0
 
 

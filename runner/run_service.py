@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from runner.cache import CacheDir
 from runner.config.model import Controls
 from runner.errors import RouteMismatch
 from runner.inputs import LocalInputs
@@ -22,6 +23,7 @@ from runner.metrics import Metric
 from runner.models import Job, Trial
 from runner.prepare import PreparedRun
 from runner.sandbox.base import SandboxFactory
+from runner.staging import Staging
 from runner.trial import TrialEnv, TrialInputs, execute_trial
 
 RecordBatch = Callable[[list[Trial], list[Trial]], None]
@@ -52,10 +54,12 @@ def trial_env(
     worker: str,
     metrics: Mapping[str, Metric] | None = None,
 ) -> TrialEnv:
-    """The environment every executor (and ``replay --reverify``) runs trials in."""
+    """The environment every executor (and ``replay --reverify``) runs trials in: fixtures
+    are staged once per machine in the cache (``runner.staging``)."""
+    staging = Staging(CacheDir())
     if metrics is None:
-        return TrialEnv(controls, inputs, sandboxes, worker)
-    return TrialEnv(controls, inputs, sandboxes, worker, metrics=metrics)
+        return TrialEnv(controls, inputs, sandboxes, worker, staging=staging)
+    return TrialEnv(controls, inputs, sandboxes, worker, metrics=metrics, staging=staging)
 
 
 def local_runner(

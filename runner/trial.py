@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Protocol
 
 from runner.agents.base import Agent, AgentContext, AgentResult
@@ -57,6 +58,7 @@ from runner.sandbox.base import (
     SandboxFactory,
     SandboxSpec,
 )
+from runner.staging import Staging, fixture_key
 from runner.verify import VerifyOutcome, VerifySettings, verify
 from runner.workspace import (
     MAX_VERIFY_PATCH_BYTES,
@@ -87,6 +89,23 @@ class TrialEnv:
     worker: str
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     metrics: Mapping[str, Metric] = field(default_factory=lambda: dict(BUILTIN))
+    # Fixture tars and baselines made once per machine; None builds them per trial.
+    staging: Staging | None = None
+
+    def staged(
+        self, task: Task, fixture: list[Member], exclude: tuple[str, ...], baseline: bool
+    ) -> tuple[Path | None, Path | None]:
+        """(workspace tar, baseline tar) of a repository task's fixture, when staging is on.
+        Staging is an optimisation: a cache that cannot be written gives (None, None)."""
+        if self.staging is None or not isinstance(task, RepoTask) or not fixture:
+            return None, None
+        key = fixture_key(task)
+        try:
+            workspace = self.staging.workspace(key, fixture, exclude)
+            kit = self.staging.baseline(key, fixture, exclude) if baseline else None
+        except OSError:
+            return None, None
+        return workspace, kit
 
 
 def limits_of(controls: Controls) -> Limits:
@@ -219,11 +238,12 @@ def _agent_phase(
     timeout_s = task_timeout(task, controls.runtime.timeout_s)
     forbidden = tuple(controls.tools.forbidden_paths)
     spec = _spec(job, image_of(task, controls), env, timeout_s, agent.needs_agent_dir)
+    workspace, kit = env.staged(task, fixture, forbidden, baseline=True)
     with env.sandboxes.open(spec) as sandbox:
         facts.image_digest = sandbox.image_digest
-        copy_in(sandbox, fixture, exclude=forbidden)
+        copy_in(sandbox, fixture, exclude=forbidden, staged=workspace)
         prompt = agent.toggles.prompt(task.prompt) if agent.toggles else task.prompt
-        baseline(sandbox, prompt, guard=agent.runs_programs)
+        baseline(sandbox, prompt, guard=agent.runs_programs, staged=kit)
         hidden_test = None
         if isinstance(task, RepoTask) and grading_of(task) is not Grading.NONE:
 
@@ -388,8 +408,9 @@ def _verify(
     )
     spec = _spec(job, image_of(task, controls), env, settings.timeout_s, False, io=False)
     hidden = env.inputs.hidden(task)
+    staged, _ = env.staged(task, fixture, (), baseline=False)
     with env.sandboxes.open(spec) as sandbox:
-        found: VerifyOutcome = verify(sandbox, task, fixture, hidden, patch, settings)
+        found: VerifyOutcome = verify(sandbox, task, fixture, hidden, patch, settings, staged)
     facts.passed = found.passed
     facts.timed_out = found.timed_out
     facts.verify_exit_code = found.exit_code

@@ -2,7 +2,8 @@
 
 The agent never saw this sandbox, and nothing it left decides how grading runs:
 
-1. Layer one, in the test's uid: the full fixture; root-owned: the harness's
+1. Layer one, in the test's uid: the full fixture (unpacked by the image's tar as
+   that uid, ``runner.workspace.unpack_as_agent``); root-owned: the harness's
    directory ``.deltarun-<random>/`` (an empty git directory whose attributes
    switch every workspace attribute off, the screened patch). ``/workspace``
    itself is root-owned and sticky.
@@ -28,13 +29,15 @@ import json
 import posixpath
 import secrets
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from runner import harness_git
-from runner.archives import Entry, Member, owned_tar
+from runner.archives import Entry, Member, build_tar, owned_tar
 from runner.models import RepoTask
 from runner.pytest_grading import RESULTS_CAP, grade, runner_config, test_files
 from runner.sandbox.base import AGENT_UID, WORKSPACE, ExecRequest, Sandbox
 from runner.sandbox_scripts import source
+from runner.workspace import unpack_as_agent
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
 # The tmpfs block a file costs at least, to tell ahead whether the tree fits.
@@ -70,8 +73,12 @@ def verify(
     hidden: list[Member],
     patch: bytes,
     settings: VerifySettings,
+    staged: Path | None = None,
 ) -> VerifyOutcome:
-    """Run phase B in ``sandbox`` (fresh, ``workspace_root_owned``) on a screened patch."""
+    """Run phase B in ``sandbox`` (fresh, ``workspace_root_owned``) on a screened patch.
+
+    ``staged`` is the fixture's tar as the test's uid, made once (``runner.staging``):
+    it is copied first, and layer one's own tar then holds only the harness's files."""
     size = sum(_footprint(m) for m in fixture) + sum(_footprint(m) for m in hidden)
     if patch and size + 2 * len(patch) + (1 << 20) > settings.workspace_bytes:
         return VerifyOutcome(
@@ -79,7 +86,12 @@ def verify(
         )
     config = runner_config(fixture)
     place = _Place(f".deltarun-{secrets.token_hex(8)}", config.suffix)
-    first = _layer_one(fixture, place.harness, patch)
+    # The fixture, in the test's uid, by the image's tar; then what root owns.
+    if staged is not None:
+        unpack_as_agent(sandbox, WORKSPACE, staged.read_bytes())
+    elif fixture:
+        unpack_as_agent(sandbox, WORKSPACE, build_tar(fixture, uid=AGENT_UID, gid=AGENT_UID))
+    first = _layer_one(place.harness, patch)
     second = _layer_two(fixture, hidden, place.harness, place.config, config.data)
     # Without a patch nothing runs between the layers: one copy, later entries win.
     sandbox.put_archive(WORKSPACE, owned_tar(first if patch else first + second))
@@ -220,20 +232,10 @@ def _dirs_of(paths: list[str]) -> list[str]:
     return sorted(found, key=lambda d: (d.count("/"), d))
 
 
-def _layer_one(fixture: list[Member], harness: str, patch: bytes) -> list[Entry]:
-    """The fixture as the test's uid, plus the harness's root-owned directory."""
-    files = [m for m in fixture if not m.is_dir]
-    dirs = sorted(
-        set(_dirs_of([m.path for m in files])) | {m.path for m in fixture if m.is_dir},
-        key=lambda d: (d.count("/"), d),
-    )
-    entries = [Entry(d, None, AGENT_UID, 0o755) for d in dirs]
-    entries += [
-        Entry(m.path, m.data, AGENT_UID, 0o755 if m.executable else 0o644)
-        for m in sorted(files, key=lambda m: m.path)
-    ]
+def _layer_one(harness: str, patch: bytes) -> list[Entry]:
+    """The harness's root-owned directory (the fixture is already in place)."""
     git = f"{harness}/git"
-    entries += [
+    entries = [
         Entry(harness, None, 0, 0o755),
         Entry(git, None, 0, 0o755),
         Entry(f"{git}/objects", None, 0, 0o755),

@@ -19,6 +19,20 @@ from tests.helpers import PY_IMAGE
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One deltarun cache for the test session (git repositories, blobs, staged fixtures),
+    never the user's own; the processes tests start inherit it."""
+    root = tmp_path_factory.mktemp("deltarun-cache")
+    previous = os.environ.get("DELTARUN_CACHE")
+    os.environ["DELTARUN_CACHE"] = str(root)
+    yield root
+    if previous is None:
+        os.environ.pop("DELTARUN_CACHE", None)
+    else:
+        os.environ["DELTARUN_CACHE"] = previous
+
+
 def _docker_problem() -> str | None:
     try:
         import docker

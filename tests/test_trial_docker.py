@@ -11,9 +11,10 @@ from runner.agents.factory import agent_members, make_agent
 from runner.config.loader import load_controls
 from runner.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
+from runner.run_service import trial_env
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite import load_suite
-from runner.trial import TrialEnv, execute_trial
+from runner.trial import execute_trial
 from tests.conftest import leftover_sandboxes
 from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task, write_agent
 
@@ -26,7 +27,8 @@ def run_one(
     loaded = load_controls(controls_path)
     suite = load_suite(loaded.suite_path, loaded.controls.suite.sha256)
     spec = next(a for a in loaded.controls.arms if a.name == arm)
-    env = TrialEnv(loaded.controls, LocalInputs(suite), DockerSandboxFactory(docker_api), "test")
+    # The executors' own environment: fixtures staged in the cache, as in every run.
+    env = trial_env(loaded.controls, LocalInputs(suite), DockerSandboxFactory(docker_api), "test")
     job = Job(
         job_id=f"job-{task_id}-{arm}",
         run_id=run_id,
@@ -203,3 +205,53 @@ def test_background_processes_do_not_outlive_the_phase(tmp_path: Path, docker_ap
     ignored = run_one(docker_api, controls, "t1", "stubborn")
     assert ignored.outcome is Outcome.TIMEOUT and ignored.wall_s < 60
     assert leftover_sandboxes(docker_api, run="run-under-test") == ([], [])
+
+
+@pytest.mark.parametrize("nested_git", [False, True], ids=["staged", "in-sandbox"])
+def test_the_baseline_finds_untouched_files_clean_and_edits_changed(
+    tmp_path: Path, docker_api: Any, nested_git: bool
+) -> None:
+    """The staged baseline (made on the host, ``runner.staging``) and the one the sandbox
+    makes itself (a fixture path git refuses, here a nested ``.git``) give the same
+    result: git finds every untouched file clean by its stat data alone, and an edit,
+    a new file and a deletion are in the patch."""
+    from runner.archives import Member
+    from runner.cache import CacheDir
+    from runner.sandbox.base import BASELINE_DIR, ROOT_USER, ExecRequest, Limits, SandboxSpec
+    from runner.staging import Staging
+    from runner.workspace import _GIT_ENV, GIT, STAT_CHECK, baseline, copy_in, take_patch
+
+    files = {f"pkg/m{i:03d}.py": f"x = {i}\n" for i in range(300)} | ADD_FIXTURE
+    if nested_git:
+        files["vendor/.git/HEAD"] = "ref: refs/heads/main\n"
+    fixture = [Member(path, False, data.encode(), False) for path, data in files.items()]
+    staging = Staging(CacheDir(tmp_path / "cache"))
+    workspace = staging.workspace("tar:test", fixture, ())
+    kit = staging.baseline("tar:test", fixture, ())
+    assert (kit is None) is nested_git
+    spec = SandboxSpec(
+        image="deltarun/sandbox-python:bookworm",
+        limits=Limits(memory_bytes=512 << 20, nano_cpus=10**9, pids=128, workspace_bytes=64 << 20),
+        lifetime_s=120,
+        labels={"run": "baseline-test"},
+    )
+    with DockerSandboxFactory(docker_api).open(spec) as sandbox:
+        copy_in(sandbox, fixture, staged=workspace)
+        baseline(sandbox, "prompt", guard=False, staged=kit)
+        clean = sandbox.run(
+            ExecRequest(
+                argv=["sh", "-c", f"{GIT} {STAT_CHECK} diff-files --quiet"],
+                user=ROOT_USER,
+                env=_GIT_ENV,
+                workdir=BASELINE_DIR,
+            )
+        )
+        assert clean.exit_code == 0, clean.output
+        edit = "sed -i 's/x = 7/x = 8/' pkg/m007.py && echo new > added.txt && rm pkg/m100.py"
+        assert sandbox.run(ExecRequest(argv=["sh", "-c", edit])).exit_code == 0
+        patch, truncated, problem = take_patch(sandbox)
+    assert problem is None and not truncated
+    text = patch.decode()
+    assert text.count("diff --git") == 3, text
+    assert "+x = 8" in text and "+new" in text and "deleted file mode" in text
+    assert leftover_sandboxes(docker_api, run="baseline-test") == ([], [])

@@ -187,7 +187,7 @@ def test_max_retries_retries_once_after_an_error(tmp_path: Path) -> None:
     assert trial.outcome is Outcome.SUCCESS and trial.error is None
     assert trial.retries_used == 1 and trial.attempt == 2
     assert len(sandboxes.opened) == 4  # failed agent sandbox, agent, probe, verify
-    assert sandboxes.opened[0].requests[0].argv[:2] == ["sh", "-c"]  # failed at the baseline
+    assert sandboxes.opened[0].requests[0].argv[:2] == ["tar", "-x"]  # failed at the copy-in
 
     def always_fails(request: ExecRequest, sandbox: FakeSandbox) -> ExecResult | None:
         raise SandboxError("the engine is gone")

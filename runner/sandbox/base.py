@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 AGENT_UID = 1000
@@ -108,8 +109,9 @@ class Sandbox(Protocol):
         """The ID (sha256:...) of the image this sandbox runs."""
         ...
 
-    def put_archive(self, dest: str, tar_bytes: bytes) -> None:
-        """Unpack an (already checked) uncompressed tar at ``dest`` inside the sandbox."""
+    def put_archive(self, dest: str, tar: bytes | Path) -> None:
+        """Unpack an (already checked) uncompressed tar at ``dest`` inside the sandbox: the
+        tar's bytes, or a file holding them."""
         ...
 
     def run(self, request: ExecRequest) -> ExecResult:

@@ -8,8 +8,8 @@ Hardening defaults (see README "Security"): the container's main process is
 ``sleep <lifetime>`` as root with every capability dropped, so it ends by
 itself even if the host process dies, and the agent (uid 1000) cannot signal
 it; agent commands run as uid 1000 through ``docker exec``. ``network_mode``
-none, ``no-new-privileges``, read-only root, size-capped tmpfs for ``/tmp``,
-home and the root-only ``/baseline``; ``/workspace`` and ``/io`` are size-capped
+none, ``no-new-privileges``, read-only root, size-capped tmpfs for ``/tmp`` and
+home; ``/workspace``, ``/io`` and the root-only ``/baseline`` are size-capped
 tmpfs *volumes* because ``put_archive`` cannot write into a read-only root or a
 plain tmpfs mount. Memory without swap, CPU quota, pids and nofile limits,
 ``init``, capped logs. Labels (run, job, worker, deadline) let ``gc`` remove
@@ -23,6 +23,7 @@ import socket
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import docker
 import docker.errors
@@ -189,6 +190,8 @@ class DockerSession:
         options = f"size={size},uid={AGENT_UID},gid={AGENT_UID},mode={mode}"
         if target == AGENT_DIR:
             options = f"size={size},mode=0755"
+        elif target == BASELINE_DIR:
+            options = f"size={size},uid=0,gid=0,mode=0700"
         elif target == WORKSPACE and self.spec.workspace_root_owned:
             options = f"size={size},uid=0,gid=0,mode=1777"
         self.factory.client.create_volume(
@@ -216,7 +219,8 @@ class DockerSession:
             if spec.with_io:
                 # Sticky and world-writable: root writes the prompt, the agent its answer.
                 mounts.append(self._volume(IO_DIR, limits.io_bytes, labels, "1777"))
-                tmpfs[BASELINE_DIR] = f"rw,nosuid,nodev,size={limits.workspace_bytes},mode=0700"
+                # A volume, so that a baseline staged on the host can be copied in.
+                mounts.append(self._volume(BASELINE_DIR, limits.workspace_bytes, labels, "0700"))
             if spec.with_agent_dir:
                 mounts.append(self._volume(AGENT_DIR, 256 << 20, labels, "0755"))
             network_mode, dns = "none", None
@@ -353,9 +357,11 @@ class DockerSandbox:
     def image_digest(self) -> str:
         return self._digest
 
-    def put_archive(self, dest: str, tar_bytes: bytes) -> None:
+    def put_archive(self, dest: str, tar: bytes | Path) -> None:
         try:
-            ok = self.client.put_archive(self.container, dest, tar_bytes)
+            # Read whole: the engine unpacks a body it has in full faster than a stream.
+            data = tar.read_bytes() if isinstance(tar, Path) else tar
+            ok = self.client.put_archive(self.container, dest, data)
         except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to copy files into {dest}: {exc}") from exc
         if not ok:

@@ -15,6 +15,7 @@ name exits 0 with no output.
 ================================  ====================================================
 command (as the harness sends it) answer
 ================================  ====================================================
+``tar -x ... -C DEST`` (stdin)     the tar on stdin unpacked at DEST, as ``put_archive``
 baseline (``sh -c '... init'``)   exit 0, like any unnamed command
 ``git ... apply ...``             exit 0, like any unnamed command
 ``guard.py run -- ARGV``          exit 0, the guard's report ``deltarun-guard:
@@ -45,6 +46,7 @@ import json
 import posixpath
 import tarfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from runner.errors import SandboxError
@@ -102,9 +104,12 @@ class FakeSandbox:
         """``gateway_calls``, as a gateway's log would give them."""
         return list(self.gateway_calls)
 
-    def put_archive(self, dest: str, tar_bytes: bytes) -> None:
+    def put_archive(self, dest: str, tar: bytes | Path) -> None:
         """Record the tar and unpack its files and directories into ``files`` and ``dirs``."""
         self._check_open()
+        self._unpack(dest, tar.read_bytes() if isinstance(tar, Path) else tar)
+
+    def _unpack(self, dest: str, tar_bytes: bytes) -> None:
         self.archives.append((dest, tar_bytes))
         with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as archive:
             for member in archive.getmembers():
@@ -155,6 +160,9 @@ class FakeSandbox:
             return exec_result(0 if verdict == "pass" else 1, f"fake test: {verdict}\n".encode())
         if " diff --cached " in shell:
             return self._capped(request, self.patch)
+        if argv[:2] == ["tar", "-x"] and request.stdin is not None:
+            self._unpack(argv[argv.index("-C") + 1], request.stdin)
+            return exec_result(0)
         if action == "run":
             if request.separate_stderr:
                 return exec_result(0, stderr=GUARD_REPORT)

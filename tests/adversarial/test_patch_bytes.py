@@ -101,3 +101,33 @@ def test_the_stored_patch_is_gits_output(
     task = tasks.task("t1")
     assert isinstance(task, RepoTask)
     assert reverify(trial, task, env) is True
+
+
+def test_a_change_hidden_from_the_stat_check_only_costs_the_agent(
+    tmp_path: Path, docker_api: Any, held: Callable[..., None]
+) -> None:
+    """The harness's git treats a file whose size, mode and modification time are the
+    baseline's as untouched (``core.checkStat=minimal``, so that a large workspace is
+    not read whole). An agent that edits a file and puts its size and time back keeps
+    the edit out of its patch; what is not in the patch is never verified, so the same
+    fix that passes when left alone is a miss when hidden, never a pass."""
+    hide = "touch -d @0 calc/__init__.py\n"
+    controls = make_suite(
+        tmp_path,
+        [repo_task("t1")],
+        [
+            {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+            {"name": "plain", "agent": write_agent(tmp_path, "plain", FIX)},
+            {"name": "hidden", "agent": write_agent(tmp_path, "hidden", FIX + hide)},
+        ],
+    )
+    plain = run_one(docker_api, controls, "t1", "plain")
+    hidden = run_one(docker_api, controls, "t1", "hidden")
+    held(
+        "patch bytes: edit hidden from the stat check",
+        "a same-size fix, then the file's modification time set back to the copy's",
+        f"hidden: {hidden.outcome.value}, patch {len(patch_of(hidden))} bytes; "
+        f"the same fix left alone: {plain.outcome.value}",
+    )
+    assert plain.outcome is Outcome.SUCCESS, plain.reason
+    assert hidden.outcome is Outcome.MISS and patch_of(hidden) == b""
