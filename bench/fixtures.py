@@ -116,13 +116,14 @@ def suite_of(root: Path, repos: list[tuple[str, Any]], tars: dict[str, Path]) ->
     return controls
 
 
-def run_trials(controls: Path, out: Path) -> tuple[list[float], LocalInputs]:
+def run_trials(controls: Path, out: Path) -> tuple[list[float], LocalInputs, Staging]:
     """Seconds of each trial, in order, -j 1 (the first is the cold one)."""
     client = connect()
     prepared = prepare(controls, out, resume=False, image_digest=lambda i: image_id(client, i))
     factory = DockerSandboxFactory(client)
     inputs = LocalInputs(prepared.suite, prepared.loaded.controls.runtime.archive_caps)
-    env = TrialEnv(prepared.loaded.controls, inputs, factory, "bench", staging=Staging(CacheDir()))
+    staging = Staging(CacheDir())
+    env = TrialEnv(prepared.loaded.controls, inputs, factory, "bench", staging=staging)
     times: list[float] = []
 
     def one(job):  # type: ignore[no-untyped-def]
@@ -137,13 +138,13 @@ def run_trials(controls: Path, out: Path) -> tuple[list[float], LocalInputs]:
     failed = [r for r in records if r.error or r.outcome != "success"]
     if failed:
         raise SystemExit(f"bench trials failed: {failed[0].error or failed[0].outcome}")
-    return times, inputs
+    return times, inputs, staging
 
 
 def rss_child(work: Path, count: int) -> None:
     """Run ``count`` large tar fixtures in this process; print its peak RSS in MB."""
     controls = work / f"rss{count}" / "controls.yaml"
-    run_trials(controls, work / f"rss{count}" / "run")
+    run_trials(controls, work / f"rss{count}" / "run")  # fixtures staged on disk, not in memory
     print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
@@ -183,10 +184,11 @@ def main() -> None:
                 controls = suite_of(root, repos, tars)
                 if kind == "tar":
                     sizes[f"{name}-tar"] = (suite / "fixtures" / "repo.tar").stat().st_size
-                times, inputs = run_trials(controls, root / "run")
+                times, inputs, staging = run_trials(controls, root / "run")
                 results[f"{name}-{kind}"] = times
                 if name == "large" and kind == "git":
                     hits, misses = inputs.store.hits, inputs.store.misses
+                    staged = staging.hits, staging.misses
                 print(
                     f"fixtures: {name:5} {kind}: cold {times[0]:.2f}s, cached "
                     f"{_mean(times[1:]):.2f}s per trial",
@@ -199,7 +201,9 @@ def main() -> None:
         print(
             f"fixtures: first git trial on a cold cache {results['large-git'][0]:.2f}s "
             f"(bundle unpacked and tree written once); tree cache hit rate "
-            f"{hits / max(hits + misses, 1):.0%} ({hits} hits, {misses} misses)"
+            f"{hits / max(hits + misses, 1):.0%} ({hits} hits, {misses} misses); staged "
+            f"workspace and baseline hit rate {staged[0] / max(sum(staged), 1):.0%} "
+            f"({staged[0]} hits, {staged[1]} misses)"
         )
         tasks = 1000
         print(
