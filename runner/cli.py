@@ -7,6 +7,7 @@ mismatch, 4 no control arm, 130 interrupted).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
@@ -52,6 +53,11 @@ def seal(
     out.print(digest)
     for path in written:
         err.print(f"wrote {path}")
+    if target.suffix not in (".yaml", ".yml"):
+        err.print(
+            "no controls file was changed: a run checks the digest its controls pin, so seal "
+            "through the controls to pin this one (deltarun seal controls.yaml)"
+        )
 
 
 @app.command()
@@ -542,11 +548,21 @@ def gc(
         out.print(line, highlight=False)
 
 
+SCHEMAS = {
+    "controls": "controls.yaml: suite pin, runtime, tools, arms",
+    "task": "one line of tasks.jsonl (a repository task or an answer task)",
+    "trial": "one record of trials.jsonl",
+    "report": "report.json",
+}
+
+
 @app.command()
 def schema(
-    what: Annotated[str, typer.Argument(help="controls | task | trial | report")],
+    what: Annotated[
+        str | None, typer.Argument(help="controls | task | trial | report; none lists them")
+    ] = None,
 ) -> None:
-    """Print the JSON Schema of a file format, for editors."""
+    """Print the JSON Schema of a file format, for editors (no argument: list the formats)."""
     from pydantic import TypeAdapter
 
     from runner.config.model import Controls
@@ -559,6 +575,11 @@ def schema(
         "trial": TypeAdapter(Trial),
         "report": TypeAdapter(ReportJSON),
     }
+    if what is None:
+        for name, about in SCHEMAS.items():
+            out.print(f"{name:9} {about}", highlight=False)
+        out.print("print one: deltarun schema NAME", highlight=False)
+        return
     if what not in models:
         raise UsageError(f"unknown schema {what!r}; choose one of {', '.join(models)}")
     out.print_json(json.dumps(models[what].json_schema(by_alias=True)))
@@ -579,19 +600,37 @@ def main() -> None:
         sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except (typer.BadParameter, typer.Abort) as exc:
+    except typer.Abort as exc:
         err.print(f"deltarun: {exc}", highlight=False, markup=False)
         sys.exit(2)
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
+        _click_exit(exc)
         raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_exit(exc: Exception) -> None:
+    """Exit for the command-line parser's own exceptions (click's, or the copy typer
+    vendors): a usage error is one line and exit 2; returns for anything else."""
+    for module in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            found = importlib.import_module(module)
+        except ImportError:
+            continue
+        if isinstance(exc, found.UsageError):
+            command = exc.ctx.command_path if exc.ctx is not None else "deltarun"
+            err.print(
+                f"deltarun: {exc.format_message()} (see `{command} --help`)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+            sys.exit(2)
+        if isinstance(exc, found.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, found.Exit):
+            sys.exit(exc.exit_code)
 
 
 __all__ = ["UserError", "app", "main"]

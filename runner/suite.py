@@ -226,7 +226,8 @@ def load_suite(
     if expected_sha256 and actual != expected_sha256:
         raise DigestMismatch(
             f"{tasks_path}: digest mismatch: controls pin {expected_sha256}, file has {actual}; "
-            "restore the suite or re-seal it (which changes the protocol hash)"
+            "restore the suite, or seal it through the controls file (`deltarun seal "
+            "controls.yaml`; sealing the suite alone pins nothing), which changes the protocol hash"
         )
     tasks = read_tasks(tasks_path)
     check_contexts(tasks_path, tasks)

@@ -128,3 +128,59 @@ def test_expect_protocol_refuses_edited_controls(tmp_path: Path) -> None:
     assert not (tmp_path / "r").exists()
     short = run_cli("run", str(controls), "--out", str(tmp_path / "r"), "--expect-protocol", "abc")
     assert_one_line(short, 1, "--expect-protocol", "at least the first 12")
+
+
+def _commands() -> list[str]:
+    from runner.cli import app
+
+    names = [c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands]
+    return sorted(n.replace("_", "-") for n in names if n)
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_command_refuses_an_unknown_option_in_one_line(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A usage error is one line and exit 2, never a traceback (in process: one per command)."""
+    from runner import cli
+
+    monkeypatch.setattr("sys.argv", ["deltarun", command, "--no-such-flag"])
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in lines[0], lines
+    assert "--no-such-flag" in lines[0] and f"deltarun {command} --help" in lines[0]
+
+
+def test_a_missing_argument_and_a_bad_value_are_one_line(tmp_path: Path) -> None:
+    assert_one_line(run_cli("report"), 2, "Missing argument", "deltarun report --help")
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS)
+    bad = run_cli("run", str(controls), "--out", str(tmp_path / "r"), "-j", "zero")
+    assert_one_line(bad, 2, "'-j' / '--parallel'")
+
+
+def test_schema_alone_lists_the_formats() -> None:
+    result = run_cli("schema")
+    assert result.returncode == 0, result.stderr
+    assert [line.split()[0] for line in result.stdout.splitlines()[:4]] == [
+        "controls",
+        "task",
+        "trial",
+        "report",
+    ]
+
+
+def test_sealing_the_suite_alone_says_how_to_pin_it(tmp_path: Path) -> None:
+    """Edit tasks.jsonl, seal the suite directory, run: the run stops on the old pin, and
+    both the seal and the run say that the controls file is what to seal."""
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS)
+    tasks = tmp_path / "suite" / "tasks.jsonl"
+    tasks.write_text(tasks.read_text().replace("Fix add().", "Please fix add()."))
+    sealed = run_cli("seal", str(tmp_path / "suite"))
+    assert sealed.returncode == 0, sealed.stderr
+    assert "no controls file was changed" in sealed.stderr
+    assert "deltarun seal controls.yaml" in sealed.stderr
+    result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
+    assert_one_line(result, 3, "tasks.jsonl: digest mismatch", "deltarun seal controls.yaml")
+    assert run_cli("seal", str(controls)).returncode == 0
