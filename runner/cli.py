@@ -389,6 +389,37 @@ def worker(
 
 
 @app.command()
+def validate(
+    target: Annotated[Path, typer.Argument(help="A suite directory, tasks.jsonl or controls.yaml")],
+    gold: Annotated[
+        Path | None,
+        typer.Option(
+            "--gold", help="Directory of <task_id>.diff (default: the controls' patch arm 'gold')"
+        ),
+    ] = None,
+    repeats: Annotated[
+        int, typer.Option("-n", min=1, help="Runs of each side (3 finds flaky tests)")
+    ] = 1,
+    parallel: Annotated[int, typer.Option("-j", "--parallel", min=1, help="Trials at once")] = 2,
+) -> None:
+    """Check every task before it becomes a number: the hidden test must fail on the bare
+    fixture and pass with the gold patch, in the task's image and sandbox. Writes
+    validation.json beside tasks.jsonl; exit 1 when any task is not valid."""
+    from runner.validate_run import validate as run_validation
+
+    found = run_validation(target, gold, repeats, parallel, lambda line: err.print(line))
+    width = max((len(t) for t in found.verdicts), default=4)
+    for task_id, verdict in found.verdicts.items():
+        out.print(f"{task_id:{width}}  {verdict.verdict:20}  {verdict.detail}", highlight=False)
+    err.print(f"wrote {found.path} (sha256 {found.sha256})")
+    if found.invalid:
+        listed = ", ".join(f"{k} ({v.verdict})" for k, v in found.invalid.items())
+        raise UserError(
+            f"{len(found.invalid)} of {len(found.verdicts)} tasks are not valid: {listed}"
+        )
+
+
+@app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> None:
     """Score the ledger of a run and write report.md and report.json."""
     from runner.report.build import write_report

@@ -1,0 +1,142 @@
+"""``deltarun validate``: tasks broken in each way get their verdict, on the real engine.
+
+The classification itself (``runner.validation.classify``) is pure and is checked
+first on scripted checks; then one suite holds a task of every broken kind, and a
+second a task flaky by design, each validated through real sandboxes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.hashing import sha256_file
+from runner.models import RepoTask
+from runner.validation import Check, classify
+from tests.conftest import run_cli
+from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task
+
+ARMS = [
+    {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+    {"name": "gold", "agent": {"type": "patch", "dir": "gold"}},
+]
+FIXED = {**ADD_FIXTURE, "calc/__init__.py": "def add(a, b):\n    return a + b\n"}
+WRONG_CONTEXT = ADD_GOLD.replace("return a - b", "return a * b")
+README_PATCH = (
+    "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n"
+    "@@ -1 +1 @@\n-calc\n+calc, documented\n"
+)
+FLAKY_TEST = "import os\n\n\ndef test_coin():\n    assert os.urandom(1)[0] % 2 == 0\n"
+
+
+def check(passed: bool, *, applied: bool = True, missing: bool = False) -> Check:
+    return Check(passed, applied, missing, None, "note")
+
+
+def task(**extra: Any) -> RepoTask:
+    return RepoTask.model_validate(
+        {**repo_task("t"), "repo_sha256": "0" * 64, "hidden_sha256": "0" * 64, **extra}
+    )
+
+
+@pytest.mark.parametrize(
+    "bare, gold, verdict",
+    [
+        ([check(False)], [check(True)], "valid"),
+        ([check(True)], [check(True)], "passes-without-fix"),
+        ([check(False)], [check(False)], "gold-fails"),
+        ([check(False)], [check(False, applied=False)], "gold-does-not-apply"),
+        ([check(False)], [check(False, missing=True)], "test-not-collected"),
+        ([check(False), check(False)], [check(True), check(False)], "flaky"),
+        ([check(True), check(False)], [check(True), check(True)], "flaky"),
+        ([check(False)], None, "no-gold"),
+        ([check(False, missing=True)], None, "test-not-collected"),
+        # A bare fixture may rightly fail to collect: the test imports what the fix adds.
+        ([check(False, missing=True)], [check(True)], "valid"),
+    ],
+)
+def test_classify(bare: list[Check], gold: list[Check] | None, verdict: str) -> None:
+    assert classify(task(), bare, gold).verdict == verdict
+
+
+def test_a_negative_task_with_a_hidden_test_is_not_valid() -> None:
+    negative = task(kind="negative")
+    assert classify(negative, [], None).verdict == "negative-has-hidden"
+    bare = RepoTask.model_validate(
+        {**repo_task("n", kind="negative", hidden=False), "repo_sha256": "0" * 64}
+    )
+    assert classify(bare, [], None).verdict == "valid"
+
+
+def gold_dir(root: Path, patches: dict[str, str]) -> None:
+    (root / "gold").mkdir(parents=True, exist_ok=True)
+    for task_id, patch in patches.items():
+        (root / "gold" / f"{task_id}.diff").write_text(patch)
+
+
+@pytest.mark.docker
+def test_every_broken_kind_gets_its_verdict(tmp_path: Path, docker_api: Any) -> None:
+    tasks = [
+        repo_task("ok"),
+        repo_task("already-fixed"),
+        repo_task("gold-wrong"),
+        repo_task("gold-stale"),
+        {**repo_task("test-missing"), "hidden_tests": ["tests/test_nowhere.py"]},
+        {
+            **repo_task("cmd-missing", exit_status=True),
+            "hidden_test": "python3 -m pytest -q tests/nope.py",
+        },
+        repo_task("no-gold"),
+        repo_task("neg", kind="negative", hidden=False),
+    ]
+    controls = make_suite(tmp_path, tasks, ARMS, fixtures={"already-fixed": FIXED})
+    gold_dir(
+        tmp_path,
+        {
+            "ok": ADD_GOLD,
+            "already-fixed": README_PATCH,
+            "gold-wrong": README_PATCH,
+            "gold-stale": WRONG_CONTEXT,
+            "test-missing": ADD_GOLD,
+            "cmd-missing": ADD_GOLD,
+        },
+    )
+    result = run_cli("validate", str(controls), "-j", "2")
+    assert result.returncode == 1, result.stderr
+    document = json.loads((tmp_path / "suite" / "validation.json").read_text())
+    verdicts = {t["id"]: t["verdict"] for t in document["tasks"]}
+    assert verdicts == {
+        "ok": "valid",
+        "already-fixed": "passes-without-fix",
+        "gold-wrong": "gold-fails",
+        "gold-stale": "gold-does-not-apply",
+        "test-missing": "test-not-collected",
+        "cmd-missing": "test-not-collected",
+        "no-gold": "no-gold",
+        "neg": "valid",
+    }, document
+    assert document["suite_sha256"] == sha256_file(tmp_path / "suite" / "tasks.jsonl")
+    assert sha256_file(tmp_path / "suite" / "validation.json") in result.stderr
+    lines = [line for line in result.stderr.splitlines() if "not valid" in line]
+    assert lines == [lines[0]] and "6 of 8 tasks are not valid" in lines[0], result.stderr
+    table = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()}
+    assert table == verdicts
+
+
+@pytest.mark.docker
+def test_a_flaky_task_is_found_with_repeats(tmp_path: Path, docker_api: Any) -> None:
+    """A hidden test that passes on a coin flip: 6 runs a side make a mixed side all but
+    certain (each side all alike: 1 in 32; both: 1 in 1024)."""
+    controls = make_suite(
+        tmp_path, [repo_task("coin")], ARMS, hidden={"coin": {"tests/test_hidden.py": FLAKY_TEST}}
+    )
+    gold_dir(tmp_path, {"coin": ADD_GOLD})
+    result = run_cli("validate", str(controls), "-n", "6", "-j", "2")
+    assert result.returncode == 1, result.stderr
+    document = json.loads((tmp_path / "suite" / "validation.json").read_text())
+    (only,) = document["tasks"]
+    assert only["verdict"] == "flaky", only
+    assert len(only["bare"]) == 6 and len(only["gold"]) == 6
