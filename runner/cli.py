@@ -49,7 +49,7 @@ def seal(
     from runner.config.loader import load_controls
     from runner.sealing import seal_target
 
-    digest, written = seal_target(target, load_controls)
+    digest, written = seal_target(target, load_controls, lambda line: err.print(line))
     out.print(digest)
     for path in written:
         err.print(f"wrote {path}")

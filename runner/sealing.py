@@ -200,15 +200,20 @@ def _write_atomic(path: Path, text: str) -> None:
         raise UserError(f"{path}: cannot write the controls file ({exc})") from exc
 
 
-def seal_target(target: Path, load: Callable[[Path], LoadedControls]) -> tuple[str, list[Path]]:
-    """Seal a suite directory, a tasks.jsonl, or the suite of a controls.yaml (and pin it)."""
+def seal_target(
+    target: Path,
+    load: Callable[[Path], LoadedControls],
+    warn: Callable[[str], None] = lambda _line: None,
+) -> tuple[str, list[Path]]:
+    """Seal a suite directory, a tasks.jsonl, or the suite of a controls.yaml (and pin it);
+    ``warn`` gets each warning line (``runner.suite.seal``)."""
     if target.is_dir():
         tasks = target / "tasks.jsonl"
-        return seal(tasks), [tasks]
+        return seal(tasks, warn=warn), [tasks]
     if target.suffix in (".yaml", ".yml"):
         loaded = load(target)
         tasks = loaded.suite_path
-        digest = seal(tasks, loaded.controls.runtime.archive_caps)
+        digest = seal(tasks, loaded.controls.runtime.archive_caps, warn)
         try:
             text = target.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -218,5 +223,5 @@ def seal_target(target: Path, load: Callable[[Path], LoadedControls]) -> tuple[s
             _write_atomic(target, pinned)
         return digest, [tasks, target]
     if target.is_file():
-        return seal(target), [target]
+        return seal(target, warn=warn), [target]
     raise UserError(f"{target}: not found; pass a suite directory, tasks.jsonl or controls.yaml")

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
+from runner import task_checks
 from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, read_members
 from runner.cache import CacheDir
 from runner.config.loader import format_validation_error
@@ -156,12 +157,18 @@ class GitChecks:
         return self._facts[key]
 
 
-def seal(tasks_path: Path, caps: ArchiveCaps = DEFAULT_CAPS) -> str:
+def seal(
+    tasks_path: Path,
+    caps: ArchiveCaps = DEFAULT_CAPS,
+    warn: Callable[[str], None] = lambda _line: None,
+) -> str:
     """Check every task and archive, write their digests into the lines, return the suite digest.
 
     A line whose digests are already right is kept byte for byte; a line that
     changes is rewritten as canonical JSON with only its digests changed. The
     file is replaced atomically, so an interrupted seal leaves the old file.
+    Authoring mistakes (``runner.task_checks``) are errors naming the line, before
+    anything is written; a fixture under one top-level folder is a warning.
     """
     tasks = read_tasks(tasks_path)
     check_contexts(tasks_path, tasks)
@@ -173,8 +180,10 @@ def seal(tasks_path: Path, caps: ArchiveCaps = DEFAULT_CAPS) -> str:
     for number, (task, line) in enumerate(zip(tasks, raw_lines, strict=True), start=1):
         data = json.loads(line)
         changed = False
+        paths: dict[str, set[str]] = {"repo": set(), "hidden": set()}
         if isinstance(task, RepoTask) and isinstance(task.repo, GitRepo):
             facts = checks.facts(task, f"{tasks_path}:{number}")
+            paths["repo"] = {entry.path for entry in facts.entries}
             pins = {"repo_tree": facts.tree, "repo_sha256": facts.bundle_sha256}
             for key, value in pins.items():
                 if data.get(key, "") != value:
@@ -182,17 +191,36 @@ def seal(tasks_path: Path, caps: ArchiveCaps = DEFAULT_CAPS) -> str:
                     changed = True
         for name, relative, pinned in _archive_files(task):
             archive = (tasks_path.parent / relative).resolve()
-            read_members(archive, caps)
+            paths[name] = {m.path for m in read_members(archive, caps)}
             digest = sha256_file(archive)
             if digest != pinned:
                 data[f"{name}_sha256"] = digest
                 changed = True
+        if isinstance(task, RepoTask):
+            _authoring(task, paths, f"{tasks_path}:{number}", warn)
         if changed:
             line = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         lines.append(line)
     body = ("\n".join(lines) + "\n").encode("utf-8")
     write_tasks(tasks_path, body)
     return sha256_bytes(body)
+
+
+def _authoring(
+    task: RepoTask, paths: dict[str, set[str]], where: str, warn: Callable[[str], None]
+) -> None:
+    """Refuse a task line with an authoring mistake; warn about a suspicious fixture."""
+    found = task_checks.problems(task, paths["repo"], paths["hidden"])
+    if found:
+        raise UserError(f"{where}: task {task.id!r} {found[0]}")
+    folder = task_checks.top_folder(paths["repo"])
+    if folder is not None:
+        warn(
+            f"warning: {where}: every entry of task {task.id!r}'s fixture sits under "
+            f"'{folder}/', so the code lands in /workspace/{folder}/ and a hidden test may "
+            f"import the image's own copy instead; if unintended, rebuild the tar from "
+            f"inside the folder (tar -C {folder} -cf FIXTURE.tar .)"
+        )
 
 
 def write_tasks(tasks_path: Path, body: bytes) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli
-from tests.helpers import make_suite, repo_task
+from tests.helpers import ADD_FIXTURE, make_suite, repo_task
 
 ARMS = [{"name": "c", "control": True, "agent": {"type": "scripted", "action": "noop"}}]
 
@@ -184,3 +184,63 @@ def test_sealing_the_suite_alone_says_how_to_pin_it(tmp_path: Path) -> None:
     result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
     assert_one_line(result, 3, "tasks.jsonl: digest mismatch", "deltarun seal controls.yaml")
     assert run_cli("seal", str(controls)).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "change, needles",
+    [
+        (
+            {"kind": "negative"},
+            ["tasks.jsonl:1", "'t1'", "negative task", "remove hidden"],
+        ),
+        (
+            {"hidden_tests": ["tests/test_hiden.py::test_add"]},
+            ["tasks.jsonl:1", "names tests/test_hiden.py", "neither the hidden archive"],
+        ),
+        (
+            {
+                "hidden_tests": None,
+                "hidden_test": "PYTHONHASHSEED=0 python3 -m pytest -q tests/nope.py",
+            },
+            ["tasks.jsonl:1", "names tests/nope.py"],
+        ),
+        (
+            {"hidden_tests": None, "hidden_test": "python3 tests/check.py"},
+            ["tasks.jsonl:1", "names tests/check.py"],
+        ),
+    ],
+    ids=["negative-with-hidden", "declared-test-missing", "pytest-path-missing", "python-file"],
+)
+def test_seal_refuses_a_task_line_with_an_authoring_mistake(
+    tmp_path: Path, change: dict[str, Any], needles: list[str]
+) -> None:
+    task = {**repo_task("t1"), **change}
+    task = {k: v for k, v in task.items() if v is not None}
+    controls = make_suite(tmp_path, [task], ARMS, seal=False)
+    before = (tmp_path / "suite" / "tasks.jsonl").read_bytes()
+    assert_one_line(run_cli("seal", str(controls)), 1, *needles)
+    assert (tmp_path / "suite" / "tasks.jsonl").read_bytes() == before  # nothing written
+
+
+def test_seal_accepts_paths_it_cannot_judge_and_files_the_fixture_has(tmp_path: Path) -> None:
+    tasks = [
+        {**repo_task("a"), "hidden_tests": None, "hidden_test": "cd tests && pytest -q x.py"},
+        {**repo_task("b"), "hidden_tests": ["tests/test_visible.py", "tests/test_hidden.py"]},
+        {**repo_task("c"), "hidden_tests": None, "hidden_test": "pytest -k test_add.py tests/"},
+    ]
+    tasks = [{k: v for k, v in t.items() if v is not None} for t in tasks]
+    controls = make_suite(tmp_path, tasks, ARMS, seal=False)
+    result = run_cli("seal", str(controls))
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr
+
+
+def test_seal_warns_about_a_fixture_under_one_top_level_folder(tmp_path: Path) -> None:
+    nested = {f"repo/{path}": data for path, data in ADD_FIXTURE.items()}
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS, fixtures={"t1": nested}, seal=False)
+    result = run_cli("seal", str(controls))
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, result.stderr
+    assert "tasks.jsonl:1" in warnings[0] and "sits under 'repo/'" in warnings[0]
+    assert "tar -C repo" in warnings[0]

@@ -283,7 +283,9 @@ def test_abstaining_with_a_change_is_an_invalid_completion(tmp_path: Path) -> No
         return script
 
     controls = suite(
-        tmp_path, [{"name": "hedger", "agent": hedger}], tasks=[repo_task("t1", kind="negative")]
+        tmp_path,
+        [{"name": "hedger", "agent": hedger}],
+        tasks=[repo_task("t1", kind="negative", hidden=False)],
     )
     clean = run_one(controls, "hedger", factory(abstain_and(b"", None)))
     assert clean.outcome is Outcome.ABSTAIN_OK and clean.reason is None

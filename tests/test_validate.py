@@ -84,15 +84,14 @@ def test_every_broken_kind_gets_its_verdict(tmp_path: Path, docker_api: Any) -> 
         repo_task("already-fixed"),
         repo_task("gold-wrong"),
         repo_task("gold-stale"),
-        {**repo_task("test-missing"), "hidden_tests": ["tests/test_nowhere.py"]},
+        repo_task("test-missing"),  # its hidden file holds no test
         {
             **repo_task("cmd-missing", exit_status=True),
-            "hidden_test": "python3 -m pytest -q tests/nope.py",
+            "hidden_test": "python3 -m pytest -q tests/test_hidden.py -k nomatch",
         },
         repo_task("no-gold"),
         repo_task("neg", kind="negative", hidden=False),
     ]
-    controls = make_suite(tmp_path, tasks, ARMS, fixtures={"already-fixed": FIXED})
     gold_dir(
         tmp_path,
         {
@@ -103,6 +102,14 @@ def test_every_broken_kind_gets_its_verdict(tmp_path: Path, docker_api: Any) -> 
             "test-missing": ADD_GOLD,
             "cmd-missing": ADD_GOLD,
         },
+    )
+    # (A test file that does not exist at all is refused by seal: test_cli_errors.)
+    controls = make_suite(
+        tmp_path,
+        tasks,
+        ARMS,
+        fixtures={"already-fixed": FIXED},
+        hidden={"test-missing": {"tests/test_hidden.py": "VALUE = 1\n"}},
     )
     result = run_cli("validate", str(controls), "-j", "2")
     assert result.returncode == 1, result.stderr
@@ -130,10 +137,10 @@ def test_every_broken_kind_gets_its_verdict(tmp_path: Path, docker_api: Any) -> 
 def test_a_flaky_task_is_found_with_repeats(tmp_path: Path, docker_api: Any) -> None:
     """A hidden test that passes on a coin flip: 6 runs a side make a mixed side all but
     certain (each side all alike: 1 in 32; both: 1 in 1024)."""
+    gold_dir(tmp_path, {"coin": ADD_GOLD})
     controls = make_suite(
         tmp_path, [repo_task("coin")], ARMS, hidden={"coin": {"tests/test_hidden.py": FLAKY_TEST}}
     )
-    gold_dir(tmp_path, {"coin": ADD_GOLD})
     result = run_cli("validate", str(controls), "-n", "6", "-j", "2")
     assert result.returncode == 1, result.stderr
     document = json.loads((tmp_path / "suite" / "validation.json").read_text())
