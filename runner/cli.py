@@ -222,12 +222,20 @@ def _prepare_run(
 ) -> PreparedRun:
     """Every check before the first sandbox; trials that run here are preflighted here."""
     from runner.config.model import Controls
-    from runner.prepare import prepare
+    from runner.prepare import command_names, prepare
     from runner.sandbox.docker import DockerSandboxFactory
     from runner.trial import preflight_spec
 
     def preflight(run_controls: Controls, image: str) -> None:
-        DockerSandboxFactory(engine.client).preflight(preflight_spec(run_controls, image))
+        names = command_names(run_controls)
+        factory = DockerSandboxFactory(engine.client)
+        missing = factory.preflight(preflight_spec(run_controls, image), sorted(names))
+        if missing:
+            raise UserError(
+                f"{controls}: {names[missing[0]]}: agent.argv[0] {missing[0]!r} is not a "
+                f"command in image {image!r} (PATH /usr/local/bin:/usr/bin:/bin); give a "
+                "path under /opt/agent (the arm's directory) or a program the image has"
+            )
 
     return prepare(
         controls,

@@ -23,7 +23,7 @@ from runner.config.loader import (
     missing_api_keys,
     scored_channel_problems,
 )
-from runner.config.model import Controls
+from runner.config.model import CommandAgent, Controls
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.hashing import sha256_bytes
 from runner.metric_modules import load_metrics, read_module
@@ -32,6 +32,7 @@ from runner.models import AnswerTask, Job, RepoTask, Task, grading_of
 from runner.paths import is_forbidden
 from runner.plan import plan_jobs
 from runner.rundir import RunDir, RunMeta, new_run_id, now_utc
+from runner.sandbox.base import AGENT_DIR
 from runner.suite import Suite, load_suite
 from runner.trial import image_of
 
@@ -81,6 +82,7 @@ def prepare(
     # An environment's image is pinned by the suite (environment_image), not under images:.
     _check_pins(controls_path, controls, used - _environment_tags(suite), digests)
     _check_environments(suite, digests)
+    _check_agent_paths(controls_path, loaded)
     if environ is not None:
         _check_keys(controls_path, controls, environ)
     if preflight is not None:
@@ -172,6 +174,36 @@ def _check_environments(suite: Suite, digests: Mapping[str, str]) -> None:
                     f"{have}; restore the pinned image (docker pull or load it), or rebuild "
                     "with `deltarun build` (a new pin)"
                 )
+
+
+def _check_agent_paths(path: Path, loaded: LoadedControls) -> None:
+    """A command arm's argv names files of its directory (under /opt/agent) that exist:
+    a wrong path would make every trial a miss with exit 127, scored as the agent's."""
+    for index, arm in enumerate(loaded.controls.arms):
+        if not isinstance(arm.agent, CommandAgent):
+            continue
+        members = agent_members(arm.agent, loaded.base) or []
+        files = {m.path for m in members if not m.is_dir}
+        for position, word in enumerate(arm.agent.argv):
+            if not word.startswith(AGENT_DIR + "/"):
+                continue
+            relative = word[len(AGENT_DIR) + 1 :]
+            if relative not in files:
+                raise UserError(
+                    f"{path}: arms[{index}] ({arm.name}): agent.argv[{position}] {word} is not "
+                    f"in its directory {arm.agent.dir} (copied to {AGENT_DIR}); fix the path "
+                    "or add the file"
+                )
+
+
+def command_names(controls: Controls) -> dict[str, str]:
+    """Program names command arms run from the image's PATH (argv[0] without a slash),
+    each with the arm that names it, for the preflight to look up in each image."""
+    names: dict[str, str] = {}
+    for index, arm in enumerate(controls.arms):
+        if isinstance(arm.agent, CommandAgent) and "/" not in arm.agent.argv[0]:
+            names.setdefault(arm.agent.argv[0], f"arms[{index}] ({arm.name})")
+    return names
 
 
 def _check_keys(path: Path, controls: Controls, environ: Mapping[str, str]) -> None:

@@ -244,3 +244,26 @@ def test_seal_warns_about_a_fixture_under_one_top_level_folder(tmp_path: Path) -
     assert len(warnings) == 1, result.stderr
     assert "tasks.jsonl:1" in warnings[0] and "sits under 'repo/'" in warnings[0]
     assert "tar -C repo" in warnings[0]
+
+
+def test_a_command_arm_naming_a_file_its_directory_lacks_stops_the_run(tmp_path: Path) -> None:
+    agent = {"type": "command", "dir": "agents/a", "argv": ["sh", "/opt/agent/rnu.sh"]}
+    (tmp_path / "agents" / "a").mkdir(parents=True)
+    (tmp_path / "agents" / "a" / "run.sh").write_text("true\n")
+    controls = make_suite(tmp_path, [repo_task("t1")], [*ARMS, {"name": "cmd", "agent": agent}])
+    result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
+    assert_one_line(result, 1, "arms[1] (cmd)", "agent.argv[1] /opt/agent/rnu.sh", "agents/a")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.docker
+def test_a_command_arm_naming_a_program_the_image_lacks_stops_the_run(
+    tmp_path: Path, docker_api: Any
+) -> None:
+    agent = {"type": "command", "dir": "agents/a", "argv": ["no-such-agent-cli", "--go"]}
+    (tmp_path / "agents" / "a").mkdir(parents=True)
+    (tmp_path / "agents" / "a" / "run.sh").write_text("true\n")
+    controls = make_suite(tmp_path, [repo_task("t1")], [*ARMS, {"name": "cmd", "agent": agent}])
+    result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
+    assert_one_line(result, 1, "arms[1] (cmd)", "'no-such-agent-cli' is not a command in image")
+    assert not (tmp_path / "run" / "trials.jsonl").exists()

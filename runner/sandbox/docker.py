@@ -23,6 +23,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import docker
@@ -48,6 +49,9 @@ from runner.sandbox.engine import API_ERRORS, image_id
 from runner.sandbox.exec_io import Watchdog, collect_frames, feed, frames, raw_socket, stalled
 from runner.sandbox.model_gateway import GatewaySpec, ModelGateway
 
+# Prints each argument that is not a command on PATH (the agent's own PATH).
+LOOKUP = 'for c in "$@"; do command -v "$c" >/dev/null 2>&1 || echo "$c"; done'
+AGENT_PATH = "/usr/local/bin:/usr/bin:/bin"  # the agent's PATH (runner.agents.base.BASE_ENV)
 LABEL_PREFIX = "deltarun."
 KILL_GRACE_S = 2.0
 WATCHDOG_GRACE_S = 10.0
@@ -95,13 +99,24 @@ class DockerSandboxFactory:
             self._image_ids[image] = image_id(self.client, image)
         return self._image_ids[image]
 
-    def preflight(self, spec: SandboxSpec) -> None:
+    def preflight(self, spec: SandboxSpec, commands: Sequence[str] = ()) -> list[str]:
         """One sandbox with the run's limits, before any trial: the engine accepts the limits
         and the image has what the harness needs (``timeout``, ``git``, uid 1000) and no setuid
-        or setgid file. One line (``UserError``) naming the image and the fix otherwise."""
+        or setgid file. One line (``UserError``) naming the image and the fix otherwise.
+        Returns those of ``commands`` the agent's PATH does not find in the image."""
         try:
             with self.open(spec) as sandbox:
                 self._check_harness(spec, sandbox)
+                if not commands:
+                    return []
+                found = sandbox.run(
+                    ExecRequest(
+                        argv=["sh", "-c", LOOKUP, "sh", *commands],
+                        env={"PATH": AGENT_PATH},
+                        timeout_s=60,
+                    )
+                )
+                return found.output.decode("utf-8", "replace").split()
         except SandboxError as exc:
             if spec.model_access is None:
                 raise
