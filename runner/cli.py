@@ -154,6 +154,14 @@ def run(
             "to pull by digest (needs --broker)",
         ),
     ] = None,
+    allow_missing: Annotated[
+        bool,
+        typer.Option(
+            "--allow-missing",
+            help="Run patch arms that lack a recorded output for some tasks: each counts as "
+            "an empty answer, and the report's setup warnings name them",
+        ),
+    ] = False,
 ) -> None:
     """Run every (task, arm, repeat) job and write the report.
 
@@ -176,7 +184,13 @@ def run(
 
         registries.check(registry)  # likewise
     prepared = _prepare_run(
-        controls, out_dir, resume, engine, local=broker is None, expect_protocol=expect_protocol
+        controls,
+        out_dir,
+        resume,
+        engine,
+        local=broker is None,
+        expect_protocol=expect_protocol,
+        allow_missing=allow_missing,
     )
     executor = _executor(prepared, engine, broker, parallel, visibility_timeout, registry)
     meta = prepared.meta
@@ -219,6 +233,7 @@ def _prepare_run(
     *,
     local: bool,
     expect_protocol: str | None = None,
+    allow_missing: bool = False,
 ) -> PreparedRun:
     """Every check before the first sandbox; trials that run here are preflighted here."""
     from runner.config.model import Controls
@@ -245,6 +260,7 @@ def _prepare_run(
         preflight=preflight if local else None,  # workers check their own
         environ=os.environ if local else None,
         expect_protocol=expect_protocol,
+        allow_missing=allow_missing,
     )
 
 

@@ -23,7 +23,7 @@ from runner.config.loader import (
     missing_api_keys,
     scored_channel_problems,
 )
-from runner.config.model import CommandAgent, Controls
+from runner.config.model import CommandAgent, Controls, PatchAgent
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.hashing import sha256_bytes
 from runner.metric_modules import load_metrics, read_module
@@ -64,6 +64,7 @@ def prepare(
     preflight: Callable[[Controls, str], None] | None = None,
     environ: Mapping[str, str] | None = None,
     expect_protocol: str | None = None,
+    allow_missing: bool = False,
 ) -> PreparedRun:
     """Check everything and plan the jobs still to run. ``environ`` is given when trials run
     here (their keys must be here too); ``preflight`` checks each image with the run's limits;
@@ -77,12 +78,13 @@ def prepare(
     metrics_source, metrics_origin = read_module(loaded.base, controls.metrics)
     metrics = load_metrics(controls.metrics, metrics_source, metrics_origin)
     _check_metrics(suite, metrics)
+    _check_agent_paths(controls_path, loaded)
+    _check_recorded(controls_path, loaded, suite, allow_missing)
     used = images_used(loaded, suite)
     digests = {image: image_digest(image) for image in sorted(used)}
     # An environment's image is pinned by the suite (environment_image), not under images:.
     _check_pins(controls_path, controls, used - _environment_tags(suite), digests)
     _check_environments(suite, digests)
-    _check_agent_paths(controls_path, loaded)
     if environ is not None:
         _check_keys(controls_path, controls, environ)
     if preflight is not None:
@@ -194,6 +196,30 @@ def _check_agent_paths(path: Path, loaded: LoadedControls) -> None:
                     f"in its directory {arm.agent.dir} (copied to {AGENT_DIR}); fix the path "
                     "or add the file"
                 )
+
+
+RECORDED = (".diff", ".abstain", ".answer.json")
+
+
+def _check_recorded(path: Path, loaded: LoadedControls, suite: Suite, allow: bool) -> None:
+    """A patch arm has a recorded output for every task (``--allow-missing``: a missing one
+    counts as an empty answer, and the report's setup warnings name it)."""
+    if allow:
+        return
+    for index, arm in enumerate(loaded.controls.arms):
+        if not isinstance(arm.agent, PatchAgent):
+            continue
+        files = {m.path for m in agent_members(arm.agent, loaded.base) or [] if not m.is_dir}
+        missing = [t.id for t in suite.tasks if not any(t.id + s in files for s in RECORDED)]
+        if missing:
+            shown = ", ".join(missing[:5]) + (
+                f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            )
+            raise UserError(
+                f"{path}: arms[{index}] ({arm.name}): {arm.agent.dir} has no recorded output "
+                f"for {len(missing)} task(s): {shown}; add <task_id>.diff, .abstain or "
+                ".answer.json, or run with --allow-missing (each counts as an empty answer)"
+            )
 
 
 def command_names(controls: Controls) -> dict[str, str]:

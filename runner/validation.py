@@ -32,18 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from runner.models import RepoTask, Task, TaskKind, Trial
+from runner.setup_signals import not_collected
 
 VALID = "valid"
 FINE = (VALID, "not-checked")
-# What the harness says when the runner ran no test (runner.pytest_grading, verify).
-_NOT_COLLECTED = (
-    "no test ran",
-    "did not run",
-    "pytest exit status 4",
-    "pytest exit status 5",
-    "(exit 4) before pytest reported",
-    "(exit 5) before pytest reported",
-)
 
 
 @dataclass(frozen=True)
@@ -80,7 +72,7 @@ def check_of(trial: Trial, task: RepoTask, gold: bool) -> Check:
     return Check(
         passed=trial.passed,
         applied=applied,
-        not_collected=command_runner_found_nothing or any(s in reason for s in _NOT_COLLECTED),
+        not_collected=command_runner_found_nothing or not_collected(reason),
         error=trial.error,
         note=note[:300],
     )

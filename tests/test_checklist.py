@@ -106,7 +106,7 @@ def test_all_rows_hold_publishable() -> None:
     rows = _rows(_trials())
     assert _failing(rows) == set(), [r for r in rows if not r.ok]
     assert verdict(rows) == "publishable" and not withhold_headline(rows)
-    assert len(rows) == 16
+    assert len(rows) == 17
 
 
 def test_failing_rows_make_a_demo_and_two_withhold_the_headline() -> None:

@@ -267,3 +267,13 @@ def test_a_command_arm_naming_a_program_the_image_lacks_stops_the_run(
     result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
     assert_one_line(result, 1, "arms[1] (cmd)", "'no-such-agent-cli' is not a command in image")
     assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+def test_a_patch_arm_without_an_output_for_a_task_stops_the_run(tmp_path: Path) -> None:
+    (tmp_path / "gold").mkdir()
+    (tmp_path / "gold" / "t1.diff").write_text("")
+    arms = [*ARMS, {"name": "gold", "agent": {"type": "patch", "dir": "gold"}}]
+    controls = make_suite(tmp_path, [repo_task("t1"), repo_task("t2")], arms)
+    result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
+    assert_one_line(result, 1, "arms[1] (gold)", "1 task(s): t2", "--allow-missing")
+    assert not (tmp_path / "run").exists()

@@ -92,8 +92,18 @@ def test_quickstart_gold_passes_control_fails(
 ) -> None:
     work = tmp_path / "quickstart"
     shutil.copytree(built_quickstart, work, ignore=shutil.ignore_patterns("src"))
-    result = run_cli("run", str(work / "controls.yaml"), "--out", str(tmp_path / "run"), "-j", "2")
+    # The recorded candidate produced nothing for template-filters: without --allow-missing
+    # the run stops before any trial and names it; with it, the report names it.
+    stopped = run_cli("run", str(work / "controls.yaml"), "--out", str(tmp_path / "no"))
+    assert stopped.returncode == 1 and "1 task(s): template-filters" in stopped.stderr
+    assert not (tmp_path / "no").exists()
+    result = run_cli(
+        "run", str(work / "controls.yaml"), "--out", str(tmp_path / "run"), "-j", "2",
+        "--allow-missing",
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    report_md = (tmp_path / "run" / "report.md").read_text()
+    assert "- arm candidate: no recorded output for 1 task(s): template-filters" in report_md
     records = [
         json.loads(line) for line in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()
     ]

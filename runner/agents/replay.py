@@ -8,6 +8,7 @@ from runner.config.model import Toggles
 from runner.gitpatch import PatchError, touched_paths
 from runner.paths import is_forbidden
 from runner.sandbox.base import AGENT_UID, IO_DIR, ExecRequest
+from runner.setup_signals import NO_OUTPUT_LOG
 
 
 class Replay:
@@ -35,7 +36,7 @@ class Replay:
         if answer is not None:
             return parse_answer(answer, truncated=False)
         if diff is None:
-            return AgentResult(log="no recorded output for this task")
+            return AgentResult(log=NO_OUTPUT_LOG)
         try:
             dropped = [p for p in touched_paths(diff) if is_forbidden(p, ctx.forbidden_paths)]
         except PatchError as exc:

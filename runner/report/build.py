@@ -16,6 +16,7 @@ from runner.report.html import render_html
 from runner.report.jsonform import dumps_json, to_json
 from runner.report.markdown import render_markdown
 from runner.report.model import MetricsPin, Pins, RoutePin, build
+from runner.report.setup import setup_warnings
 from runner.rundir import RunDir, RunMeta
 from runner.scoring import Scores, paired_delta, score
 
@@ -69,6 +70,7 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
     task_ids = [t["id"] for t in meta.tasks]
     scores = score(trials, meta.arms, meta.control_arm, task_ids)
     edited_from = _edited_from(run_dir)
+    warnings = setup_warnings(controls, trials)
     rows = evaluate(
         controls,
         meta.suite_sha256,
@@ -78,6 +80,7 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
         edited=edited_from is not None,
         tasks=meta.tasks,
         replay_ok=replay_ok,
+        setup=warnings,
     )
     by_leg: dict[str, list[Record]] = {}
     for t in trials:
@@ -96,6 +99,7 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
         legs=legs,
         tasks=meta.tasks,
         suite_path=controls.suite.file,
+        setup_warnings=warnings,
     )
     data = to_json(report)
     return BuiltReport(

@@ -24,7 +24,7 @@ WITHHOLD_AT = 2
 PACK_ORDINARY, PACK_NEGATIVE = 20, 10
 # A live (model-driven) arm is sampled at least this many times per task.
 MIN_MODEL_REPEATS = 3
-PUBLICATION_ROWS = frozenset({"channel scored", "pack size"})
+PUBLICATION_ROWS = frozenset({"channel scored", "pack size", "no setup warnings"})
 # An arm errs "clearly more" than its control when the one-sided exact sign test on the
 # (task, repeat) pairs where exactly one of them errored says so at this level.
 ERRORS_ALPHA = 0.05
@@ -47,11 +47,13 @@ def evaluate(
     tasks: Sequence[Mapping[str, str]] = (),
     *,
     replay_ok: bool = True,
+    setup: Sequence[str] = (),
 ) -> list[Row]:
     """Every row of the checklist, in a fixed order.
 
     ``tasks`` are run.json's task entries; ``replay_ok`` whether the report, derived
-    again from the ledger just written, came out byte for byte the same.
+    again from the ledger just written, came out byte for byte the same; ``setup`` the
+    setup warnings (``runner.report.setup``).
 
     Longer than the house's ~60 lines on purpose: one ``Row`` per item, side by side in
     the order the report prints them, so a reader checks each against its rule at once;
@@ -113,6 +115,13 @@ def evaluate(
         Row("channel scored", controls.channel == "scored", f"channel {controls.channel}"),
         _pack_row(tasks),
         _replay_row(edited, replay_ok),
+        Row(
+            "no setup warnings",
+            not setup,
+            "no record looks like a broken task or arm"
+            if not setup
+            else f"{len(setup)} warning(s): see Setup warnings",
+        ),
     ]
 
 

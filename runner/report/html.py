@@ -240,6 +240,10 @@ def _tables(report: dict[str, Any], arms: list[dict[str, Any]]) -> list[str]:
             row.append((", ".join(outcomes), _outcome_class(outcomes)) if outcomes else "—")
         rows.append(row)
     out += ["<h2>Outcomes per task</h2>", _table(("task", *names), rows)]
+    warnings = [str(w) for w in as_list(report.get("setup_warnings"))]
+    if warnings:
+        out += ["<h2>Setup warnings</h2>", "<ul>", *(f"<li>{esc(w)}</li>" for w in warnings)]
+        out.append("</ul>")
     checklist = [as_dict(r) for r in as_list(report.get("checklist"))]
     if checklist:
         out += ["<h2>Checklist</h2>", *_verdict(report)]

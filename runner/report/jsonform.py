@@ -30,6 +30,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "verdict": report.verdict,
         "headline_withheld": report.withheld,
         "checklist": [{"item": r.item, "ok": r.ok, "detail": r.detail} for r in report.rows],
+        "setup_warnings": list(report.setup_warnings),
         "pins": pins.model_dump(mode="json"),
         "arms": [_summary(s) for s in scores.summaries],
         "repeats": dict(report.repeats),

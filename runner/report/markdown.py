@@ -75,6 +75,7 @@ def render_markdown(report: Report) -> str:
         _covariates,
         _legs,
         _outcomes,
+        _setup,
         _checklist,
     ):
         lines += section(report)
@@ -289,6 +290,14 @@ def _outcomes(report: Report) -> list[str]:
         lines.append(f"| {task_id} | {how} | " + " | ".join(cells) + " |")
     lines.append("")
     return lines
+
+
+def _setup(report: Report) -> list[str]:
+    if not report.setup_warnings:
+        return []
+    lines = ["## Setup warnings", ""]
+    lines += [f"- {warning}" for warning in report.setup_warnings]
+    return [*lines, ""]
 
 
 def _checklist(report: Report) -> list[str]:

@@ -106,6 +106,7 @@ class Report:
     metric_deltas: tuple[MetricDelta, ...] = ()
     suite_path: str = ""  # suite.file as the controls name it
     generated_at: str = ""  # the run's recorded end: the last record's finished_at
+    setup_warnings: tuple[str, ...] = ()  # runner.report.setup
 
     @property
     def stamp(self) -> str | None:
@@ -132,6 +133,7 @@ def build(
     legs: Sequence[PairedDelta] = (),
     tasks: Sequence[Mapping[str, str]] = (),
     suite_path: str = "",
+    setup_warnings: Sequence[str] = (),
 ) -> Report:
     """The report of ``trials`` as scored; ``bootstrap`` is (resamples, seed)."""
     by_arm: dict[str, list[Record]] = {}
@@ -158,6 +160,7 @@ def build(
         ),
         suite_path=suite_path,
         generated_at=max((t.finished_at for t in trials), default=""),
+        setup_warnings=tuple(setup_warnings),
     )
 
 

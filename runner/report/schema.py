@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from runner.report.model import Pins
 
@@ -154,6 +154,10 @@ class ReportJSON(_M):
     verdict: Literal["publishable", "demo"] | None
     headline_withheld: bool
     checklist: list[ChecklistRowJSON]
+    setup_warnings: list[str] = Field(
+        default_factory=list,
+        description="Records that look like a broken task or arm, not agent behaviour.",
+    )
     pins: Pins
     arms: list[ArmJSON]
     repeats: dict[str, RepeatsJSON | None]

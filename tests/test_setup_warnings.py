@@ -1,0 +1,74 @@
+"""Setup warnings: each kind of broken task or arm is named, with its tasks, from records;
+an ordinary run has none; the checklist's row fails while any remain."""
+
+from __future__ import annotations
+
+from runner.config.loader import parse_controls
+from runner.models import Outcome, ScoredTrial, TaskKind, Trial
+from runner.report.checklist import withhold_headline
+from runner.report.setup import setup_warnings
+from runner.setup_signals import NO_OUTPUT_LOG
+from tests.test_checklist import SCORED, _rows, _trials
+from tests.test_scoring import trial
+
+CONTROLS = """\
+protocol_id: p
+suite: {file: t, sha256: ""}
+arms:
+  - {name: ctrl, control: true, agent: {type: scripted, action: noop}}
+  - {name: rec, agent: {type: patch, dir: rec}}
+  - {name: cmd, agent: {type: command, dir: cmd, argv: [run]}}
+"""
+
+
+def warnings_of(records: list[Trial]) -> list[str]:
+    controls = parse_controls(CONTROLS, "c")
+    found = setup_warnings(controls, records)
+    # The report reads ScoredTrial records: the same warnings from them.
+    assert setup_warnings(controls, [ScoredTrial.of(r) for r in records]) == found
+    return found
+
+
+def test_an_ordinary_run_has_no_setup_warning() -> None:
+    records = [
+        trial("t1", "ctrl", Outcome.MISS, verify_exit_code=1, agent_exit_code=0),
+        trial("t1", "rec", Outcome.SUCCESS, verify_exit_code=0, agent_exit_code=0),
+        trial("t1", "cmd", Outcome.MISS, verify_exit_code=1, agent_exit_code=1),
+        trial("n1", "ctrl", Outcome.ABSTAIN_OK, kind=TaskKind.NEGATIVE),
+    ]
+    assert warnings_of(records) == []
+
+
+def test_each_broken_kind_is_named_with_its_tasks() -> None:
+    records = [
+        trial("t1", "ctrl", Outcome.SUCCESS, verify_exit_code=0),
+        trial("t2", "ctrl", Outcome.MISS, reason="no test ran"),
+        trial("t1", "rec", Outcome.MISS, agent_exit_code=1, agent_log="error: patch failed"),
+        trial("t2", "rec", Outcome.MISS, agent_exit_code=None, agent_log=NO_OUTPUT_LOG),
+        trial("t1", "cmd", Outcome.MISS, agent_exit_code=127),
+        trial("t2", "cmd", Outcome.MISS, agent_exit_code=126),
+        trial("t3", "cmd", Outcome.SUCCESS, agent_exit_code=0),
+    ]
+    found = warnings_of(records)
+    assert len(found) == 5, found
+    control, refused, empty, lost, tests = found
+    assert control.startswith("the control ctrl passes 1 task(s): t1")
+    assert refused.startswith("arm rec: the recorded patch does not apply on 1 task(s): t1")
+    assert empty.startswith("arm rec: no recorded output for 1 task(s): t2")
+    assert lost.startswith("arm cmd: the agent exited 126/127") and "2 of 3 trials" in lost
+    assert tests.startswith("the hidden test ran no test on 1 task(s): t2")
+
+
+def test_a_command_arm_that_fails_to_start_on_few_tasks_is_not_flagged() -> None:
+    records = [
+        trial(f"t{i}", "cmd", Outcome.MISS, agent_exit_code=127 if i == 0 else 1) for i in range(3)
+    ]
+    assert warnings_of(records) == []
+
+
+def test_the_setup_row_fails_while_warnings_remain_and_never_withholds_alone() -> None:
+    controls = parse_controls(SCORED % ("a" * 64), "c")
+    rows = {r.item: r for r in _rows(_trials(), controls=controls, setup=["a warning"])}
+    assert not rows["no setup warnings"].ok
+    assert "1 warning(s)" in rows["no setup warnings"].detail
+    assert not withhold_headline(list(rows.values()))
