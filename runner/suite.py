@@ -72,7 +72,7 @@ def parse_task_line(line: str, source: str) -> Task:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise UserError(format_validation_error(source, exc)) from exc
+        raise UserError(format_validation_error(source, exc, model, "task")) from exc
 
 
 def read_tasks(path: Path) -> list[Task]:

@@ -277,3 +277,15 @@ def test_a_patch_arm_without_an_output_for_a_task_stops_the_run(tmp_path: Path) 
     result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
     assert_one_line(result, 1, "arms[1] (gold)", "1 task(s): t2", "--allow-missing")
     assert not (tmp_path / "run").exists()
+
+
+def test_an_unknown_key_suggests_the_closest_one_and_the_schema(tmp_path: Path) -> None:
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS)
+    controls.write_text(controls.read_text().replace("verify_timeout_s:", "verify_timout_s:"))
+    result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
+    assert_one_line(
+        result, 1, "runtime.verify_timout_s", "did you mean 'verify_timeout_s'?", "schema controls"
+    )
+    controls = make_suite(tmp_path / "b", [{**repo_task("t1"), "hiden": "x.tar"}], ARMS, seal=False)
+    result = run_cli("seal", str(controls))
+    assert_one_line(result, 1, "tasks.jsonl:1", "hiden", "did you mean 'hidden'?", "schema task")

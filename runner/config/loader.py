@@ -10,11 +10,12 @@ program changes the hash and a run directory cannot be resumed under it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from difflib import get_close_matches
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from runner.archives import members_from_dir, tree_digest
 from runner.config.model import (
@@ -69,8 +70,11 @@ def protocol_hash(controls: Controls, agent_dir_digests: dict[str, str]) -> str:
 UNSET_OMITTED = (("runtime", "archive"),)
 
 
-def format_validation_error(source: str, exc: ValidationError) -> str:
-    """One line: ``source: a.b[2].c: message (and N more)``."""
+def format_validation_error(
+    source: str, exc: ValidationError, model: type[BaseModel] = Controls, schema: str = "controls"
+) -> str:
+    """One line: ``source: a.b[2].c: message (and N more)``; an unknown key names the closest
+    key ``model`` allows at that place, and ``deltarun schema <schema>``."""
     # A misspelt key shows up as "unknown" plus "missing"; the unknown one names the fix.
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     first = errors[0]
@@ -79,11 +83,41 @@ def format_validation_error(source: str, exc: ValidationError) -> str:
         loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
     message = first["msg"]
     if first["type"] == "extra_forbidden":
-        message = "unknown key; check its spelling against `deltarun schema`"
+        close = get_close_matches(str(first["loc"][-1]), _keys_at(model, first["loc"]), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        message = f"unknown key; {hint}see `deltarun schema {schema}` for the keys"
     elif first["type"] == "missing":
         message = "required key is missing"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{source}: {loc or '(top level)'}: {message}{more}"
+
+
+def _keys_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the models at ``loc``'s parent accept (every variant of a union)."""
+    current = {model}
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        found: set[type[BaseModel]] = set()
+        for candidate in current:
+            field = candidate.model_fields.get(part)
+            if field is not None:
+                found |= _models_in(field.annotation)
+        current = found or current  # a union's variant tag in the path: stay
+    keys: set[str] = set()
+    for candidate in current:
+        for name, field in candidate.model_fields.items():
+            keys.add(field.alias or name)
+    return sorted(keys)
+
+
+def _models_in(annotation: Any) -> set[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return {annotation}
+    found: set[type[BaseModel]] = set()
+    for arg in get_args(annotation):
+        found |= _models_in(arg)
+    return found
 
 
 def parse_controls(text: str, source: str) -> Controls:
