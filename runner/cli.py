@@ -413,6 +413,36 @@ def worker(
 
 
 @app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="A new (or empty) directory for the suite")],
+) -> None:
+    """Write a minimal suite to start from: one repository task, one negative control, one
+    answer task; controls with a no-op control, a gold patch arm and a command arm stub;
+    build_suite.py (no make) that tars src/ correctly. Builds and seals it."""
+    import subprocess
+
+    from runner.config.loader import load_controls
+    from runner.scaffold import scaffold
+    from runner.sealing import seal_target
+
+    scaffold(directory)
+    built = subprocess.run(
+        [sys.executable, "build_suite.py"], cwd=directory, capture_output=True, text=True
+    )
+    if built.returncode != 0:
+        raise UserError(f"{directory}/build_suite.py failed: {built.stderr.strip()[-300:]}")
+    controls = directory / "controls.yaml"
+    digest, _ = seal_target(controls, load_controls, lambda line: err.print(line))
+    err.print(f"wrote {directory}: suite sealed ({digest[:12]}); next:")
+    for step in (
+        f"deltarun validate {controls}",
+        f"deltarun run {controls} --out runs/my-suite",
+        "edit src/, then: python3 build_suite.py && deltarun seal controls.yaml",
+    ):
+        out.print(f"  {step}", highlight=False)
+
+
+@app.command()
 def validate(
     target: Annotated[Path, typer.Argument(help="A suite directory, tasks.jsonl or controls.yaml")],
     gold: Annotated[
@@ -445,7 +475,9 @@ def validate(
 
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> None:
-    """Score the ledger of a run and write report.md and report.json."""
+    """Score the ledger of a run and write report.md (for people), report.json (for
+    programs: runner/schemas/report.schema.json) and report.html (one self-contained
+    page with plots) into RUN_DIR, then print the headline."""
     from runner.report.build import write_report
     from runner.rundir import RunDir
 

@@ -113,10 +113,13 @@ def _files(paths: Iterable[str]) -> list[str]:
 
 
 def top_folder(paths: Iterable[str]) -> str | None:
-    """The one folder every entry sits under (nothing else at the root), else None."""
+    """The one folder every entry sits under (nothing else at the root), unless it is a
+    Python package (an ``__init__.py`` right inside: a fixture may be just a package)."""
     listed = list(paths)
     tops = {path.split("/", 1)[0] for path in listed}
     if len(tops) != 1:
         return None
     (top,) = tops
-    return top if any(path.startswith(top + "/") for path in listed) else None
+    if f"{top}/__init__.py" in listed or not any(p.startswith(top + "/") for p in listed):
+        return None
+    return top

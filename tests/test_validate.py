@@ -147,3 +147,26 @@ def test_a_flaky_task_is_found_with_repeats(tmp_path: Path, docker_api: Any) -> 
     (only,) = document["tasks"]
     assert only["verdict"] == "flaky", only
     assert len(only["bare"]) == 6 and len(only["gold"]) == 6
+
+
+@pytest.mark.docker
+def test_init_writes_a_suite_that_validates_and_runs(tmp_path: Path, docker_api: Any) -> None:
+    """`deltarun init` → validate → run, as README's "Write your own suite" walks it."""
+    root = tmp_path / "mine"
+    made = run_cli("init", str(root))
+    assert made.returncode == 0, made.stderr
+    assert "warning" not in made.stderr, made.stderr
+    controls = root / "controls.yaml"
+    checked = run_cli("validate", str(controls))
+    assert checked.returncode == 0, checked.stderr
+    table = {line.split()[0]: line.split()[1] for line in checked.stdout.splitlines()}
+    assert table == {"fix-add": "valid", "neg-missing-spec": "valid", "answer-sum": "not-checked"}
+    ran = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
+    assert ran.returncode == 0, ran.stderr
+    records = [json.loads(x) for x in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
+    outcomes = {(r["task_id"], r["arm"]): r["outcome"] for r in records}
+    assert outcomes[("fix-add", "gold")] == "success"
+    assert outcomes[("fix-add", "control")] == "miss"
+    assert outcomes[("neg-missing-spec", "gold")] == "abstain_ok"
+    assert outcomes[("answer-sum", "gold")] == "success"
+    assert {r["error"] for r in records} == {None}
