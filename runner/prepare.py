@@ -7,10 +7,11 @@ hash) → the plan. Nothing here starts a container.
 
 from __future__ import annotations
 
+import json
 import platform
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner import __version__
@@ -35,6 +36,7 @@ from runner.rundir import RunDir, RunMeta, new_run_id, now_utc
 from runner.sandbox.base import AGENT_DIR
 from runner.suite import Suite, load_suite
 from runner.trial import image_of
+from runner.validation import FINE, VALIDATION_NAME
 
 
 @dataclass
@@ -75,6 +77,9 @@ def prepare(
     suite = load_suite(
         loaded.suite_path, controls.suite.sha256 or None, controls.runtime.archive_caps
     )
+    if controls.channel == "scored":
+        _check_validation(controls_path, controls, suite)
+    suite = _without_excluded(controls_path, controls, suite)
     metrics_source, metrics_origin = read_module(loaded.base, controls.metrics)
     metrics = load_metrics(controls.metrics, metrics_source, metrics_origin)
     _check_metrics(suite, metrics)
@@ -128,6 +133,65 @@ def _check_expected(path: Path, actual: str, expected: str | None) -> None:
         raise ProtocolMismatch(
             f"{path}: hashes to protocol {actual}, not the expected {wanted}; the controls "
             "(or an agent directory) changed since the protocol was registered"
+        )
+
+
+def _without_excluded(path: Path, controls: Controls, suite: Suite) -> Suite:
+    """The suite less ``suite.exclude``'s tasks (each must be one of the suite's)."""
+    excluded = set(controls.suite.exclude or ())
+    unknown = sorted(excluded - {t.id for t in suite.tasks})
+    if unknown:
+        raise UserError(
+            f"{path}: suite.exclude: {unknown[0]!r} is not a task of {suite.path}; remove it"
+        )
+    if not excluded:
+        return suite
+    kept = tuple(t for t in suite.tasks if t.id not in excluded)
+    return replace(
+        suite, tasks=kept, exposed={k: v for k, v in suite.exposed.items() if k not in excluded}
+    )
+
+
+def _check_validation(path: Path, controls: Controls, suite: Suite) -> None:
+    """channel scored: the suite's validation.json is pinned, unchanged, of this suite
+    digest, and every task is valid (or answer-only) unless ``suite.exclude`` lists it."""
+    pinned = controls.suite.validation
+    found = suite.root / VALIDATION_NAME
+    if pinned is None:
+        raise UserError(
+            f"{path}: channel scored needs a validated suite: run `deltarun validate {path}`, "
+            f"then `deltarun seal {path}` (it pins {VALIDATION_NAME} as suite.validation)"
+        )
+    try:
+        digest = sha256_bytes(found.read_bytes())
+    except OSError as exc:
+        raise UserError(f"{found}: cannot read the pinned validation ({exc})") from exc
+    if digest != pinned:
+        raise DigestMismatch(
+            f"{found}: digest mismatch: controls pin {pinned}, file has {digest}; restore it "
+            "or validate again and seal the controls"
+        )
+    try:
+        data = json.loads(found.read_bytes())
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
+        raise UserError(f"{found}: not a validation deltarun wrote; run deltarun validate again")
+    if data.get("suite_sha256") != suite.sha256:
+        raise UserError(
+            f"{found}: validated suite {str(data.get('suite_sha256'))[:12]}, the run's is "
+            f"{suite.sha256[:12]}; validate again and seal the controls"
+        )
+    excluded = set(controls.suite.exclude or ())
+    bad = [
+        f"{t['id']} ({t['verdict']})"
+        for t in data["tasks"]
+        if isinstance(t, dict) and t.get("verdict") not in FINE and t.get("id") not in excluded
+    ]
+    if bad:
+        raise UserError(
+            f"{path}: channel scored: {len(bad)} task(s) not valid: {', '.join(bad[:5])}; fix "
+            "them and validate again, or list them under suite.exclude"
         )
 
 

@@ -9,6 +9,7 @@ style and indentation kept. A file whose pin is already right is not rewritten a
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import sys
@@ -26,7 +27,9 @@ from ruamel.yaml.tokens import CommentToken
 
 from runner.config.loader import LoadedControls
 from runner.errors import UserError
+from runner.hashing import sha256_file
 from runner.suite import seal
+from runner.validation import VALIDATION_NAME
 
 # Comments, blank lines and directives up to a ``---`` line: ruamel drops what precedes
 # the document start, so this part is kept verbatim and only the rest is round-tripped.
@@ -121,8 +124,11 @@ def _comments(text: str) -> list[str]:
     return sorted(m.group(1).rstrip() for line in text.splitlines() if (m := _COMMENT.search(line)))
 
 
-def pin_suite_digest(text: str, digest: str, source: str = "controls.yaml") -> str:
-    """Return controls YAML ``text`` with ``suite.sha256`` set to ``digest``.
+def pin_suite_digest(
+    text: str, digest: str, source: str = "controls.yaml", validation: str | None = None
+) -> str:
+    """Return controls YAML ``text`` with ``suite.sha256`` set to ``digest`` (and
+    ``suite.validation`` to ``validation`` when given).
 
     Returns ``text`` itself when the pin is already ``digest``. Comments, key order,
     quoting and the flow or block style of ``suite`` are kept; ``sha256`` is added after
@@ -151,7 +157,9 @@ def pin_suite_digest(text: str, digest: str, source: str = "controls.yaml") -> s
             f"{source}: suite: cannot find where to write the digest; "
             f"add 'suite: {{file: ..., sha256: {digest}}}'"
         )
-    if suite.get("sha256") == digest:
+    if suite.get("sha256") == digest and (
+        validation is None or suite.get("validation") == validation
+    ):
         return original
     mapping, sequence, offset = _indentation(data, body.split("\n"))
     rt.indent(mapping=mapping, sequence=sequence, offset=offset)
@@ -162,20 +170,30 @@ def pin_suite_digest(text: str, digest: str, source: str = "controls.yaml") -> s
         _insert_after(suite, "file", "sha256", digest)
     else:
         suite["sha256"] = digest
+    if validation is not None:
+        if "validation" in suite:
+            suite["validation"] = None
+            suite["validation"] = validation
+        else:
+            _insert_after(suite, "sha256", "validation", validation)
     buffer = io.StringIO()
     rt.dump(data, buffer)
     pinned = bom + preamble + buffer.getvalue()
     if not text.endswith("\n"):
         pinned = pinned.rstrip("\n")
-    _check_rewrite(bom + text, pinned, digest, source)
+    _check_rewrite(bom + text, pinned, digest, source, validation)
     return pinned.replace("\n", "\r\n") if crlf else pinned
 
 
-def _check_rewrite(text: str, pinned: str, digest: str, source: str) -> None:
-    """Refuse a rewrite that would drop a comment or change anything but the pin."""
+def _check_rewrite(
+    text: str, pinned: str, digest: str, source: str, validation: str | None = None
+) -> None:
+    """Refuse a rewrite that would drop a comment or change anything but the pins."""
     try:
         expected: Any = yaml.safe_load(text)
         expected["suite"]["sha256"] = digest
+        if validation is not None:
+            expected["suite"]["validation"] = validation
         same = bool(yaml.safe_load(pinned) == expected)
     except (yaml.YAMLError, TypeError, KeyError):
         same = False
@@ -200,6 +218,28 @@ def _write_atomic(path: Path, text: str) -> None:
         raise UserError(f"{path}: cannot write the controls file ({exc})") from exc
 
 
+def matching_validation(
+    tasks: Path, digest: str, warn: Callable[[str], None] = lambda _line: None
+) -> str | None:
+    """The SHA-256 of the validation.json beside ``tasks`` when it validated this suite
+    digest (``deltarun validate``); None, with a warning for a stale one, otherwise."""
+    path = tasks.parent / VALIDATION_NAME
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        warn(f"warning: {path}: unreadable ({exc}); run deltarun validate again")
+        return None
+    if not isinstance(data, dict) or data.get("suite_sha256") != digest:
+        warn(
+            f"warning: {path} validated another version of the suite; run deltarun validate "
+            "again, then seal the controls to pin it"
+        )
+        return None
+    return sha256_file(path)
+
+
 def seal_target(
     target: Path,
     load: Callable[[Path], LoadedControls],
@@ -218,7 +258,8 @@ def seal_target(
             text = target.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"{target}: cannot read the controls file ({exc})") from exc
-        pinned = pin_suite_digest(text, digest, str(target))
+        validation = matching_validation(tasks, digest, warn)
+        pinned = pin_suite_digest(text, digest, str(target), validation)
         if pinned != text:
             _write_atomic(target, pinned)
         return digest, [tasks, target]

@@ -33,9 +33,8 @@ from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.engine import connect, image_id
 from runner.suite import load_suite
 from runner.trial import execute_trial, image_of
-from runner.validation import FINE, Check, Verdict, check_of, classify
+from runner.validation import FINE, VALIDATION_NAME, Check, Verdict, check_of, classify
 
-RESULT_NAME = "validation.json"
 BARE, GOLD = "bare", "gold"
 
 
@@ -168,7 +167,7 @@ def validate(
             for task_id, verdict in verdicts.items()
         ],
     }
-    path = tasks_path.parent / RESULT_NAME
+    path = tasks_path.parent / VALIDATION_NAME
     data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
     _write_atomic(path, data)
     return Validation(verdicts, path, sha256_file(path))

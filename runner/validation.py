@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from runner.models import RepoTask, Task, TaskKind, Trial
 from runner.setup_signals import not_collected
 
+VALIDATION_NAME = "validation.json"  # beside tasks.jsonl
 VALID = "valid"
 FINE = (VALID, "not-checked")
 

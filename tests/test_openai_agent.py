@@ -27,7 +27,7 @@ from runner.suite import load_suite
 from runner.trial import TrialEnv, execute_trial
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.fake_openai import FakeModel, Step, call, reply
-from tests.helpers import ADD_GOLD, make_suite, repo_task
+from tests.helpers import ADD_GOLD, make_suite, pin_validation, repo_task
 
 pytestmark = pytest.mark.docker
 
@@ -318,6 +318,7 @@ def test_scored_run_stops_on_a_route_mismatch(tmp_path: Path, docker_api: Any) -
         controls = suite_for(
             tmp_path, fake.base_url, tasks=[repo_task(f"t{i}") for i in range(4)], channel="scored"
         )
+        pin_validation(controls)
         text = controls.read_text()
         image = load_controls(controls).controls.runtime.image
         digest = docker_api.inspect_image(image)["Id"]

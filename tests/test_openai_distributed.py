@@ -13,7 +13,7 @@ import pytest
 from runner.config.loader import load_controls
 from tests.distributed_support import Proc, RedisServer, start_worker, wait_for
 from tests.fake_openai import FakeModel, call, reply
-from tests.helpers import repo_task
+from tests.helpers import pin_validation, repo_task
 from tests.test_openai_agent import suite_for
 
 pytestmark = pytest.mark.docker
@@ -33,6 +33,7 @@ def test_scored_distributed_run_stops_and_workers_skip_the_rest(
         controls = suite_for(
             tmp_path, fake.base_url, tasks=[repo_task(f"t{i}") for i in range(6)], channel="scored"
         )
+        pin_validation(controls)
         image = load_controls(controls).controls.runtime.image
         digest = docker_api.inspect_image(image)["Id"]  # type: ignore[attr-defined]
         controls.write_text(controls.read_text() + f"images:\n  {image}: {digest}\n")

@@ -67,7 +67,7 @@ def protocol_hash(controls: Controls, agent_dir_digests: dict[str, str]) -> str:
 
 
 # (section, key) of optional settings whose absence is not hashed.
-UNSET_OMITTED = (("runtime", "archive"),)
+UNSET_OMITTED = (("runtime", "archive"), ("suite", "validation"), ("suite", "exclude"))
 
 
 def format_validation_error(

@@ -38,6 +38,16 @@ Size = Annotated[str | int, Field(description="A size like 512m or 1g, or bytes.
 class SuiteRef(Strict):
     file: str = Field(description="Path of tasks.jsonl, relative to controls.yaml.")
     sha256: str = Field(default="", description="SHA-256 of tasks.jsonl, written by `seal`.")
+    validation: str | None = Field(
+        default=None,
+        description="SHA-256 of the validation.json (`deltarun validate`) of this suite digest, "
+        "written by `seal`; channel scored requires it.",
+    )
+    exclude: list[str] | None = Field(
+        default=None,
+        description="Task ids left out of the run (tasks `deltarun validate` did not find "
+        "valid); part of the protocol hash.",
+    )
 
 
 class LimitsSpec(Strict):

@@ -175,6 +175,8 @@ def _pins(run_dir: RunDir, meta: RunMeta, controls: Controls) -> Pins:
         timeout_s=controls.runtime.timeout_s,
         seed=controls.runtime.seed,
         routes=_routes(controls),
+        validation_sha256=controls.suite.validation,
+        excluded=list(controls.suite.exclude or []),
     )
 
 

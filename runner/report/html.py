@@ -110,7 +110,8 @@ def _pins(report: dict[str, Any]) -> list[str]:
     pins = as_dict(report.get("pins"))
     rows: list[Sequence[Cell]] = []
     names = {
-        "suite_sha256": "suite sha256", "protocol_id": "protocol id",
+        "suite_sha256": "suite sha256", "validation_sha256": "validation sha256",
+        "excluded": "excluded tasks", "protocol_id": "protocol id",
         "protocol_sha256": "protocol sha256", "channel": "channel", "run_id": "run id",
         "timeout_s": "timeout s", "seed": "seed", "routes": "route of",
         "control_arm": "control arm", "ledger_sha256": "ledger sha256",
@@ -119,10 +120,12 @@ def _pins(report: dict[str, Any]) -> list[str]:
         "builtin_metrics_sha256": "built-in metrics (runner/metrics.py) sha256",
     }  # fmt: skip
     for key in [*names, *sorted(k for k in pins if k not in names)]:
-        if pins.get(key) in (None, "", {}):
+        if pins.get(key) in (None, "", {}, []):
             continue
         value = pins[key]
-        if isinstance(value, dict):
+        if isinstance(value, list):
+            rows.append((names.get(key, key), ", ".join(str(v) for v in value)))
+        elif isinstance(value, dict):
             rows += [
                 (f"{names.get(key, key)} {k}", (_pin_text(v), "mono")) for k, v in value.items()
             ]

@@ -115,6 +115,8 @@ def _pins(report: Report) -> list[str]:
     lines = ["## Pins", "", "| pin | value |", "|---|---|"]
     lines += [
         f"| suite sha256 | `{pins.suite_sha256}` |",
+        f"| validation sha256 | `{pins.validation_sha256 or 'not validated'}` |",
+        f"| excluded tasks | {', '.join(pins.excluded) or 'none'} |",
         f"| protocol | `{pins.protocol_id}` `{pins.protocol_sha256}` |",
         f"| channel | {pins.channel} |",
         f"| run id | `{pins.run_id}` |",

@@ -70,6 +70,8 @@ class Pins(BaseModel):
     timeout_s: float | None = None  # runtime.timeout_s (tasks may set their own)
     seed: int | None = None  # runtime.seed
     routes: dict[str, RoutePin] = {}  # arm → the model its route pins
+    validation_sha256: str | None = None  # suite.validation: the pinned validation.json
+    excluded: list[str] = []  # suite.exclude: tasks left out of the run
 
 
 def rounded(value: float | None, digits: int = 6) -> float | None:
