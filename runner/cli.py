@@ -302,6 +302,7 @@ def _executor(
 
 def _execute(prepared: PreparedRun, executor: Executor, total: int) -> None:
     """Run the executor, recording as it goes; a progress bar on a terminal, lines otherwise."""
+    from runner.report.setup import first_sign
     from runner.run_service import Recording, describe
 
     arms = prepared.meta.arms
@@ -318,9 +319,14 @@ def _execute(prepared: PreparedRun, executor: Executor, total: int) -> None:
         bar = progress.add_task(
             describe(arms, recording), total=total, completed=recording.recorded
         )
+        flagged: set[str] = set()
 
         def shown(trial: Trial) -> None:
             progress.update(bar, advance=1, description=describe(arms, recording))
+            sign = first_sign(prepared.loaded.controls, trial)
+            if sign is not None and sign[0] not in flagged:
+                flagged.add(sign[0])  # once per kind (and arm); the report lists them all
+                progress.console.print(f"setup warning: {sign[1]}", highlight=False)
             if not tty:
                 extra = f" ({trial.error})" if trial.error else ""
                 err.print(

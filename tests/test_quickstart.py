@@ -104,6 +104,7 @@ def test_quickstart_gold_passes_control_fails(
     assert result.returncode == 0, result.stderr
     report_md = (tmp_path / "run" / "report.md").read_text()
     assert "- arm candidate: no recorded output for 1 task(s): template-filters" in report_md
+    assert "setup warning: no recorded output (candidate on template-filters)" in result.stderr
     records = [
         json.loads(line) for line in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()
     ]

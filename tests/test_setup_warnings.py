@@ -72,3 +72,24 @@ def test_the_setup_row_fails_while_warnings_remain_and_never_withholds_alone() -
     assert not rows["no setup warnings"].ok
     assert "1 warning(s)" in rows["no setup warnings"].detail
     assert not withhold_headline(list(rows.values()))
+
+
+def test_the_progress_flags_the_first_record_of_each_kind() -> None:
+    from runner.report.setup import first_sign
+
+    controls = parse_controls(CONTROLS, "c")
+    assert first_sign(controls, trial("t1", "ctrl", Outcome.MISS, agent_exit_code=0)) is None
+    signs = [
+        first_sign(controls, r)
+        for r in (
+            trial("t1", "ctrl", Outcome.SUCCESS, verify_exit_code=0),
+            trial("t1", "rec", Outcome.MISS, agent_exit_code=1),
+            trial("t2", "rec", Outcome.MISS, agent_log=NO_OUTPUT_LOG),
+            trial("t1", "cmd", Outcome.MISS, agent_exit_code=127),
+            trial("t3", "cmd", Outcome.MISS, agent_exit_code=0, reason="no test ran"),
+        )
+    ]
+    assert [s[0] for s in signs if s] == [
+        "control-passes", "refused:rec", "empty:rec", "lost:cmd", "no-test",
+    ]  # fmt: skip
+    assert signs[3] is not None and "exited 127 (cmd on t1)" in signs[3][1]

@@ -37,6 +37,26 @@ def _tasks(ids: Sequence[str]) -> str:
     return f"{len(unique)} task(s): {shown}{more}"
 
 
+def first_sign(controls: Controls, record: Record) -> tuple[str, str] | None:
+    """(kind, line) when this one record looks like a setup mistake: what the progress
+    shows as records arrive (the report's warnings weigh all of them)."""
+    arm = next((a for a in controls.arms if a.name == record.arm), None)
+    where = f"{record.arm} on {record.task_id}"
+    ordinary = record.task_kind is TaskKind.ORDINARY
+    if arm is not None and arm.control and record.passed and ordinary:
+        return "control-passes", f"the control passes a task ({where}): broken task?"
+    if arm is not None and isinstance(arm.agent, PatchAgent):
+        if record.agent_exit_code not in (0, None):
+            return f"refused:{record.arm}", f"the recorded patch does not apply ({where})"
+        if _signal(record) == NO_OUTPUT:
+            return f"empty:{record.arm}", f"no recorded output ({where})"
+    elif record.agent_exit_code in (126, 127):
+        return f"lost:{record.arm}", f"the agent exited {record.agent_exit_code} ({where})"
+    if _signal(record) == NO_TEST_RAN:
+        return "no-test", f"the hidden test ran no test ({where})"
+    return None
+
+
 def setup_warnings(controls: Controls, records: Sequence[Record]) -> list[str]:
     """One line per warning, in a fixed order (control, arms in the controls' order, tests)."""
     found: list[str] = []
