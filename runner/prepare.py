@@ -266,14 +266,25 @@ RECORDED = (".diff", ".abstain", ".answer.json")
 
 
 def _check_recorded(path: Path, loaded: LoadedControls, suite: Suite, allow: bool) -> None:
-    """A patch arm has a recorded output for every task (``--allow-missing``: a missing one
-    counts as an empty answer, and the report's setup warnings name it)."""
-    if allow:
-        return
+    """A patch arm's recorded answers are JSON, and it has a recorded output for every task
+    (``--allow-missing``: a missing one counts as an empty answer, and the report's setup
+    warnings name it)."""
     for index, arm in enumerate(loaded.controls.arms):
         if not isinstance(arm.agent, PatchAgent):
             continue
-        files = {m.path for m in agent_members(arm.agent, loaded.base) or [] if not m.is_dir}
+        members = [m for m in agent_members(arm.agent, loaded.base) or [] if not m.is_dir]
+        for member in members:
+            if member.path.endswith(".answer.json"):
+                try:
+                    json.loads(member.data)
+                except ValueError as exc:
+                    raise UserError(
+                        f"{path}: arms[{index}] ({arm.name}): {arm.agent.dir}/{member.path} is "
+                        f"not JSON ({exc}); fix it (an answer is one JSON value)"
+                    ) from exc
+        if allow:
+            continue
+        files = {m.path for m in members}
         missing = [t.id for t in suite.tasks if not any(t.id + s in files for s in RECORDED)]
         if missing:
             shown = ", ".join(missing[:5]) + (

@@ -289,3 +289,12 @@ def test_an_unknown_key_suggests_the_closest_one_and_the_schema(tmp_path: Path) 
     controls = make_suite(tmp_path / "b", [{**repo_task("t1"), "hiden": "x.tar"}], ARMS, seal=False)
     result = run_cli("seal", str(controls))
     assert_one_line(result, 1, "tasks.jsonl:1", "hiden", "did you mean 'hidden'?", "schema task")
+
+
+def test_a_patch_arm_with_a_broken_answer_file_stops_the_run(tmp_path: Path) -> None:
+    (tmp_path / "gold").mkdir()
+    (tmp_path / "gold" / "t1.answer.json").write_text('{"total": 4')
+    arms = [*ARMS, {"name": "gold", "agent": {"type": "patch", "dir": "gold"}}]
+    controls = make_suite(tmp_path, [repo_task("t1")], arms)
+    result = run_cli("run", str(controls), "--out", str(tmp_path / "run"), "--allow-missing")
+    assert_one_line(result, 1, "arms[1] (gold)", "gold/t1.answer.json is not JSON")
