@@ -300,8 +300,9 @@ def _executor(
     )
 
 
-def _execute(prepared: PreparedRun, executor: Executor, total: int) -> None:
-    """Run the executor, recording as it goes; a progress bar on a terminal, lines otherwise."""
+def _execute(prepared: PreparedRun, executor: Executor, total: int, flags: bool = True) -> None:
+    """Run the executor, recording as it goes; a progress bar on a terminal, lines otherwise;
+    ``flags``: print the first record of each kind of setup warning."""
     from runner.report.setup import first_sign
     from runner.run_service import Recording, describe
 
@@ -323,7 +324,7 @@ def _execute(prepared: PreparedRun, executor: Executor, total: int) -> None:
 
         def shown(trial: Trial) -> None:
             progress.update(bar, advance=1, description=describe(arms, recording))
-            sign = first_sign(prepared.loaded.controls, trial)
+            sign = first_sign(prepared.loaded.controls, trial) if flags else None
             if sign is not None and sign[0] not in flagged:
                 flagged.add(sign[0])  # once per kind (and arm); the report lists them all
                 progress.console.print(f"setup warning: {sign[1]}", highlight=False)
@@ -461,13 +462,38 @@ def validate(
         int, typer.Option("-n", min=1, help="Runs of each side (3 finds flaky tests)")
     ] = 1,
     parallel: Annotated[int, typer.Option("-j", "--parallel", min=1, help="Trials at once")] = 2,
+    broker: Annotated[
+        str | None,
+        typer.Option("--broker", help="Redis URL: run the checks on Celery workers instead"),
+    ] = None,
 ) -> None:
     """Check every task before it becomes a number: the hidden test must fail on the bare
-    fixture and pass with the gold patch, in the task's image and sandbox. Writes
-    validation.json beside tasks.jsonl; exit 1 when any task is not valid."""
-    from runner.validate_run import validate as run_validation
+    fixture and pass with the gold patch, in the task's image and sandbox, n times each.
+    The checks are a run (in .deltarun-validate/ beside tasks.jsonl; here, or on workers
+    with --broker). Writes validation.json beside tasks.jsonl (seal the controls to pin
+    it); exit 1 when any task is not valid."""
+    from runner import validate_run
 
-    found = run_validation(target, gold, repeats, parallel, lambda line: err.print(line))
+    planned = validate_run.plan(target, gold, repeats)
+    if planned.gold_dir is None:
+        err.print("no gold patches (--gold DIR, or a patch arm named gold): bare side only")
+    engine = _Engine()
+    if broker is not None:
+        from runner.distributed.connection import connect_redis
+
+        connect_redis(broker)
+    prepared = _prepare_run(
+        planned.controls,
+        planned.run_dir,
+        False,
+        engine,
+        local=broker is None,
+        allow_missing=True,  # a task without a gold patch is checked on its bare side only
+    )
+    executor = _executor(prepared, engine, broker, parallel, 7200)
+    err.print(f"validate: {len(prepared.jobs)} checks, run {prepared.run_dir.path}")
+    _execute(prepared, executor, len(prepared.jobs), flags=False)
+    found = validate_run.conclude(planned)
     width = max((len(t) for t in found.verdicts), default=4)
     for task_id, verdict in found.verdicts.items():
         out.print(f"{task_id:{width}}  {verdict.verdict:20}  {verdict.detail}", highlight=False)

@@ -1,10 +1,13 @@
 """``deltarun validate``: each task's hidden test on the bare fixture and with the gold patch.
 
-The checks are real trials through ``execute_trial``, in the task's own image and
-sandbox under the controls' limits and grading policy: the bare side is the no-op
-agent, the gold side replays ``<task_id>.diff`` from the gold directory, exactly as
-a ``patch`` arm would. Verdicts come from ``runner.validation``; the result is
-written to ``validation.json`` beside ``tasks.jsonl`` and its SHA-256 printed.
+Validation is a run like any other, so it goes wherever runs go (here, or to Celery
+workers with ``--broker``) and leaves the same evidence. ``plan`` writes its controls
+into ``.deltarun-validate/`` beside ``tasks.jsonl``: the suite's own runtime and tools
+(limits, images, grading policy), ``runtime.repeats`` = n, two arms, ``bare`` (the
+no-op control) and ``gold`` (a ``patch`` arm on the gold directory, replayed as any
+recorded arm is), and every task but the ordinary repository tasks excluded.
+``conclude`` reads the run's records, gives each task its verdict
+(``runner.validation``) and writes ``validation.json`` beside ``tasks.jsonl``.
 """
 
 from __future__ import annotations
@@ -12,30 +15,38 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from runner.agents.base import Agent
-from runner.agents.replay import Replay
-from runner.agents.scripted import Scripted
+import yaml
+
 from runner.archives import members_from_dir, tree_digest
 from runner.config.loader import load_controls
 from runner.config.model import Controls, PatchAgent
 from runner.errors import UserError
-from runner.executors.local import run_local
 from runner.hashing import sha256_file
-from runner.inputs import LocalInputs
-from runner.models import Job, RepoTask, TaskKind, Trial
-from runner.run_service import trial_env
-from runner.sandbox.docker import DockerSandboxFactory
-from runner.sandbox.engine import connect, image_id
+from runner.models import RepoTask, Task, TaskKind
+from runner.rundir import RunDir
 from runner.suite import load_suite
-from runner.trial import execute_trial, image_of
 from runner.validation import FINE, VALIDATION_NAME, Check, Verdict, check_of, classify
 
 BARE, GOLD = "bare", "gold"
+WORK_DIR = ".deltarun-validate"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validation to run: its controls, where its run goes, what it checks."""
+
+    controls: Path
+    run_dir: Path
+    tasks_path: Path
+    tasks: tuple[Task, ...]
+    gold_dir: Path | None
+    gold_tasks: frozenset[str]  # tasks the gold directory has a .diff for
+    repeats: int
 
 
 @dataclass(frozen=True)
@@ -79,82 +90,85 @@ def resolve(target: Path, gold: Path | None) -> tuple[Controls, Path, Path | Non
     return controls, tasks, gold
 
 
-def validate(
-    target: Path,
-    gold_dir: Path | None,
-    repeats: int,
-    parallel: int,
-    progress: Callable[[str], None],
-) -> Validation:
+def plan(target: Path, gold_dir: Path | None, repeats: int) -> Plan:
+    """Check the suite and write the validation's controls; nothing runs yet."""
     controls, tasks_path, gold_dir = resolve(target, gold_dir)
-    pinned = controls.suite.sha256 or None
-    suite = load_suite(tasks_path, pinned, controls.runtime.archive_caps)
-    gold_members = []
+    suite = load_suite(tasks_path, controls.suite.sha256 or None, controls.runtime.archive_caps)
+    gold_files: set[str] = set()
     if gold_dir is not None:
         if not gold_dir.is_dir():
             raise UserError(f"{gold_dir}: gold directory not found; pass --gold DIR")
-        gold_members = members_from_dir(gold_dir)
-    gold_files = {m.path for m in gold_members if not m.is_dir}
-    tasks = {task.id: task for task in suite.tasks}
-    client = connect()
-    # A missing image: one line naming how to build it, before any sandbox.
-    images = {i: image_id(client, i) for i in sorted({image_of(t, controls) for t in suite.tasks})}
+        gold_files = {m.path for m in members_from_dir(gold_dir) if not m.is_dir}
+    checked = [t.id for t in suite.tasks if _checked(t)]
+    if not checked:
+        raise UserError(f"{tasks_path}: no ordinary repository task to validate")
+    work = tasks_path.parent / WORK_DIR
+    work.mkdir(exist_ok=True)
+    arms: list[dict[str, Any]] = [
+        {"name": BARE, "control": True, "agent": {"type": "scripted", "action": "noop"}}
+    ]
+    if gold_dir is not None:
+        relative = os.path.relpath(gold_dir, work)
+        arms.append({"name": GOLD, "agent": {"type": "patch", "dir": relative}})
+    runtime = controls.runtime.model_dump(mode="json", by_alias=True, exclude_none=True)
+    runtime.update(repeats=repeats, max_retries=0, network="none")
+    suite_ref: dict[str, Any] = {
+        "file": os.path.relpath(tasks_path, work),
+        "sha256": sha256_file(tasks_path),
+    }
+    excluded = [t.id for t in suite.tasks if not _checked(t)]
+    if excluded:
+        suite_ref["exclude"] = excluded
+    document = {
+        "protocol_id": f"validate-{controls.protocol_id}",
+        "channel": "exploratory",
+        "suite": suite_ref,
+        "runtime": runtime,
+        "tools": controls.tools.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "images": dict(controls.images),
+        "arms": arms,
+    }
+    path = work / "controls.yaml"
+    _write_atomic(path, yaml.safe_dump(document, sort_keys=False).encode())
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    run_id = f"validate-{stamp}"
-    jobs: list[Job] = []
-    for task in suite.tasks:
-        if not isinstance(task, RepoTask) or task.kind is TaskKind.NEGATIVE:
-            continue
-        sides = [BARE, GOLD] if f"{task.id}.diff" in gold_files else [BARE]
-        for side in sides:
-            for repeat in range(repeats):
-                job_id = f"{run_id}-{task.id}-{side}-{repeat}"
-                jobs.append(
-                    Job(
-                        job_id=job_id,
-                        run_id=run_id,
-                        protocol_sha256="validate",
-                        task_id=task.id,
-                        arm=side,
-                        repeat=repeat,
-                    )
-                )
-    factory = DockerSandboxFactory(client, worker="validate")
-    env = trial_env(
-        controls, LocalInputs(suite, controls.runtime.archive_caps), factory, "validate"
+    return Plan(
+        controls=path,
+        run_dir=work / f"run-{stamp}",
+        tasks_path=tasks_path,
+        tasks=suite.tasks,
+        gold_dir=gold_dir,
+        gold_tasks=frozenset(t for t in checked if f"{t}.diff" in gold_files),
+        repeats=repeats,
     )
-    agents: dict[str, Agent] = {BARE: Scripted("noop"), GOLD: Replay(gold_members)}
-    found: list[Trial] = []
 
-    def one(job: Job) -> Trial:
-        return execute_trial(job, tasks[job.task_id], agents[job.arm], env)
 
-    def record(trial: Trial) -> None:
-        found.append(trial)
-        verdict = "pass" if trial.passed else ("error" if trial.error else "fail")
-        progress(f"[{len(found)}/{len(jobs)}] {trial.task_id} {trial.arm}: {verdict}")
+def _checked(task: Task) -> bool:
+    return isinstance(task, RepoTask) and task.kind is TaskKind.ORDINARY
 
-    if gold_dir is None:
-        progress("no gold patches (--gold DIR, or a patch arm named gold): bare side only")
-    run_local(jobs, one, record, parallel=parallel, on_interrupt=factory.kill_all)
+
+def conclude(plan: Plan) -> Validation:
+    """Each task's verdict from the run's records; ``validation.json`` written."""
+    run = RunDir(plan.run_dir)
+    tasks = {t.id: t for t in plan.tasks}
     checks: dict[tuple[str, str], list[Check]] = {}
-    for trial in sorted(found, key=lambda t: (t.task_id, t.arm, t.repeat)):
+    for trial in sorted(run.trials(), key=lambda t: (t.task_id, t.arm, t.repeat)):
         task = tasks[trial.task_id]
-        assert isinstance(task, RepoTask)
-        checks.setdefault((trial.task_id, trial.arm), []).append(
-            check_of(trial, task, trial.arm == GOLD)
-        )
+        if isinstance(task, RepoTask):
+            side = checks.setdefault((trial.task_id, trial.arm), [])
+            side.append(check_of(trial, task, trial.arm == GOLD))
     verdicts: dict[str, Verdict] = {}
-    for task in suite.tasks:
-        gold = checks.get((task.id, GOLD)) if f"{task.id}.diff" in gold_files else None
+    for task in plan.tasks:
+        gold = checks.get((task.id, GOLD), []) if task.id in plan.gold_tasks else None
         verdicts[task.id] = classify(task, checks.get((task.id, BARE), []), gold)
+    gold_dir = plan.gold_dir
     document = {
         "schema_version": 1,
-        "suite_sha256": sha256_file(tasks_path),
-        "repeats": repeats,
+        "suite_sha256": sha256_file(plan.tasks_path),
+        "repeats": plan.repeats,
         "gold_dir": str(gold_dir) if gold_dir else None,
-        "gold_sha256": tree_digest(gold_members) if gold_dir else None,
-        "images": images,
+        "gold_sha256": tree_digest(members_from_dir(gold_dir)) if gold_dir else None,
+        "images": run.meta().image_digests,
+        "run_dir": str(plan.run_dir),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "tasks": [
             {
@@ -167,9 +181,8 @@ def validate(
             for task_id, verdict in verdicts.items()
         ],
     }
-    path = tasks_path.parent / VALIDATION_NAME
-    data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
-    _write_atomic(path, data)
+    path = plan.tasks_path.parent / VALIDATION_NAME
+    _write_atomic(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
     return Validation(verdicts, path, sha256_file(path))
 
 

@@ -170,3 +170,33 @@ def test_init_writes_a_suite_that_validates_and_runs(tmp_path: Path, docker_api:
     assert outcomes[("neg-missing-spec", "gold")] == "abstain_ok"
     assert outcomes[("answer-sum", "gold")] == "success"
     assert {r["error"] for r in records} == {None}
+
+
+@pytest.mark.docker
+def test_validate_runs_its_checks_on_celery_workers(
+    tmp_path: Path, docker_api: Any, redis_server: Any
+) -> None:
+    """--broker: the same verdicts, with every check recorded by a real worker."""
+    from tests.distributed_support import start_worker
+
+    gold_dir(tmp_path, {"ok": ADD_GOLD, "already-fixed": README_PATCH})
+    controls = make_suite(
+        tmp_path, [repo_task("ok"), repo_task("already-fixed")], ARMS,
+        fixtures={"already-fixed": FIXED},
+    )  # fmt: skip
+    worker = start_worker(redis_server, tmp_path / "worker.log", "-c", "2")
+    try:
+        result = run_cli("validate", str(controls), "--broker", redis_server.url)
+    finally:
+        worker.stop()
+    assert result.returncode == 1, result.stderr
+    document = json.loads((tmp_path / "suite" / "validation.json").read_text())
+    assert {t["id"]: t["verdict"] for t in document["tasks"]} == {
+        "ok": "valid",
+        "already-fixed": "passes-without-fix",
+    }
+    records = [
+        json.loads(line)
+        for line in (Path(document["run_dir"]) / "trials.jsonl").read_text().splitlines()
+    ]
+    assert len(records) == 4 and {r["worker"] for r in records} == {"w1"}
