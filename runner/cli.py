@@ -44,12 +44,21 @@ out = Console(soft_wrap=True)
 @app.command()
 def seal(
     target: Annotated[Path, typer.Argument(help="A suite directory, tasks.jsonl or controls.yaml")],
+    strip_top_folder: Annotated[
+        bool,
+        typer.Option(
+            "--strip-top-folder",
+            help="Rewrite each tar fixture whose entries all sit under one folder without it",
+        ),
+    ] = False,
 ) -> None:
     """Check every task and archive, write their digests, print the suite digest."""
     from runner.config.loader import load_controls
     from runner.sealing import seal_target
 
-    digest, written = seal_target(target, load_controls, lambda line: err.print(line))
+    digest, written = seal_target(
+        target, load_controls, lambda line: err.print(line), strip_top_folder
+    )
     out.print(digest)
     for path in written:
         err.print(f"wrote {path}")

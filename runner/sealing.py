@@ -244,16 +244,18 @@ def seal_target(
     target: Path,
     load: Callable[[Path], LoadedControls],
     warn: Callable[[str], None] = lambda _line: None,
+    strip_top_folder: bool = False,
 ) -> tuple[str, list[Path]]:
     """Seal a suite directory, a tasks.jsonl, or the suite of a controls.yaml (and pin it);
     ``warn`` gets each warning line (``runner.suite.seal``)."""
+    strip = strip_top_folder
     if target.is_dir():
         tasks = target / "tasks.jsonl"
-        return seal(tasks, warn=warn), [tasks]
+        return seal(tasks, warn=warn, strip_top_folder=strip), [tasks]
     if target.suffix in (".yaml", ".yml"):
         loaded = load(target)
         tasks = loaded.suite_path
-        digest = seal(tasks, loaded.controls.runtime.archive_caps, warn)
+        digest = seal(tasks, loaded.controls.runtime.archive_caps, warn, strip)
         try:
             text = target.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -264,5 +266,5 @@ def seal_target(
             _write_atomic(target, pinned)
         return digest, [tasks, target]
     if target.is_file():
-        return seal(target, warn=warn), [target]
+        return seal(target, warn=warn, strip_top_folder=strip), [target]
     raise UserError(f"{target}: not found; pass a suite directory, tasks.jsonl or controls.yaml")

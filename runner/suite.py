@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from runner import task_checks
-from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, read_members
+from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, build_tar, read_members
 from runner.cache import CacheDir
 from runner.config.loader import format_validation_error
 from runner.environments import check_contexts
@@ -161,6 +161,7 @@ def seal(
     tasks_path: Path,
     caps: ArchiveCaps = DEFAULT_CAPS,
     warn: Callable[[str], None] = lambda _line: None,
+    strip_top_folder: bool = False,
 ) -> str:
     """Check every task and archive, write their digests into the lines, return the suite digest.
 
@@ -168,7 +169,8 @@ def seal(
     changes is rewritten as canonical JSON with only its digests changed. The
     file is replaced atomically, so an interrupted seal leaves the old file.
     Authoring mistakes (``runner.task_checks``) are errors naming the line, before
-    anything is written; a fixture under one top-level folder is a warning.
+    anything is written; a fixture under one top-level folder is a warning, or with
+    ``strip_top_folder`` a tar fixture is rewritten without that folder.
     """
     tasks = read_tasks(tasks_path)
     check_contexts(tasks_path, tasks)
@@ -191,7 +193,12 @@ def seal(
                     changed = True
         for name, relative, pinned in _archive_files(task):
             archive = (tasks_path.parent / relative).resolve()
-            paths[name] = {m.path for m in read_members(archive, caps)}
+            members = read_members(archive, caps)
+            folder = task_checks.top_folder(m.path for m in members)
+            if name == "repo" and strip_top_folder and folder is not None:
+                members = _strip(archive, members, folder)
+                warn(f"{tasks_path}:{number}: stripped '{folder}/' from {relative}")
+            paths[name] = {m.path for m in members}
             digest = sha256_file(archive)
             if digest != pinned:
                 data[f"{name}_sha256"] = digest
@@ -206,6 +213,20 @@ def seal(
     return sha256_bytes(body)
 
 
+def _strip(archive: Path, members: list[Member], folder: str) -> list[Member]:
+    """Rewrite a tar fixture without its one top-level folder (atomically); its members."""
+    prefix = folder + "/"
+    kept = [
+        Member(m.path[len(prefix) :], m.is_dir, m.data, m.executable)
+        for m in members
+        if m.path.startswith(prefix)
+    ]
+    tmp = archive.with_name(archive.name + ".tmp")
+    tmp.write_bytes(build_tar(kept, uid=0, gid=0))
+    os.replace(tmp, archive)
+    return kept
+
+
 def _authoring(
     task: RepoTask, paths: dict[str, set[str]], where: str, warn: Callable[[str], None]
 ) -> None:
@@ -218,8 +239,8 @@ def _authoring(
         warn(
             f"warning: {where}: every entry of task {task.id!r}'s fixture sits under "
             f"'{folder}/', so the code lands in /workspace/{folder}/ and a hidden test may "
-            f"import the image's own copy instead; if unintended, rebuild the tar from "
-            f"inside the folder (tar -C {folder} -cf FIXTURE.tar .)"
+            f"import the image's own copy instead; if unintended, seal with --strip-top-folder "
+            f"or rebuild the tar from inside the folder (tar -C {folder} -cf FIXTURE.tar .)"
         )
 
 

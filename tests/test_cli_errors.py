@@ -298,3 +298,16 @@ def test_a_patch_arm_with_a_broken_answer_file_stops_the_run(tmp_path: Path) -> 
     controls = make_suite(tmp_path, [repo_task("t1")], arms)
     result = run_cli("run", str(controls), "--out", str(tmp_path / "run"), "--allow-missing")
     assert_one_line(result, 1, "arms[1] (gold)", "gold/t1.answer.json is not JSON")
+
+
+def test_seal_strips_a_top_level_folder_when_asked(tmp_path: Path) -> None:
+    nested = {f"repo/{path}": data for path, data in ADD_FIXTURE.items()}
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS, fixtures={"t1": nested}, seal=False)
+    result = run_cli("seal", str(controls), "--strip-top-folder")
+    assert result.returncode == 0, result.stderr
+    assert "stripped 'repo/' from fixtures/t1.tar" in result.stderr
+    with tarfile.open(tmp_path / "suite" / "fixtures" / "t1.tar") as archive:
+        names = set(archive.getnames())
+    assert "calc/__init__.py" in names and not any(n.startswith("repo") for n in names)
+    again = run_cli("seal", str(controls))
+    assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
