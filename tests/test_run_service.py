@@ -19,7 +19,7 @@ from runner.prepare import PreparedRun, prepare
 from runner.record import bare_record
 from runner.run_service import Recording, describe, stop_reason
 from runner.rundir import DUPLICATES
-from tests.helpers import PY_IMAGE, make_suite, repo_task
+from tests.helpers import PY_IMAGE, make_suite, pin_validation, repo_task
 
 ARMS: list[dict[str, Any]] = [
     {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
@@ -36,6 +36,8 @@ def prepared_run(root: Path, channel: str) -> PreparedRun:
         route={"base_url": "http://127.0.0.1:9/v1", "model": "qwen-test"},
         channel=channel,
     )
+    if channel == "scored":
+        pin_validation(controls)
     controls.write_text(controls.read_text() + f"images:\n  {PY_IMAGE}: sha256:x\n")
     return prepare(controls, root / "run", resume=False, image_digest=lambda image: "sha256:x")
 
