@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from runner.atomic import write_atomic
 from runner.errors import ProtocolMismatch, UserError
 from runner.hashing import sha256_file
 from runner.models import ScoredTrial, Trial
@@ -60,15 +61,6 @@ def new_run_id(protocol_id: str, now: datetime) -> str:
     return f"{protocol_id}-{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
 
 
-def _fsync_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 class RunDir:
     """A run directory on disk."""
 
@@ -96,8 +88,8 @@ class RunDir:
 
     def create(self, meta: RunMeta, controls_bytes: bytes) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        _fsync_write(self.path / "controls.yaml", controls_bytes)
-        _fsync_write(
+        write_atomic(self.path / "controls.yaml", controls_bytes)
+        write_atomic(
             self.path / RUN_FILE,
             (json.dumps(meta.to_json(), indent=2, sort_keys=True) + "\n").encode(),
         )
@@ -221,7 +213,7 @@ class RunDir:
 
     def write_file(self, name: str, text: str) -> Path:
         path = self.path / name
-        _fsync_write(path, text.encode("utf-8"))
+        write_atomic(path, text.encode("utf-8"))
         return path
 
 

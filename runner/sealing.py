@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ from ruamel.yaml.error import CommentMark
 from ruamel.yaml.error import YAMLError as RuamelYAMLError
 from ruamel.yaml.tokens import CommentToken
 
+from runner.atomic import write_atomic
 from runner.config.loader import LoadedControls
 from runner.errors import UserError
 from runner.hashing import sha256_file
@@ -206,15 +206,9 @@ def _check_rewrite(
 
 def _write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` atomically: an interrupted write leaves the old file."""
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        with tmp.open("w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, text.encode("utf-8"))
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UserError(f"{path}: cannot write the controls file ({exc})") from exc
 
 

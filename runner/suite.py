@@ -9,7 +9,6 @@ every digest before the first sandbox starts and raises ``DigestMismatch``
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from runner import task_checks
 from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, build_tar, read_members
+from runner.atomic import write_atomic
 from runner.cache import CacheDir
 from runner.config.loader import format_validation_error
 from runner.environments import check_contexts
@@ -221,9 +221,7 @@ def _strip(archive: Path, members: list[Member], folder: str) -> list[Member]:
         for m in members
         if m.path.startswith(prefix)
     ]
-    tmp = archive.with_name(archive.name + ".tmp")
-    tmp.write_bytes(build_tar(kept, uid=0, gid=0))
-    os.replace(tmp, archive)
+    write_atomic(archive, build_tar(kept, uid=0, gid=0))
     return kept
 
 
@@ -249,12 +247,7 @@ def write_tasks(tasks_path: Path, body: bytes) -> bool:
     file); False, and nothing written, when it already holds exactly those bytes."""
     if body == tasks_path.read_bytes():
         return False
-    tmp = tasks_path.with_name(tasks_path.name + ".tmp")
-    with tmp.open("wb") as handle:
-        handle.write(body)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, tasks_path)
+    write_atomic(tasks_path, body)
     return True
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 import yaml
 
 from runner.archives import members_from_dir, tree_digest
+from runner.atomic import write_atomic
 from runner.config.loader import load_controls
 from runner.config.model import Controls, PatchAgent
 from runner.errors import UserError
@@ -129,7 +129,7 @@ def plan(target: Path, gold_dir: Path | None, repeats: int) -> Plan:
         "arms": arms,
     }
     path = work / "controls.yaml"
-    _write_atomic(path, yaml.safe_dump(document, sort_keys=False).encode())
+    write_atomic(path, yaml.safe_dump(document, sort_keys=False).encode())
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return Plan(
         controls=path,
@@ -182,16 +182,5 @@ def conclude(plan: Plan) -> Validation:
         ],
     }
     path = plan.tasks_path.parent / VALIDATION_NAME
-    _write_atomic(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
+    write_atomic(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
     return Validation(verdicts, path, sha256_file(path))
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -7,13 +7,12 @@ not pin. A worker never needs the coordinator's filesystem.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from pathlib import Path
 
 import redis
 
+from runner.atomic import write_atomic
 from runner.cache import CacheDir, default_root
 from runner.distributed import keys
 from runner.errors import DigestMismatch, InfraError
@@ -66,10 +65,7 @@ class BlobStore:
             if actual != digest:
                 raise DigestMismatch(f"blob {digest}: Redis holds bytes with digest {actual}")
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, target)
+            write_atomic(target, data)
         # The blobs share the cache's size cap with its repositories and trees.
         CacheDir(self.cache_dir.parent).evict(keep=f"blobs/{digest[:2]}/{digest}")
         return target
