@@ -30,17 +30,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runner.archives import ArchiveCaps, build_tar, read_members  # noqa: E402
 from runner.cache import CacheDir  # noqa: E402
 from runner.cli import main as _unused_main  # noqa: E402,F401  (imports the package as installed)
 from runner.config.loader import load_controls  # noqa: E402
 from runner.executors.local import run_local  # noqa: E402
 from runner.inputs import LocalInputs  # noqa: E402
 from runner.prepare import prepare  # noqa: E402
+from runner.sandbox.base import AGENT_UID, WORKSPACE, Limits, SandboxSpec  # noqa: E402
 from runner.sandbox.docker import DockerSandboxFactory  # noqa: E402
 from runner.sandbox.engine import connect, image_id  # noqa: E402
 from runner.sealing import seal_target  # noqa: E402
 from runner.staging import Staging  # noqa: E402
 from runner.trial import TrialEnv, execute_trial  # noqa: E402
+from runner.workspace import unpack_as_agent  # noqa: E402
 from tests.helpers import PY_IMAGE, make_suite  # noqa: E402
 
 GIT_ENV = {
@@ -141,6 +144,27 @@ def run_trials(controls: Path, out: Path) -> tuple[list[float], LocalInputs, Sta
     return times, inputs, staging
 
 
+def copy_seconds(tar: Path, times: int) -> float:
+    """Seconds to copy the tree of ``tar`` into a fresh sandbox's workspace by the image's
+    tar, the floor of what a trial must do twice (agent sandbox, verify sandbox)."""
+    caps = ArchiveCaps(max_members=100_000, max_member_bytes=64 << 20, max_total_bytes=2 << 30)
+    data = build_tar(read_members(tar, caps), uid=AGENT_UID, gid=AGENT_UID)
+    factory = DockerSandboxFactory(connect())
+    spec = SandboxSpec(
+        image=PY_IMAGE,
+        limits=Limits(memory_bytes=2 << 30, nano_cpus=10**9, pids=128, workspace_bytes=1 << 30),
+        lifetime_s=300,
+        labels={"run": "bench-copy"},
+    )
+    seconds: list[float] = []
+    for _ in range(times):
+        with factory.open(spec) as sandbox:
+            start = time.perf_counter()
+            unpack_as_agent(sandbox, WORKSPACE, data)
+            seconds.append(time.perf_counter() - start)
+    return _mean(seconds)
+
+
 def rss_child(work: Path, count: int) -> None:
     """Run ``count`` large tar fixtures in this process; print its peak RSS in MB."""
     controls = work / f"rss{count}" / "controls.yaml"
@@ -198,6 +222,14 @@ def main() -> None:
         git_ratio = _mean(results["large-git"][1:]) / _mean(results["tiny-git"][1:])
         print(f"fixtures: large/tiny per trial, tar fixtures: {tar_ratio:.2f}x")
         print(f"fixtures: large/tiny per trial, git trees:    {git_ratio:.2f}x  (goal <= 1.5)")
+        copy = copy_seconds(work / "large-tar" / "suite" / "fixtures" / "repo.tar", args.trials)
+        beyond = _mean(results["large-git"][1:]) - 2 * copy
+        print(
+            f"fixtures: copying the large tree into a fresh sandbox takes {copy:.2f}s (the "
+            f"image's tar, measured now); a trial does it twice (agent and verify sandboxes). "
+            f"Beyond the two copies a large git trial costs {beyond:.2f}s: "
+            f"{beyond / _mean(results['tiny-git'][1:]):.2f}x the tiny one"
+        )
         print(
             f"fixtures: first git trial on a cold cache {results['large-git'][0]:.2f}s "
             f"(bundle unpacked and tree written once); tree cache hit rate "

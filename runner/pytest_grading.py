@@ -33,7 +33,7 @@ RESULTS_CAP = 16 << 20
 _RESULTS_BOUNDS = JsonBounds(max_bytes=RESULTS_CAP, max_depth=8, max_items=2_000_000)
 PASSING = frozenset({"passed", "xpassed"})
 # Where pytest 7 looks for its settings at the root, in its order.
-_CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 _SECTION = re.compile(rb"^\[(pytest|tool:pytest)\]\s*$", re.MULTILINE)
 
 
@@ -58,7 +58,7 @@ class Verdict:
 def runner_config(fixture: Sequence[Member]) -> RunnerConfig:
     """The settings pytest would read at the root of the *pristine* fixture."""
     files = {m.path: m.data for m in fixture if not m.is_dir and "/" not in m.path}
-    for name in _CONFIG_FILES:
+    for name in CONFIG_FILES:
         data = files.get(name)
         if data is None:
             continue

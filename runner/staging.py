@@ -12,32 +12,40 @@ Now each is done once per (fixture, forbidden paths) and kept in the cache
 - ``baseline``: the tar of ``/baseline/git``, the baseline commit of exactly that
   workspace, written by ``runner.gitobjects`` (pack, pack index, an index whose
   stat data lets the harness's git skip reading untouched files). None when the
-  fixture has a path git will not index: then the sandbox commits it itself, as before.
+  fixture has a path git will not index: then the sandbox commits it itself, as before;
+- ``view``: the fixture's paths, footprint and pristine harness files
+  (``runner.fixture_view``), all a trial needs of the fixture besides the two tars.
 
-Entries are keyed by the fixture's pinned digest (``fixture_key``), and the members
-they are made from were checked against that pin by the inputs; a file is written
-under a temporary name and renamed, so a reader never sees half of one.
+A trial whose entries are all cached never reads the fixture's members: each entry
+takes a loader that is called only to make it. Entries are keyed by the fixture's
+pinned digest (``fixture_key``), and the members they are made from were checked
+against that pin by the inputs; a file is written under a temporary name and
+renamed, so a reader never sees half of one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import os
 import tarfile
 import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO, TypeVar
 
 from runner import gitobjects, harness_git
-from runner.archives import Member, build_tar
+from runner.archives import ArchiveCaps, Member, build_tar
+from runner.atomic import write_atomic
 from runner.cache import CacheDir
+from runner.fixture_view import FixtureView
 from runner.models import GitRepo, RepoTask
 from runner.paths import is_forbidden
 from runner.sandbox.base import AGENT_UID
 
 BRANCH = "main"
+Load = Callable[[], list[Member]]
+_T = TypeVar("_T")
 
 
 def fixture_key(task: RepoTask) -> str:
@@ -56,57 +64,128 @@ class Staging:
         self.misses = 0
         self._lock = threading.Lock()
 
-    def workspace(self, key: str, fixture: list[Member], exclude: tuple[str, ...]) -> Path:
-        """The tar of ``/workspace``: the fixture as the agent's uid, ``exclude`` left out."""
+    def view(self, key: str, caps: ArchiveCaps, load: Load) -> tuple[FixtureView, bool]:
+        """The fixture's view (``runner.fixture_view``) and whether it came from the cache.
+        Its entry is keyed by the archive caps too: members are read, and so checked
+        against the caps, at least once under each caps a run uses."""
+        tag = f"caps={caps.max_members},{caps.max_member_bytes},{caps.max_total_bytes}"
+        entry = self._name("view", key, (tag,), "json")
+        target = self.cache.path(entry)
+        if target.is_file():
+            try:
+                found = FixtureView.from_bytes(target.read_bytes())
+            except OSError:
+                found = None
+            if found is not None:
+                self._hit(entry)
+                return found, True
+        made = FixtureView.of(load())
+        self._store(entry, lambda out: out.write(made.to_bytes()))
+        return made, False
 
-        def write(out: io.BufferedWriter) -> None:
-            out.write(build_tar(fixture, uid=AGENT_UID, gid=AGENT_UID, exclude=exclude))
+    def workspace(self, key: str, load: Load, exclude: tuple[str, ...]) -> Path:
+        """The tar of ``/workspace``: the fixture as the agent's uid, ``exclude`` left out.
+        ``load`` gives the fixture's members; it is called only to make the entry."""
+        entry = self._name("workspace", key, exclude, "tar")
+        if self.cache.path(entry).is_file():
+            return self._hit(entry)
 
-        return self._entry("workspace", key, exclude, write)
+        def write(out: BinaryIO) -> None:
+            out.write(build_tar(load(), uid=AGENT_UID, gid=AGENT_UID, exclude=exclude))
 
-    def baseline(self, key: str, fixture: list[Member], exclude: tuple[str, ...]) -> Path | None:
-        """The tar of ``/baseline`` for that workspace, or None when git would refuse a path."""
+        return self._store(entry, write)
+
+    def baseline(self, key: str, load: Load, exclude: tuple[str, ...]) -> Path | None:
+        """The tar of ``/baseline`` for that workspace, or None when git would refuse a path
+        (then the fixture is read each time: that case is rare and commits in the sandbox)."""
+        entry = self._name("baseline", key, exclude, "tar")
+        if self.cache.path(entry).is_file():
+            return self._hit(entry)
         files = [
             gitobjects.FileEntry(m.path.encode("utf-8", "surrogateescape"), m.data, m.executable)
-            for m in fixture
+            for m in load()
             if not m.is_dir and not is_forbidden(m.path, exclude)
         ]
         if any(gitobjects.refused_path(f.path) for f in files):
             return None
-        return self._entry("baseline", key, exclude, lambda out: _baseline_tar(files, out))
+        return self._store(entry, lambda out: _baseline_tar(files, out))
 
-    def _entry(
-        self,
-        kind: str,
-        key: str,
-        exclude: tuple[str, ...],
-        write: Callable[[io.BufferedWriter], None],
-    ) -> Path:
-        name = hashlib.sha256("\0".join([kind, key, *exclude]).encode()).hexdigest()
-        entry = f"staged/{name[:40]}.{kind}.tar"
-        target = self.cache.path(entry)
-        if target.is_file():
-            with self._lock:
-                self.hits += 1
-            self.cache.touch(entry)
-            return target
+    @staticmethod
+    def _name(kind: str, key: str, qualifiers: tuple[str, ...], suffix: str) -> str:
+        name = hashlib.sha256("\0".join([kind, key, *qualifiers]).encode()).hexdigest()
+        return f"staged/{name[:40]}.{kind}.{suffix}"
+
+    def _hit(self, entry: str) -> Path:
+        with self._lock:
+            self.hits += 1
+        self.cache.touch(entry)
+        return self.cache.path(entry)
+
+    def _store(self, entry: str, write: Callable[[BinaryIO], object]) -> Path:
+        """Write a cache entry under a temporary name, then rename it into place."""
         with self._lock:
             self.misses += 1
+        target = self.cache.path(entry)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                write(out)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(target, write)
         self.cache.touch(entry)
         self.cache.evict(keep=entry)
         return target
 
 
-def _baseline_tar(files: list[gitobjects.FileEntry], out: io.BufferedWriter) -> None:
+class StagedFixture:
+    """One task's fixture for one trial. Its tars and view come from the cache when they
+    are there; its members are read (once) only to make what is missing, or for every
+    need when staging is off (``staging`` None) or the cache cannot be written."""
+
+    def __init__(
+        self, key: str | None, load: Load, staging: Staging | None, caps: ArchiveCaps
+    ) -> None:
+        self._key = key
+        self._load = load
+        self._staging = staging if key is not None else None
+        self._caps = caps
+        self._members: list[Member] | None = None
+        self._view: FixtureView | None = None
+
+    def members(self) -> list[Member]:
+        if self._members is None:
+            self._members = self._load()
+        return self._members
+
+    @property
+    def view(self) -> FixtureView:
+        if self._view is None:
+            self._view = self._staged(
+                lambda s, k: s.view(k, self._caps, self.members)[0]
+            ) or FixtureView.of(self.members())
+        return self._view
+
+    def workspace_tar(self, exclude: tuple[str, ...]) -> Path | bytes | None:
+        """The tar of ``/workspace`` (agent's uid, ``exclude`` left out): the staged file,
+        else built now; None when there is no fixture."""
+        staged = self._staged(lambda s, k: s.workspace(k, self.members, exclude))
+        if staged is not None:
+            return staged
+        members = self.members()
+        if not members:
+            return None
+        return build_tar(members, uid=AGENT_UID, gid=AGENT_UID, exclude=exclude)
+
+    def baseline_tar(self, exclude: tuple[str, ...]) -> Path | None:
+        """The staged ``/baseline`` for that workspace; None: the sandbox commits it."""
+        return self._staged(lambda s, k: s.baseline(k, self.members, exclude))
+
+    def _staged(self, make: Callable[[Staging, str], _T | None]) -> _T | None:
+        if self._staging is None or self._key is None:
+            return None
+        try:
+            return make(self._staging, self._key)
+        except OSError:
+            return None  # a cache that cannot be written: staging is an optimisation
+
+
+def _baseline_tar(files: list[gitobjects.FileEntry], out: BinaryIO) -> None:
     """``git/`` for ``/baseline``: what ``git init``, ``git add -A`` and ``git commit`` leave,
     root-owned, the index's stat data as the workspace tar gives the files (mtime 0)."""
     snap = gitobjects.snapshot(files)

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Protocol
 
 from runner.agents.base import Agent, AgentContext, AgentResult
@@ -58,7 +57,7 @@ from runner.sandbox.base import (
     SandboxFactory,
     SandboxSpec,
 )
-from runner.staging import Staging, fixture_key
+from runner.staging import StagedFixture, Staging, fixture_key
 from runner.verify import VerifyOutcome, VerifySettings, verify
 from runner.workspace import (
     MAX_VERIFY_PATCH_BYTES,
@@ -92,20 +91,15 @@ class TrialEnv:
     # Fixture tars and baselines made once per machine; None builds them per trial.
     staging: Staging | None = None
 
-    def staged(
-        self, task: Task, fixture: list[Member], exclude: tuple[str, ...], baseline: bool
-    ) -> tuple[Path | None, Path | None]:
-        """(workspace tar, baseline tar) of a repository task's fixture, when staging is on.
-        Staging is an optimisation: a cache that cannot be written gives (None, None)."""
-        if self.staging is None or not isinstance(task, RepoTask) or not fixture:
-            return None, None
-        key = fixture_key(task)
-        try:
-            workspace = self.staging.workspace(key, fixture, exclude)
-            kit = self.staging.baseline(key, fixture, exclude) if baseline else None
-        except OSError:
-            return None, None
-        return workspace, kit
+    def fixture(self, task: Task) -> StagedFixture:
+        """A task's fixture for one trial, read only when a staged entry must be made
+        (``runner.staging``); an answer task has none."""
+        caps = self.controls.runtime.archive_caps
+        if not isinstance(task, RepoTask):
+            return StagedFixture(None, lambda: [], None, caps)
+        return StagedFixture(
+            fixture_key(task), lambda: self.inputs.fixture(task), self.staging, caps
+        )
 
 
 def limits_of(controls: Controls) -> Limits:
@@ -215,7 +209,7 @@ def _spec(
 
 def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts) -> None:
     """The agent phase, then the verdict: an answer task's metrics, or phase B."""
-    fixture: list[Member] = env.inputs.fixture(task) if isinstance(task, RepoTask) else []
+    fixture = env.fixture(task)
     agent_wall = _agent_phase(job, task, agent, env, fixture, facts)
     result = facts.agent
     if agent_wall is None or result is None or task.kind is TaskKind.NEGATIVE:
@@ -230,7 +224,7 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts)
 
 
 def _agent_phase(
-    job: Job, task: Task, agent: Agent, env: TrialEnv, fixture: list[Member], facts: Facts
+    job: Job, task: Task, agent: Agent, env: TrialEnv, fixture: StagedFixture, facts: Facts
 ) -> float | None:
     """Sandbox A: the agent acts, everything it started is stopped, its patch is taken and
     screened. The agent's wall time, or None when the trial ends here (the reason in facts)."""
@@ -238,10 +232,11 @@ def _agent_phase(
     timeout_s = task_timeout(task, controls.runtime.timeout_s)
     forbidden = tuple(controls.tools.forbidden_paths)
     spec = _spec(job, image_of(task, controls), env, timeout_s, agent.needs_agent_dir)
-    workspace, kit = env.staged(task, fixture, forbidden, baseline=True)
+    workspace = fixture.workspace_tar(forbidden)
+    kit = fixture.baseline_tar(forbidden)
     with env.sandboxes.open(spec) as sandbox:
         facts.image_digest = sandbox.image_digest
-        copy_in(sandbox, fixture, exclude=forbidden, staged=workspace)
+        copy_in(sandbox, workspace)
         prompt = agent.toggles.prompt(task.prompt) if agent.toggles else task.prompt
         baseline(sandbox, prompt, guard=agent.runs_programs, staged=kit)
         hidden_test = None
@@ -291,7 +286,12 @@ def _agent_ended_well(result: AgentResult, timeout_s: float, facts: Facts) -> bo
 
 
 def _take_and_screen(
-    job: Job, task: RepoTask, env: TrialEnv, fixture: list[Member], sandbox: Sandbox, facts: Facts
+    job: Job,
+    task: RepoTask,
+    env: TrialEnv,
+    fixture: StagedFixture,
+    sandbox: Sandbox,
+    facts: Facts,
 ) -> bool:
     """The agent's patch and what of it the verify phase may apply; False (with the reason)
     when there is nothing to verify."""
@@ -315,7 +315,7 @@ def _screen(
     job: Job,
     task: RepoTask,
     env: TrialEnv,
-    fixture: list[Member],
+    fixture: StagedFixture,
     patch: bytes,
     image: str,
     image_id: str,
@@ -324,7 +324,7 @@ def _screen(
     hidden = env.inputs.hidden(task) if task.hidden is not None else []
     probe = _spec(job, image, env, 60, False, io=False)
     ground = Ground(
-        fixture_files=frozenset(m.path for m in fixture if not m.is_dir),
+        fixture_files=fixture.view.files,
         hidden_files=frozenset(m.path for m in hidden if not m.is_dir),
         module_names=module_names(env.sandboxes, probe, image_id),
         forbidden=tuple(env.controls.tools.forbidden_paths),
@@ -337,7 +337,7 @@ def _screen(
 
 
 def _grade_now(
-    job: Job, task: RepoTask, env: TrialEnv, fixture: list[Member], sandbox: Sandbox
+    job: Job, task: RepoTask, env: TrialEnv, fixture: StagedFixture, sandbox: Sandbox
 ) -> bool:
     """The hidden tests' verdict on the agent's changes so far, in a separate fresh sandbox."""
     probe = Facts()
@@ -383,7 +383,7 @@ def reverify(trial: Trial, task: RepoTask, env: TrialEnv) -> bool | None:
         arm=trial.arm,
         repeat=trial.repeat,
     )
-    fixture = env.inputs.fixture(task)
+    fixture = env.fixture(task)
     image = image_of(task, env.controls)
     image_id = trial.image_digest or image
     screened = _screen(job, task, env, fixture, patch, image, image_id)
@@ -397,7 +397,7 @@ def reverify(trial: Trial, task: RepoTask, env: TrialEnv) -> bool | None:
 
 
 def _verify(
-    job: Job, task: RepoTask, env: TrialEnv, fixture: list[Member], patch: bytes, facts: Facts
+    job: Job, task: RepoTask, env: TrialEnv, fixture: StagedFixture, patch: bytes, facts: Facts
 ) -> None:
     """Phase B in a fresh sandbox (``runner.verify``), its findings into ``facts``."""
     controls = env.controls
@@ -408,9 +408,11 @@ def _verify(
     )
     spec = _spec(job, image_of(task, controls), env, settings.timeout_s, False, io=False)
     hidden = env.inputs.hidden(task)
-    staged, _ = env.staged(task, fixture, (), baseline=False)
+    workspace = fixture.workspace_tar(())
     with env.sandboxes.open(spec) as sandbox:
-        found: VerifyOutcome = verify(sandbox, task, fixture, hidden, patch, settings, staged)
+        found: VerifyOutcome = verify(
+            sandbox, task, fixture.view, workspace, hidden, patch, settings
+        )
     facts.passed = found.passed
     facts.timed_out = found.timed_out
     facts.verify_exit_code = found.exit_code

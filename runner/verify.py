@@ -32,7 +32,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner import harness_git
-from runner.archives import Entry, Member, build_tar, owned_tar
+from runner.archives import Entry, Member, owned_tar
+from runner.fixture_view import FixtureView, footprint
 from runner.models import RepoTask
 from runner.pytest_grading import RESULTS_CAP, grade, runner_config, test_files
 from runner.sandbox.base import AGENT_UID, WORKSPACE, ExecRequest, Sandbox
@@ -40,8 +41,6 @@ from runner.sandbox_scripts import source
 from runner.workspace import unpack_as_agent
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
-# The tmpfs block a file costs at least, to tell ahead whether the tree fits.
-_BLOCK = 4096
 
 
 @dataclass(frozen=True)
@@ -69,28 +68,27 @@ class VerifySettings:
 def verify(
     sandbox: Sandbox,
     task: RepoTask,
-    fixture: list[Member],
+    fixture: FixtureView,
+    workspace: Path | bytes | None,
     hidden: list[Member],
     patch: bytes,
     settings: VerifySettings,
-    staged: Path | None = None,
 ) -> VerifyOutcome:
     """Run phase B in ``sandbox`` (fresh, ``workspace_root_owned``) on a screened patch.
 
-    ``staged`` is the fixture's tar as the test's uid, made once (``runner.staging``):
-    it is copied first, and layer one's own tar then holds only the harness's files."""
-    size = sum(_footprint(m) for m in fixture) + sum(_footprint(m) for m in hidden)
+    ``workspace`` is the fixture's tar as the test's uid (``runner.staging``, usually made
+    once per machine), None when there is no fixture; ``fixture`` is what else the phase
+    needs of it (``runner.fixture_view``)."""
+    size = fixture.footprint + sum(footprint(m) for m in hidden)
     if patch and size + 2 * len(patch) + (1 << 20) > settings.workspace_bytes:
         return VerifyOutcome(
             False, reason="the patched tree would not fit in runtime.limits.workspace"
         )
-    config = runner_config(fixture)
+    config = runner_config(list(fixture.pristine.values()))
     place = _Place(f".deltarun-{secrets.token_hex(8)}", config.suffix)
     # The fixture, in the test's uid, by the image's tar; then what root owns.
-    if staged is not None:
-        unpack_as_agent(sandbox, WORKSPACE, staged.read_bytes())
-    elif fixture:
-        unpack_as_agent(sandbox, WORKSPACE, build_tar(fixture, uid=AGENT_UID, gid=AGENT_UID))
+    if workspace is not None:
+        unpack_as_agent(sandbox, WORKSPACE, workspace)
     first = _layer_one(place.harness, patch)
     second = _layer_two(fixture, hidden, place.harness, place.config, config.data)
     # Without a patch nothing runs between the layers: one copy, later entries win.
@@ -207,10 +205,6 @@ def _test_request(
     )
 
 
-def _footprint(member: Member) -> int:
-    return -(-len(member.data) // _BLOCK) * _BLOCK + _BLOCK
-
-
 def _git_env(home: str) -> dict[str, str]:
     return {
         "GIT_DIR": f"{home}/git",
@@ -251,7 +245,7 @@ def _layer_one(harness: str, patch: bytes) -> list[Entry]:
 
 
 def _layer_two(
-    fixture: list[Member], hidden: list[Member], harness: str, config_name: str, config: bytes
+    fixture: FixtureView, hidden: list[Member], harness: str, config_name: str, config: bytes
 ) -> list[Entry]:
     """What root owns for the test: hidden files and their directories, the pristine
     harness files beside them, the runner settings and the launcher."""
@@ -259,7 +253,7 @@ def _layer_two(
     hidden_dirs = _dirs_of([m.path for m in hidden_files]) + sorted(
         m.path for m in hidden if m.is_dir
     )
-    pristine = {m.path: m for m in fixture if not m.is_dir}
+    pristine = fixture.pristine
     entries = [Entry(d, None, 0, 0o755) for d in dict.fromkeys(hidden_dirs)]
     for directory in ["", *hidden_dirs]:
         for name in ("__init__.py", "conftest.py"):

@@ -11,10 +11,9 @@ from pathlib import Path
 
 from runner import harness_git
 from runner.agents.base import AGENT_ENV, GUARD_FILE, PROMPT_FILE
-from runner.archives import Entry, Member, build_tar, owned_tar
+from runner.archives import Entry, owned_tar
 from runner.errors import InfraError
 from runner.sandbox.base import (
-    AGENT_UID,
     BASELINE_DIR,
     IO_DIR,
     ROOT_USER,
@@ -41,23 +40,14 @@ STAT_CHECK = "-c core.checkStat=minimal -c core.trustctime=false"
 UNPACK_TIMEOUT_S = 300.0
 
 
-def copy_in(
-    sandbox: Sandbox,
-    fixture: list[Member],
-    exclude: tuple[str, ...] = (),
-    staged: Path | None = None,
-) -> None:
-    """The fixture into ``/workspace`` as the agent's uid; ``staged`` is its tar, made
-    once by ``runner.staging`` (the same bytes ``build_tar`` gives here)."""
-    if staged is not None:
-        unpack_as_agent(sandbox, WORKSPACE, staged.read_bytes())
-    elif fixture:
-        unpack_as_agent(
-            sandbox, WORKSPACE, build_tar(fixture, uid=AGENT_UID, gid=AGENT_UID, exclude=exclude)
-        )
+def copy_in(sandbox: Sandbox, tar: Path | bytes | None) -> None:
+    """The fixture's tar as the agent's uid (``runner.staging.StagedFixture``, staged
+    once or built for this trial) into ``/workspace``; None: there is no fixture."""
+    if tar is not None:
+        unpack_as_agent(sandbox, WORKSPACE, tar)
 
 
-def unpack_as_agent(sandbox: Sandbox, dest: str, tar: bytes) -> None:
+def unpack_as_agent(sandbox: Sandbox, dest: str, tar: Path | bytes) -> None:
     """Unpack a tar deltarun built (regular files and directories, normalised names and
     modes, owner the agent's uid) at ``dest``, by the image's ``tar`` running as the
     agent's uid: for many files about three times faster than the engine's copy, which
@@ -68,7 +58,7 @@ def unpack_as_agent(sandbox: Sandbox, dest: str, tar: bytes) -> None:
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
             timeout_s=UNPACK_TIMEOUT_S,
             output_cap=1 << 14,
-            stdin=tar,
+            stdin=tar.read_bytes() if isinstance(tar, Path) else tar,
         )
     )
     if result.exit_code == 127:

@@ -70,7 +70,7 @@ def test_the_snapshot_tree_is_the_tree_git_add_gives(tmp_path: Path) -> None:
 
 def unpack_baseline(tmp_path: Path, exclude: tuple[str, ...]) -> tuple[Path, dict[str, str]]:
     staging = Staging(CacheDir(tmp_path / "cache"))
-    kit = staging.baseline("tar:test", members(), exclude)
+    kit = staging.baseline("tar:test", members, exclude)
     assert kit is not None
     base = tmp_path / "baseline"
     with tarfile.open(kit) as archive:
@@ -147,14 +147,14 @@ def test_a_same_size_edit_is_seen(tmp_path: Path) -> None:
 def test_a_path_git_refuses_gets_no_staged_baseline(tmp_path: Path) -> None:
     staging = Staging(CacheDir(tmp_path / "cache"))
     fixture = [*members(), Member("sub/.GIT/config", False, b"x", False)]
-    assert staging.baseline("tar:refused", fixture, ()) is None
+    assert staging.baseline("tar:refused", lambda: fixture, ()) is None
 
 
 def test_staged_entries_are_reused_and_keyed_by_the_exclusions(tmp_path: Path) -> None:
     staging = Staging(CacheDir(tmp_path / "cache"))
-    first = staging.workspace("tar:k", members(), ())
-    assert staging.workspace("tar:k", members(), ()) == first
-    other = staging.workspace("tar:k", members(), ("secret",))
+    first = staging.workspace("tar:k", members, ())
+    assert staging.workspace("tar:k", members, ()) == first
+    other = staging.workspace("tar:k", members, ("secret",))
     assert other != first
     assert (staging.hits, staging.misses) == (1, 2)
     with tarfile.open(other) as archive:

@@ -226,8 +226,8 @@ def test_the_baseline_finds_untouched_files_clean_and_edits_changed(
         files["vendor/.git/HEAD"] = "ref: refs/heads/main\n"
     fixture = [Member(path, False, data.encode(), False) for path, data in files.items()]
     staging = Staging(CacheDir(tmp_path / "cache"))
-    workspace = staging.workspace("tar:test", fixture, ())
-    kit = staging.baseline("tar:test", fixture, ())
+    workspace = staging.workspace("tar:test", lambda: fixture, ())
+    kit = staging.baseline("tar:test", lambda: fixture, ())
     assert (kit is None) is nested_git
     spec = SandboxSpec(
         image="deltarun/sandbox-python:bookworm",
@@ -236,7 +236,7 @@ def test_the_baseline_finds_untouched_files_clean_and_edits_changed(
         labels={"run": "baseline-test"},
     )
     with DockerSandboxFactory(docker_api).open(spec) as sandbox:
-        copy_in(sandbox, fixture, staged=workspace)
+        copy_in(sandbox, workspace)
         baseline(sandbox, "prompt", guard=False, staged=kit)
         clean = sandbox.run(
             ExecRequest(
