@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis registry chromium images worker-images examples demo pack30 envdemo test adversarial lint bench gc clean
+.PHONY: help setup docker redis registry chromium images worker-images examples demo pack30 envdemo swebench test adversarial lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -53,6 +53,16 @@ envdemo: setup images  ## build examples/environments (its image installs a PyPI
 	$(VENV)/bin/deltarun build examples/environments/controls.yaml --network none
 	$(VENV)/bin/deltarun run examples/environments/controls.yaml \
 		--out runs/envdemo-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
+
+swebench: setup images  ## SWE-bench-format example: instances + 2 predictions files -> suite -> paired report
+	rm -rf examples/swebench/suite
+	$(PY) examples/swebench/build_dataset.py
+	$(VENV)/bin/deltarun import swebench examples/swebench/data/instances.jsonl \
+		--repos examples/swebench/data/repos --out examples/swebench/suite --negatives 1 \
+		--predictions model-a=examples/swebench/data/preds-model-a.jsonl \
+		--predictions model-b=examples/swebench/data/preds-model-b.jsonl --timeout 300
+	$(VENV)/bin/deltarun run examples/swebench/suite/controls.yaml \
+		--out runs/swebench-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
 
 test: setup redis registry chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
 	$(PY) -m pytest -q --durations=25 tests

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from runner.prepare import PreparedRun
     from runner.report.build import BuiltReport
     from runner.run_service import Executor
+    from runner.validate_run import Validation
 
 app = typer.Typer(
     add_completion=False,
@@ -481,6 +482,18 @@ def validate(
     The checks are a run (in .deltarun-validate/ beside tasks.jsonl; here, or on workers
     with --broker). Writes validation.json beside tasks.jsonl (seal the controls to pin
     it); exit 1 when any task is not valid."""
+    found = _validate(target, gold, repeats, parallel, broker)
+    if found.invalid:
+        listed = ", ".join(f"{k} ({v.verdict})" for k, v in found.invalid.items())
+        raise UserError(
+            f"{len(found.invalid)} of {len(found.verdicts)} tasks are not valid: {listed}"
+        )
+
+
+def _validate(
+    target: Path, gold: Path | None, repeats: int, parallel: int, broker: str | None
+) -> Validation:
+    """Plan, run and conclude a validation; print its table. (``validate``, ``import``.)"""
     from runner import validate_run
 
     planned = validate_run.plan(target, gold, repeats)
@@ -507,11 +520,112 @@ def validate(
     for task_id, verdict in found.verdicts.items():
         out.print(f"{task_id:{width}}  {verdict.verdict:20}  {verdict.detail}", highlight=False)
     err.print(f"wrote {found.path} (sha256 {found.sha256})")
-    if found.invalid:
-        listed = ", ".join(f"{k} ({v.verdict})" for k, v in found.invalid.items())
-        raise UserError(
-            f"{len(found.invalid)} of {len(found.verdicts)} tasks are not valid: {listed}"
+    return found
+
+
+import_app = typer.Typer(
+    no_args_is_help=True, help="Read suites written for other tools into deltarun suites."
+)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("swebench")
+def import_swebench(
+    instances: Annotated[
+        Path,
+        typer.Argument(help="Instances: JSON Lines / JSON array, or a tasks/<id>/ layout folder"),
+    ],
+    repos: Annotated[
+        Path,
+        typer.Option("--repos", help="Local clones: DIR/<owner>__<name> or DIR/<owner>/<name>"),
+    ],
+    out_dir: Annotated[Path, typer.Option("--out", help="A new directory for the suite")],
+    environment: Annotated[
+        str | None, typer.Option("--environment", help="Every task in environments/NAME/")
+    ] = None,
+    dockerfile_template: Annotated[
+        Path | None,
+        typer.Option(
+            "--dockerfile-template",
+            help="Dockerfile of one environment per (repo, version); {{repo}} {{version}} "
+            "{{base_commit}} are filled in, the files beside it are copied into each context",
+        ),
+    ] = None,
+    predictions: Annotated[
+        list[str] | None,
+        typer.Option("--predictions", help="[NAME=]FILE: one patch arm per predictions file"),
+    ] = None,
+    control: Annotated[
+        str | None,
+        typer.Option("--control", help="The control arm: a predictions arm or 'empty'"),
+    ] = None,
+    with_hints: Annotated[
+        bool, typer.Option("--with-hints", help="Append hints_text to the prompt")
+    ] = False,
+    negatives: Annotated[
+        int, typer.Option("--negatives", min=0, help="Generated negative-control tasks to add")
+    ] = 0,
+    timeout_s: Annotated[
+        float, typer.Option("--timeout", min=1, help="Agent and verify limit, seconds")
+    ] = 1800.0,
+    validate_n: Annotated[
+        int,
+        typer.Option(
+            "--validate", min=0, help="Validate N times each and exclude the invalid instances"
+        ),
+    ] = 0,
+    parallel: Annotated[int, typer.Option("-j", "--parallel", min=1, help="Trials at once")] = 2,
+) -> None:
+    """SWE-bench instances and local clones into a suite of git-tree fixtures whose declared
+    tests are FAIL_TO_PASS + PASS_TO_PASS; predictions files become patch arms. Seals it
+    (or says to build its environments first); with --validate N, validates it and writes
+    the instances that are not valid into suite.exclude."""
+    from runner.config.loader import load_controls
+    from runner.sealing import seal_target
+    from runner.swebench.importer import ImportOptions, arm_for, import_swebench
+
+    options = ImportOptions(
+        instances=instances,
+        repos=repos,
+        out=out_dir,
+        environment=environment,
+        dockerfile_template=dockerfile_template,
+        with_hints=with_hints,
+        negatives=negatives,
+        predictions=tuple(arm_for(spec) for spec in predictions or []),
+        control=control,
+        timeout_s=timeout_s,
+    )
+    done = import_swebench(options, lambda line: err.print(line, highlight=False))
+    controls = done.out / "controls.yaml"
+    err.print(
+        f"wrote {done.out}: {done.tasks} instances over {len(done.repositories)} repositories"
+        f"{f', {done.negatives} negative controls' if done.negatives else ''}; arms "
+        f"{', '.join(done.arms)} (control {done.control})",
+        highlight=False,
+    )
+    for arm, count in done.resolved_by_arm.items():
+        err.print(f"  {arm}: a patch for {count} of {done.tasks} instances", highlight=False)
+    if done.environments:
+        err.print(
+            f"{len(done.environments)} environments to build first: "
+            f"deltarun build {controls} (then run)",
+            highlight=False,
         )
+        return
+    digest, _ = seal_target(controls, load_controls, lambda line: err.print(line))
+    err.print(f"sealed: suite sha256 {digest}", highlight=False)
+    if validate_n:
+        found = _validate(controls, done.out / "gold", validate_n, parallel, None)
+        if found.invalid:
+            from runner.swebench.importer import write_exclude
+
+            write_exclude(controls, sorted(found.invalid))
+            for task_id, verdict in found.invalid.items():
+                err.print(f"  excluded {task_id}: {verdict.verdict} ({verdict.detail})")
+        digest, _ = seal_target(controls, load_controls, lambda line: err.print(line))
+        err.print(f"sealed with the validation: suite sha256 {digest}", highlight=False)
+    out.print(f"next: deltarun run {controls} --out runs/{done.out.name}", highlight=False)
 
 
 @app.command()

@@ -65,13 +65,20 @@ class Validation:
 def resolve(target: Path, gold: Path | None) -> tuple[Controls, Path, Path | None]:
     """(controls, tasks.jsonl, gold directory) of a controls file, suite dir or tasks file.
 
-    Without ``--gold``, a controls file's patch arm named ``gold`` is the gold."""
+    Without ``--gold``, a controls file's patch arm named ``gold`` is the gold, else a
+    ``gold/`` directory beside it (as ``deltarun import`` writes). A directory holding
+    controls.yaml and no tasks.jsonl is taken as that controls file."""
+    folder = target.is_dir() and not (target / "tasks.jsonl").is_file()
+    if folder and (target / "controls.yaml").is_file():
+        target = target / "controls.yaml"
     if target.suffix in (".yaml", ".yml"):
         loaded = load_controls(target)
         if gold is None:
             arm = next((a for a in loaded.controls.arms if a.name == "gold"), None)
             if arm is not None and isinstance(arm.agent, PatchAgent):
                 gold = (loaded.base / arm.agent.dir).resolve()
+            elif (loaded.base / "gold").is_dir():
+                gold = (loaded.base / "gold").resolve()
         return loaded.controls, loaded.suite_path, gold
     tasks = target / "tasks.jsonl" if target.is_dir() else target
     if not tasks.is_file():

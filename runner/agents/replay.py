@@ -37,6 +37,8 @@ class Replay:
             return parse_answer(answer, truncated=False)
         if diff is None:
             return AgentResult(log=NO_OUTPUT_LOG)
+        if not diff.strip():
+            return AgentResult(log="empty patch: nothing changed")  # a recorded "no fix"
         try:
             dropped = [p for p in touched_paths(diff) if is_forbidden(p, ctx.forbidden_paths)]
         except PatchError as exc:

@@ -1,0 +1,101 @@
+"""SWE-bench predictions: one ``model_patch`` per ``instance_id`` from one model.
+
+A predictions file is JSON Lines (or a JSON array, or the ``{instance_id: {...}}``
+mapping some harnesses write) of objects with ``instance_id``,
+``model_name_or_path`` and ``model_patch``. An instance the file does not name is
+an empty patch (a miss, never an error); an id that is not an instance of the
+suite is an error naming the file and the line, as is a second patch for one
+instance. Pure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runner.errors import UserError
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """One model's patches by instance id (absent: no patch)."""
+
+    model: str  # model_name_or_path, when the file names one consistently
+    patches: dict[str, str]
+
+
+def parse_predictions(text: str, source: str, instances: Collection[str]) -> Predictions:
+    """The predictions in ``text``, checked against the suite's instance ids."""
+    rows = _rows(text, source)
+    patches: dict[str, str] = {}
+    where_of: dict[str, str] = {}
+    models: set[str] = set()
+    for where, row in rows:
+        if not isinstance(row, Mapping):
+            raise UserError(f"{where}: a prediction must be a JSON object")
+        instance_id = row.get("instance_id")
+        if not isinstance(instance_id, str):
+            raise UserError(f"{where}: field 'instance_id' is missing or not a string")
+        if instance_id not in instances:
+            raise UserError(
+                f"{where}: instance_id {instance_id!r} is not an instance of this suite; "
+                "remove the line or import the instance"
+            )
+        if instance_id in patches:
+            raise UserError(
+                f"{where}: a second prediction for {instance_id!r} (first at "
+                f"{where_of[instance_id]}); keep one"
+            )
+        patch = row.get("model_patch")
+        if patch is not None and not isinstance(patch, str):
+            raise UserError(f"{where}: field 'model_patch' must be a string (or null)")
+        model = row.get("model_name_or_path")
+        if isinstance(model, str) and model:
+            models.add(model)
+        patches[instance_id] = patch or ""
+        where_of[instance_id] = where
+    return Predictions(next(iter(models)) if len(models) == 1 else "", patches)
+
+
+def _rows(text: str, source: str) -> list[tuple[str, Any]]:
+    stripped = text.lstrip()
+    if stripped.startswith(("[", "{")) and not _is_jsonl(stripped):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+        if isinstance(data, dict) and "instance_id" in data:
+            return [(source, data)]
+        if isinstance(data, dict):
+            return [
+                (f"{source}: key {key!r}", {"instance_id": key, **value})
+                if isinstance(value, dict)
+                else (f"{source}: key {key!r}", value)
+                for key, value in data.items()
+            ]
+        if isinstance(data, list):
+            return [(f"{source}: item {i + 1}", row) for i, row in enumerate(data)]
+        raise UserError(f"{source}: expected JSON Lines, a JSON array or an object")
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((f"{source}:{number}", json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise UserError(
+                f"{source}:{number}: not a JSON object ({exc.msg}); write one prediction per line"
+            ) from exc
+    return rows
+
+
+def _is_jsonl(text: str) -> bool:
+    """Whether ``text`` is several JSON values, one per line (JSON Lines)."""
+    first = text.split("\n", 1)[0]
+    try:
+        json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return "\n" in text.strip()
