@@ -6,7 +6,7 @@ from __future__ import annotations
 from runner.config.loader import parse_controls
 from runner.models import Outcome, ScoredTrial, TaskKind, Trial
 from runner.report.checklist import withhold_headline
-from runner.report.setup import setup_warnings
+from runner.report.setup import first_sign, setup_warnings
 from runner.setup_signals import NO_OUTPUT_LOG
 from tests.test_checklist import SCORED, _rows, _trials
 from tests.test_scoring import trial
@@ -59,6 +59,26 @@ def test_each_broken_kind_is_named_with_its_tasks() -> None:
     assert tests.startswith("the hidden test ran no test on 1 task(s): t2")
 
 
+def test_a_control_that_is_an_agent_may_pass_tasks() -> None:
+    """Passes of a control that changes nothing mean a broken task; passes of a control
+    that is recorded patches (an older model) are its result, not a setup mistake."""
+    controls = parse_controls(
+        CONTROLS.replace("control: true, ", "").replace(
+            "{name: rec, ", "{name: rec, control: true, "
+        ),
+        "c",
+    )
+    records = [
+        trial("t1", "rec", Outcome.SUCCESS, verify_exit_code=0, agent_exit_code=0),
+        trial("t1", "ctrl", Outcome.MISS, verify_exit_code=1),
+    ]
+    assert setup_warnings(controls, records) == []
+    assert first_sign(controls, records[0]) is None
+    noop_control = parse_controls(CONTROLS, "c")
+    passing = trial("t1", "ctrl", Outcome.SUCCESS, verify_exit_code=0)
+    assert setup_warnings(noop_control, [passing])[0].startswith("the control ctrl passes")
+
+
 def test_a_command_arm_that_fails_to_start_on_few_tasks_is_not_flagged() -> None:
     records = [
         trial(f"t{i}", "cmd", Outcome.MISS, agent_exit_code=127 if i == 0 else 1) for i in range(3)
@@ -75,7 +95,6 @@ def test_the_setup_row_fails_while_warnings_remain_and_never_withholds_alone() -
 
 
 def test_the_progress_flags_the_first_record_of_each_kind() -> None:
-    from runner.report.setup import first_sign
 
     controls = parse_controls(CONTROLS, "c")
     assert first_sign(controls, trial("t1", "ctrl", Outcome.MISS, agent_exit_code=0)) is None

@@ -3,8 +3,10 @@
 A user's setup mistake must never pass for an agent's score, so the report names
 what the records show of one, each with its tasks:
 
-- the control passes a task (a task that passes without any change is broken, or
-  its test imports the image's own copy of the code: ``deltarun validate``);
+- a control that changes nothing (a scripted arm) passes a task (a task that passes
+  without any change is broken, or its test imports the image's own copy of the
+  code: ``deltarun validate``); a control that is itself an agent or recorded
+  patches (an older model) passing tasks is what it is for;
 - an arm's agent exits 126 or 127 (not executable, not found) in most trials;
 - a patch arm's recorded patch does not apply;
 - a patch arm has no recorded output for a task (counted as an empty answer);
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runner.config.model import Controls, PatchAgent
+from runner.config.model import Arm, Controls, PatchAgent, ScriptedAgent
 from runner.models import Record, ScoredTrial, TaskKind
 from runner.setup_signals import NO_OUTPUT, NO_TEST_RAN, signal_of
 
@@ -37,13 +39,18 @@ def _tasks(ids: Sequence[str]) -> str:
     return f"{len(unique)} task(s): {shown}{more}"
 
 
+def _no_change(arm: Arm) -> bool:
+    """Whether an arm's agent changes nothing, so its passes mean a broken task."""
+    return isinstance(arm.agent, ScriptedAgent)
+
+
 def first_sign(controls: Controls, record: Record) -> tuple[str, str] | None:
     """(kind, line) when this one record looks like a setup mistake: what the progress
     shows as records arrive (the report's warnings weigh all of them)."""
     arm = next((a for a in controls.arms if a.name == record.arm), None)
     where = f"{record.arm} on {record.task_id}"
     ordinary = record.task_kind is TaskKind.ORDINARY
-    if arm is not None and arm.control and record.passed and ordinary:
+    if arm is not None and arm.control and _no_change(arm) and record.passed and ordinary:
         return "control-passes", f"the control passes a task ({where}): broken task?"
     if arm is not None and isinstance(arm.agent, PatchAgent):
         if record.agent_exit_code not in (0, None):
@@ -60,12 +67,15 @@ def first_sign(controls: Controls, record: Record) -> tuple[str, str] | None:
 def setup_warnings(controls: Controls, records: Sequence[Record]) -> list[str]:
     """One line per warning, in a fixed order (control, arms in the controls' order, tests)."""
     found: list[str] = []
-    control = next(arm.name for arm in controls.arms if arm.control)
+    control_arm = next(arm for arm in controls.arms if arm.control)
+    control = control_arm.name
     passed = [
         r.task_id
         for r in records
         if r.arm == control and r.passed and r.task_kind is TaskKind.ORDINARY
     ]
+    if not _no_change(control_arm):
+        passed = []
     if passed:
         found.append(
             f"the control {control} passes {_tasks(passed)}: a task that passes without a "
