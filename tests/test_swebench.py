@@ -306,3 +306,22 @@ def test_import_with_validate_excludes_the_instances_that_are_not_valid(
     controls = yaml.safe_load((tmp_path / "s" / "controls.yaml").read_text())
     assert controls["suite"]["exclude"] == ["textkit-4"]
     assert controls["suite"]["validation"], "the seal pins the validation"
+
+
+def test_a_dockerfile_template_makes_one_environment_per_repo_and_version(
+    dataset: dict[str, Path], tmp_path: Path
+) -> None:
+    template_dir = tmp_path / "env"
+    template_dir.mkdir()
+    template = template_dir / "Dockerfile"
+    template.write_text("ARG BASE\nFROM ${BASE}\nLABEL repo={{repo}} version={{version}}\n")
+    (template_dir / "wheels").mkdir()
+    (template_dir / "wheels" / "README").write_text("a wheelhouse")
+    made = run_cli(*import_args(dataset, tmp_path / "s", "--dockerfile-template", str(template)))
+    assert made.returncode == 0, made.stderr
+    assert "deltarun build" in made.stderr, "environments are built (and sealed) first"
+    tasks = tasks_of(tmp_path / "s")
+    assert {t["environment"] for t in tasks.values()} == {"acme__textkit-1.0"}
+    context = tmp_path / "s" / "suite" / "environments" / "acme__textkit-1.0"
+    assert (context / "Dockerfile").read_text().endswith("LABEL repo=acme/textkit version=1.0\n")
+    assert (context / "wheels" / "README").read_text() == "a wheelhouse"
