@@ -134,4 +134,10 @@ def _tests(value: Any, where: str) -> tuple[str, ...]:
     for test in value:
         if test.startswith(("-", "/")) or "\n" in test:
             raise UserError(f"{where}: {test!r} is not a test id like tests/test_x.py::test_y")
+        path = test.split("::", 1)[0]
+        if not (path.endswith(".py") or "::" in test):
+            raise UserError(
+                f"{where}: {test!r} is not a pytest test id (path/to/test_x.py::test_y); only "
+                "pytest-based repositories can be imported so far"
+            )
     return tuple(value)
