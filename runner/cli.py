@@ -303,7 +303,12 @@ def _executor(
     from runner.executors.local import LocalExecutor
     from runner.run_service import local_runner
     from runner.sandbox.docker import DockerSandboxFactory
+    from runner.sandbox.reaper import reap
 
+    # Sandboxes an earlier run on this host left when it was killed: removed at once.
+    for line in reap(engine.client, dry_run=False, past_deadline=False):
+        if line != "nothing to remove":
+            err.print(f"reaper: {line}", highlight=False)
     factory = DockerSandboxFactory(engine.client, worker=socket.gethostname())
     return LocalExecutor(
         local_runner(prepared, factory, factory.worker), parallel, factory.kill_all
@@ -626,6 +631,69 @@ def import_swebench(
         digest, _ = seal_target(controls, load_controls, lambda line: err.print(line))
         err.print(f"sealed with the validation: suite sha256 {digest}", highlight=False)
     out.print(f"next: deltarun run {controls} --out runs/{done.out.name}", highlight=False)
+
+
+@app.command()
+def status(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (the --out of a run)")],
+    broker: Annotated[
+        str | None,
+        typer.Option("--broker", help="Redis URL of a distributed run: leases and live workers"),
+    ] = None,
+) -> None:
+    """Where a run stands, from any terminal: per arm recorded (by outcome), running and
+    waiting jobs, the oldest running trial; with --broker, the workers seen with their
+    queues and any queue of the run that no live worker consumes."""
+    import time
+
+    from runner import status as st
+    from runner import status_sources
+    from runner.config.loader import parse_controls
+    from runner.distributed import keys
+    from runner.rundir import RunDir
+
+    run = RunDir(run_dir)
+    if not run.exists():
+        raise UserError(f"{run_dir}: not a run directory (no run.json); pass a run's --out")
+    meta = run.meta()
+    stored = run_dir / "controls.yaml"
+    controls = parse_controls(stored.read_text(encoding="utf-8"), str(stored))
+    planned = st.planned_jobs(
+        meta.protocol_sha256, [t["id"] for t in meta.tasks], meta.arms, controls.runtime.repeats
+    )
+    outcomes = {t.job_id: t.outcome.value for t in run.trials() if t.job_id in planned}
+    running: dict[str, st.Running] = {}
+    sources: list[str] = []
+    local = status_sources.sandboxes_running(meta.run_id)
+    if local is not None:
+        running.update(local)
+        sources.append("this host's Docker engine")
+    workers: list[str] = []
+    unserved: list[str] = []
+    if broker is not None:
+        waiting = [jid for jid in planned if jid not in outcomes]
+        for jid, held in status_sources.leases_running(broker, meta.run_id, waiting).items():
+            running[jid] = st.Running(held.where, running[jid].since if jid in running else None)
+        sources.append("leases in Redis")
+        seen = status_sources.workers_seen(broker)
+        workers = [f"{node} ({', '.join(q) or 'no image yet'})" for node, q in seen.items()]
+        if not seen:
+            workers = ["none answered (no live worker on this broker)"]
+        consumed = {queue for queues in seen.values() for queue in queues}
+        if len(outcomes) + len(running) < len(planned):
+            for image in sorted(meta.image_digests):
+                queue = keys.queue_for_image(image)
+                if queue not in consumed:
+                    unserved.append(
+                        f"no live worker consumes queue {queue} (image {image}): jobs of this "
+                        "run that need it wait; start a worker that has the image"
+                    )
+    running = {jid: where for jid, where in running.items() if jid not in outcomes}
+    arms = st.arm_status(planned, meta.arms, outcomes, running)
+    for line in st.lines(
+        meta.run_id, arms, running, planned, time.time(), workers, unserved, sources
+    ):
+        out.print(line, highlight=False, markup=False)
 
 
 @app.command()

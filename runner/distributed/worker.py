@@ -226,7 +226,7 @@ def serve(
     image when present. A background thread takes on images published later.
     ``extra`` registers more tasks (the benchmarks' Docker-free body)."""
     from runner.sandbox.engine import connect
-    from runner.sandbox.reaper import reap_orphans
+    from runner.sandbox.reaper import reap, reap_orphans
 
     if name:
         os.environ["DELTARUN_WORKER_NAME"] = name
@@ -239,6 +239,9 @@ def serve(
     served.start(registry.published(client_redis))
     for line in reap_orphans(client, me):
         say(f"reaper: {line}")
+    for line in reap(client, dry_run=False, past_deadline=False):  # owners gone on this host
+        if line != "nothing to remove":
+            say(f"reaper: {line}")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("deltarun").setLevel(logging.INFO)
     state = WorkerState(broker)

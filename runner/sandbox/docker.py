@@ -81,6 +81,20 @@ def process_identity(pid: int) -> str:
         return f"{pid}:0"
 
 
+def host_identity() -> str:
+    """This machine's boot and this process's PID namespace: two processes whose identities
+    are equal see the same pids, so one may tell whether the other's owner is still alive.
+    A worker in a container has a PID namespace of its own, so a gc on the host never
+    judges its sandboxes by the host's pids."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            boot = handle.read().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+    return f"{boot}/{namespace}"
+
+
 class DockerSandboxFactory:
     """Opens hardened sandboxes on one Docker engine and tracks the live ones."""
 
@@ -197,6 +211,7 @@ class DockerSession:
         labels[f"{LABEL_PREFIX}worker"] = self.factory.worker
         # The owning process: a reaper on the same host removes sandboxes whose owner died.
         labels[f"{LABEL_PREFIX}pid"] = process_identity(os.getpid())
+        labels[f"{LABEL_PREFIX}host"] = host_identity()
         labels[f"{LABEL_PREFIX}deadline"] = str(int(time.time() + self.spec.lifetime_s + 60))
         return labels
 

@@ -1,5 +1,12 @@
 """Removing sandboxes a crashed process left behind, found by their labels.
 
+A sandbox is left behind when its owner was killed (SIGKILL, OOM, a power cut)
+before its ``finally`` ran. Its labels name the owner: ``pid`` (pid and process
+start time) and ``host`` (boot and PID namespace, ``host_identity``). A reaper that
+shares the owner's host identity removes it as soon as that process is gone; an
+owner elsewhere (another machine, another container) cannot be checked from here,
+so its sandboxes wait for their ``deadline`` label.
+
 Containers go first (a network or volume in use cannot be removed), then the
 model-only networks (``runner.sandbox.model_gateway``), then volumes.
 """
@@ -12,7 +19,14 @@ import time
 import docker
 import docker.errors
 
-from runner.sandbox.docker import LABEL_PREFIX, process_identity
+from runner.sandbox.docker import LABEL_PREFIX, host_identity, process_identity
+
+
+def owner_gone(labels: dict[str, str], here: str) -> bool:
+    """Whether the labels name an owner on this host (``here``) that is no longer running."""
+    host = labels.get(f"{LABEL_PREFIX}host", "")
+    pid = labels.get(f"{LABEL_PREFIX}pid", "")
+    return bool(here) and host == here and bool(pid) and not _alive(pid)
 
 
 def reap(
@@ -21,24 +35,34 @@ def reap(
     dry_run: bool,
     include_live: bool = False,
     worker: str | None = None,
+    past_deadline: bool = True,
 ) -> list[str]:
-    """Remove deltarun containers, then networks, then volumes, past their deadline;
+    """Remove deltarun containers, then networks, then volumes, whose owner on this host is
+    gone, or (``past_deadline``) whose deadline has passed, or all (``include_live``);
     return what was done."""
     now = time.time()
+    here = host_identity()
     lines: list[str] = []
     label = f"{LABEL_PREFIX}deadline"
     filters: dict[str, object] = {"label": [label]}
     if worker:
         filters["label"] = [label, f"{LABEL_PREFIX}worker={worker}"]
+
+    def keep(labels: dict[str, str]) -> bool:
+        if include_live or owner_gone(labels, here):
+            return False
+        deadline = float(labels.get(label, "0") or 0)
+        return not past_deadline or deadline > now
+
     for container in client.containers(all=True, filters=filters):
         labels = container.get("Labels") or {}
-        deadline = float(labels.get(label, "0") or 0)
-        if deadline > now and not include_live:
+        if keep(labels):
             continue
         name = container["Id"][:12]
+        why = " (owner gone)" if owner_gone(labels, here) else ""
         lines.append(
             f"{'would remove' if dry_run else 'removed'} container {name} "
-            f"(job {labels.get(LABEL_PREFIX + 'job', '?')[:12]})"
+            f"(job {labels.get(LABEL_PREFIX + 'job', '?')[:12]}){why}"
         )
         if not dry_run:
             try:
@@ -47,8 +71,7 @@ def reap(
                 pass
     for network in client.networks(filters=filters):
         labels = network.get("Labels") or {}
-        deadline = float(labels.get(label, "0") or 0)
-        if deadline > now and not include_live:
+        if keep(labels):
             continue
         lines.append(f"{'would remove' if dry_run else 'removed'} network {network['Name']}")
         if not dry_run:
@@ -61,8 +84,7 @@ def reap(
     volumes = (client.volumes(filters=filters) or {}).get("Volumes") or []
     for volume in volumes:
         labels = volume.get("Labels") or {}
-        deadline = float(labels.get(label, "0") or 0)
-        if deadline > now and not include_live:
+        if keep(labels):
             continue
         lines.append(f"{'would remove' if dry_run else 'removed'} volume {volume['Name']}")
         if not dry_run:
@@ -86,7 +108,18 @@ def _alive(identity: str) -> bool:
         return False
     except PermissionError:
         pass
+    if _state(int(pid_text)) in ("Z", "X"):
+        return False  # a zombie: dead, not yet reaped by a parent that was killed too
     return process_identity(int(pid_text)) == identity or not start or start == "0"
+
+
+def _state(pid: int) -> str:
+    """The process state letter of ``/proc/PID/stat`` (R, S, Z...), or "" if unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def reap_orphans(client: docker.APIClient, worker: str) -> list[str]:
