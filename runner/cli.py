@@ -415,11 +415,24 @@ def worker(
             "pinned image ID)",
         ),
     ] = True,
+    drain_timeout: Annotated[
+        float,
+        typer.Option(
+            "--drain-timeout",
+            min=0,
+            help="On SIGTERM, seconds the trials in flight may take to finish before their "
+            "jobs are handed back (a second SIGTERM hands them back at once)",
+        ),
+    ] = 900.0,
+    log_json: Annotated[
+        bool, typer.Option("--log-json", help="One JSON object per log line (trial events)")
+    ] = False,
 ) -> None:
     """Serve trials from Celery: checks Redis, Docker and the images first, reaps leftovers.
 
     Without -Q, serves every image runs publish (pulled by digest from the run's
-    --registry when missing here) and takes on images published later.
+    --registry when missing here) and takes on images published later. SIGTERM drains:
+    no new job, the trials in flight finish, exit 0.
     """
     from runner.distributed.worker import serve
 
@@ -431,6 +444,8 @@ def worker(
         visibility_timeout_s=visibility_timeout,
         say=lambda line: err.print(line, highlight=False, markup=False),
         pull=registry_pull,
+        drain_timeout_s=drain_timeout,
+        log_json=log_json,
     )
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 from celery import Celery, Task
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 
 from runner.agents.base import Agent
 from runner.distributed import bundle as bundles
@@ -33,6 +33,7 @@ from runner.distributed import keys, registry
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import VISIBILITY_TIMEOUT_S, make_app
 from runner.distributed.connection import connect_redis
+from runner.distributed.drain import Drain
 from runner.distributed.keys import STOP_TTL_S
 from runner.distributed.leases import RedisLeases
 from runner.errors import DeltarunError, DigestMismatch, UsageError
@@ -47,6 +48,7 @@ TrialBody = Callable[[Job, SuiteTask, Agent, TrialEnv], Trial]
 UNKNOWN_PROTOCOL_RETRY_S = 30
 PUBLISH_RETRY_FOR_S = 900.0
 IMAGE_POLL_S = float(os.environ.get("DELTARUN_IMAGE_POLL_S", "10"))
+DRAIN_TIMEOUT_S = 900.0
 
 
 def worker_name() -> str:
@@ -139,15 +141,31 @@ def handle(
     job = Job.model_validate(payload["job"])
     ledger = RedisLeases(state.redis, job.run_id)
     holder = f"{state.name}:{os.getpid()}"
+    fields = {
+        "run_id": job.run_id,
+        "job_id": job.job_id,
+        "task_id": job.task_id,
+        "arm": job.arm,
+        "repeat": job.repeat,
+        "worker": state.name,
+        "pid": os.getpid(),
+    }
     taken = _retrying(lambda: ledger.acquire(job.job_id, holder), "lease")
     if taken == "done":
-        return f"skip {job.job_id[:12]}: already recorded"
+        return _skipped(job, "already recorded", fields)
     if taken != "ok":
-        return f"skip {job.job_id[:12]}: leased by another worker"
+        return _skipped(job, "leased by another worker", fields)
     reason = _retrying(lambda: state.redis.get(keys.stopped(job.run_id)), "stop check")
     if reason is not None:
         ledger.release(job.job_id, holder)
-        return f"skip {job.job_id[:12]}: run stopped ({reason.decode('utf-8', 'replace')})"
+        return _skipped(job, f"run stopped ({reason.decode('utf-8', 'replace')})", fields)
+    log.info(
+        "trial %s %s %s: started",
+        job.job_id[:12],
+        job.arm,
+        job.task_id,
+        extra={"fields": {"event": "trial_started", **fields}},
+    )
     try:
         with ledger.held(job.job_id, holder):
             protocol = state.protocol(job.protocol_sha256)
@@ -173,10 +191,26 @@ def handle(
             pass  # the lease expires by itself
         raise
     dup = "" if first else " (duplicate, kept aside)"
-    return (
+    line = (
         f"trial {job.job_id[:12]} {job.arm} {job.task_id}: {trial.outcome.value} "
         f"{trial.wall_s:.1f}s{dup}"
     )
+    finished = {
+        "event": "trial_finished",
+        **fields,
+        "outcome": trial.outcome.value,
+        "wall_s": trial.wall_s,
+        "duplicate": not first,
+        "error": trial.error,
+    }
+    log.info("%s", line, extra={"fields": finished})
+    return line
+
+
+def _skipped(job: Job, why: str, fields: dict[str, Any]) -> str:
+    line = f"skip {job.job_id[:12]}: {why}"
+    log.info("%s", line, extra={"fields": {"event": "trial_skipped", **fields, "reason": why}})
+    return line
 
 
 def register(
@@ -199,8 +233,7 @@ def register(
             except DeltarunError as exc:
                 log.error("job %s: %s", payload.get("job", {}).get("job_id", "?")[:12], exc)
                 raise self.retry(countdown=UNKNOWN_PROTOCOL_RETRY_S, max_retries=None) from exc
-            log.info("%s", line)
-            return line
+            return line  # handle() logged it
 
         return run
 
@@ -218,6 +251,8 @@ def serve(
     extra: Callable[[Celery, WorkerState], None] | None = None,
     pull: bool = True,
     poll_s: float = IMAGE_POLL_S,
+    drain_timeout_s: float = DRAIN_TIMEOUT_S,
+    log_json: bool = False,
 ) -> None:
     """Check Redis, Docker and every image (one line and exit on any problem with an image
     ``-Q`` names, before a job is taken), reap what a crashed worker of this name left, then
@@ -244,6 +279,10 @@ def serve(
             say(f"reaper: {line}")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("deltarun").setLevel(logging.INFO)
+    if log_json:
+        from runner.distributed.logjson import use_json_logs
+
+        use_json_logs()
     state = WorkerState(broker)
     app = make_app(broker, visibility_timeout_s)
     register(app, state)
@@ -261,6 +300,14 @@ def serve(
     watcher = Watcher(app, node, served, broker, poll_s)
     worker_ready.connect(watcher.on_ready, weak=False)
     worker_shutdown.connect(watcher.on_shutdown, weak=False)
+    drain = Drain(
+        client_redis,
+        me,
+        drain_timeout_s,
+        say,
+        lambda: reap(client, dry_run=False, past_deadline=False),
+    )
+    worker_shutting_down.connect(drain.on_shutting_down, weak=False)
     app.worker_main(
         [
             "worker",

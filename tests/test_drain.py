@@ -1,0 +1,116 @@
+"""Scaling a worker down (real Redis, real Celery workers, real Docker): SIGTERM drains the
+trial in flight to its record; a second SIGTERM hands an unfinished job back at once, and
+another worker takes it long before the visibility timeout; nothing is recorded twice."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.distributed_support import (
+    Proc,
+    leases,
+    ledger_lines,
+    slow_suite,
+    start_worker,
+    wait_for,
+)
+
+pytestmark = pytest.mark.docker
+
+
+def coordinator_of(tmp_path: Path, controls: Path, url: str) -> Proc:
+    return Proc(
+        ["run", str(controls), "--out", str(tmp_path / "run"), "--broker", url],
+        tmp_path / "coordinator.log",
+    )
+
+
+def test_sigterm_finishes_the_trial_in_flight_then_exits_0(
+    tmp_path: Path, redis_server: Any, docker_api: Any
+) -> None:
+    controls = slow_suite(tmp_path, tasks=1, sleep_s=6)
+    first = start_worker(redis_server, tmp_path / "w1.log", "-c", "1", "--log-json", name="w1")
+    coordinator = coordinator_of(tmp_path, controls, redis_server.url)
+    client = redis_server.client()
+    second = None
+    try:
+        lease = wait_for(lambda: next(iter(leases(client)), ""), 120, "a trial to start")
+        in_flight = lease.rsplit(":", 1)[1]
+        first.kill(signal.SIGTERM)
+        assert first.wait(90) == 0, first.text()[-3000:]
+        assert "draining" in first.text()
+        second = start_worker(redis_server, tmp_path / "w2.log", "-c", "1", name="w2")
+        assert coordinator.wait(240) == 0, coordinator.text()[-3000:]
+        records = ledger_lines(tmp_path / "run")
+        counts = Counter(r["job_id"] for r in records)
+        assert len(counts) == 2 and set(counts.values()) == {1}, counts
+        assert not [r["error"] for r in records if r["error"]]
+        drained = next(r for r in records if r["job_id"] == in_flight)
+        assert drained["worker"] == "w1", "the trial in flight was finished by the drained worker"
+        # --log-json: the trial's events as JSON objects, one per line, for log shippers.
+        events = [json.loads(x) for x in first.text().splitlines() if x.startswith("{")]
+        mine = [e["event"] for e in events if e.get("job_id") == in_flight]
+        assert mine == ["trial_started", "trial_finished"], events
+        finished = next(
+            e for e in events if e.get("event") == "trial_finished" and e["job_id"] == in_flight
+        )
+        assert finished["worker"] == "w1" and finished["outcome"] == drained["outcome"]
+        duplicates = tmp_path / "run" / "trials.duplicates.jsonl"
+        assert not duplicates.exists() or not duplicates.read_text().strip()
+    finally:
+        coordinator.stop()
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+def test_a_second_sigterm_hands_the_job_back_at_once(
+    tmp_path: Path, redis_server: Any, docker_api: Any
+) -> None:
+    controls = slow_suite(tmp_path, tasks=1, sleep_s=300)
+    first = start_worker(redis_server, tmp_path / "w1.log", "-c", "1", name="w1")
+    coordinator = coordinator_of(tmp_path, controls, redis_server.url)
+    client = redis_server.client()
+    second = None
+    try:
+        # The control's trial takes seconds; the slow arm's holds the worker for 300 s.
+        def unfinished() -> list[str]:
+            done = {r["job_id"] for r in ledger_lines(tmp_path / "run")}
+            return [k.rsplit(":", 1)[1] for k in leases(client) if k.rsplit(":", 1)[1] not in done]
+
+        def slow_lease() -> str:
+            held = unfinished()
+            if not held:
+                return ""
+            time.sleep(8)
+            return held[0] if held[0] in unfinished() else ""
+
+        job = wait_for(slow_lease, 180, "the slow trial to start")
+        first.kill(signal.SIGTERM)
+        wait_for(lambda: "draining" in first.text(), 30, "the drain to start")
+        first.kill(signal.SIGTERM)
+        assert first.wait(90) == 0, first.text()[-3000:]
+        assert "released 1 unfinished job(s)" in first.text(), first.text()[-3000:]
+        second = start_worker(redis_server, tmp_path / "w2.log", "-c", "1", name="w2")
+        # Re-queued at once: w2 holds the job's lease within seconds (visibility: 7200 s).
+        wait_for(
+            lambda: any(k.endswith(job) and v.startswith("w2:") for k, v in leases(client).items()),
+            90,
+            "the second worker to take the handed-back job",
+        )
+        records = [json.dumps(r) for r in ledger_lines(tmp_path / "run") if r["job_id"] == job]
+        assert records == [], "the killed trial recorded nothing"
+        left = docker_api.containers(all=True, filters={"label": ["deltarun.worker=w1"]})
+        assert left == [], "the drained worker's sandboxes are gone"
+    finally:
+        coordinator.stop()
+        first.stop()
+        if second is not None:
+            second.stop()
