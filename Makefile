@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis registry chromium images worker-images examples demo pack30 envdemo swebench test adversarial lint bench gc clean
+.PHONY: help setup docker redis registry compose certs chromium images worker-images examples demo pack30 envdemo swebench test adversarial lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -23,6 +23,13 @@ redis:  ## install redis-server (Debian) for the distribution tests and benchmar
 
 registry:  ## install docker-registry (Debian) for the registry tests
 	@bash scripts/ensure-registry.sh
+
+compose:  ## install docker-compose and openssl (Debian) for the compose and TLS tests
+	@bash scripts/ensure-compose.sh
+
+certs:  ## make secrets/: a test CA, Redis TLS certificate, Redis user, job key (scripts/make-certs.sh)
+	@bash scripts/ensure-compose.sh
+	@bash scripts/make-certs.sh secrets $(NAMES)
 
 chromium:  ## install Debian's chromium, which renders report.html in the tests
 	@bash scripts/ensure-chromium.sh
@@ -64,7 +71,7 @@ swebench: setup images  ## SWE-bench-format example: instances + 2 predictions f
 	$(VENV)/bin/deltarun run examples/swebench/suite/controls.yaml \
 		--out runs/swebench-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
 
-test: setup redis registry chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
+test: setup redis registry compose chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
 	$(PY) -m pytest -q --durations=25 tests
 
 adversarial: setup images  ## the adversarial suite alone, with its table (attack, tried, happened, held)

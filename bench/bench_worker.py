@@ -13,6 +13,7 @@ in the package.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runner.agents.base import Agent  # noqa: E402
+from runner.distributed.credentials import load_job_key  # noqa: E402
 from runner.distributed.worker import register, serve  # noqa: E402
 from runner.models import Job, Outcome, Task, Trial  # noqa: E402
 from runner.record import bare_record  # noqa: E402
@@ -57,6 +59,7 @@ def main() -> None:
         extra=lambda app, state: register(
             app, state, BENCH_TASK, bench_trial_without_docker, NoSandboxes()
         ),
+        job_key=load_job_key(None, os.environ).key,
     )
 
 

@@ -36,6 +36,8 @@ from tests.distributed_support import FAST_ENV, RedisServer  # noqa: E402
 from tests.helpers import make_suite  # noqa: E402
 
 VENV = ROOT / ".venv" / "bin"
+# One job key for the coordinator and the bench workers of this run (signing is always on).
+JOB_KEY = os.environ.setdefault("DELTARUN_JOB_KEY", "bench-" + os.urandom(16).hex())
 
 
 def answer_suite(root: Path, repeats: int) -> Path:
@@ -71,6 +73,7 @@ def deltarun_rate(server: RedisServer, work: Path, jobs: int, concurrency: int) 
             visibility_timeout_s=7200,
             warn=lambda line: None,
             task_name=BENCH_TASK,
+            job_key=JOB_KEY.encode(),
         )
         elapsed = time.perf_counter() - start
     finally:
@@ -156,16 +159,18 @@ def bare_rate(server: RedisServer, work: Path, jobs: int, concurrency: int) -> f
 def collect_memory(records: int) -> float:
     """Peak RSS (MiB) of a coordinator process that collects ``records`` records."""
     code = f"""
-import resource, sys, tempfile, json
+import os, resource, sys, tempfile, json
 from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
 from bench.dispatch import answer_suite
 from runner.prepare import prepare
 from runner.executors.celery import run_celery
 from runner.distributed import keys
+from runner.distributed.signing import sign_record
 from runner.models import Trial
 import redis
 url = sys.argv[1]
+KEY = os.environ["DELTARUN_JOB_KEY"].encode()
 root = Path(tempfile.mkdtemp())
 prepared = prepare(answer_suite(root, {records}), root / "run", resume=False,
                    image_digest=lambda image: "sha256:x")
@@ -178,7 +183,8 @@ for i, job in enumerate(prepared.jobs):
                   outcome="miss", passed=False, timeout=False, tool_violation=False,
                   abstained=False, wall_s=0.0, worker="bench", started_at="s", finished_at="f")
     pipe.hset(keys.done(run_id), job.job_id, "bench")
-    pipe.xadd(keys.records(run_id), {{"trial": trial.model_dump_json()}})
+    raw = trial.model_dump_json()
+    pipe.xadd(keys.records(run_id), {{"trial": raw, "sig": sign_record(KEY, raw)}})
     if i % 1000 == 999:
         pipe.execute()
 pipe.execute()
@@ -186,7 +192,7 @@ del pipe, trial
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 run_celery(prepared, broker_url=url,
            record=lambda fresh, dups: prepared.run_dir.write_records(fresh, dups),
-           visibility_timeout_s=7200, warn=lambda line: None)
+           visibility_timeout_s=7200, warn=lambda line: None, job_key=KEY)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 lines = sum(1 for _ in open(prepared.run_dir.ledger_path))
 assert lines == {records}, lines

@@ -27,6 +27,7 @@ from runner.report.markdown import headline_lines
 if TYPE_CHECKING:
     from docker import APIClient
 
+    from runner.distributed.credentials import Broker
     from runner.prepare import PreparedRun
     from runner.report.build import BuiltReport
     from runner.run_service import Executor
@@ -40,6 +41,41 @@ app = typer.Typer(
 )
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
+
+# The broker and job-key options every distributed command shares
+# (runner/distributed/credentials.py says where each value is taken from).
+BrokerUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--broker",
+        help="Redis URL (redis:// or rediss:// for TLS); default $DELTARUN_BROKER_URL. "
+        "A password here shows in ps: use --broker-file",
+    ),
+]
+BrokerFile = Annotated[
+    Path | None,
+    typer.Option("--broker-file", help="File whose first line is the Redis URL (mode 0600)"),
+]
+BrokerCa = Annotated[
+    Path | None,
+    typer.Option("--broker-ca", help="CA (PEM) of Redis's TLS certificate [$DELTARUN_BROKER_CA]"),
+]
+BrokerCert = Annotated[
+    Path | None,
+    typer.Option("--broker-cert", help="Client certificate (PEM) [$DELTARUN_BROKER_CERT]"),
+]
+BrokerKey = Annotated[
+    Path | None,
+    typer.Option("--broker-key", help="The client certificate's key [$DELTARUN_BROKER_KEY]"),
+]
+JobKeyFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--job-key-file",
+        help="Key that signs jobs and records; default $DELTARUN_JOB_KEY, "
+        "$DELTARUN_JOB_KEY_FILE, else ~/.config/deltarun/job.key (made on first use)",
+    ),
+]
 
 
 @app.command()
@@ -142,10 +178,12 @@ def run(
     resume: Annotated[
         bool, typer.Option("--resume", help="Run only jobs without a record")
     ] = False,
-    broker: Annotated[
-        str | None,
-        typer.Option("--broker", help="Redis URL: publish jobs to Celery workers instead"),
-    ] = None,
+    broker: BrokerUrl = None,
+    broker_file: BrokerFile = None,
+    broker_ca: BrokerCa = None,
+    broker_cert: BrokerCert = None,
+    broker_key: BrokerKey = None,
+    job_key_file: JobKeyFile = None,
     visibility_timeout: Annotated[
         int, typer.Option("--visibility-timeout", help="Seconds before Redis redelivers")
     ] = 7200,
@@ -175,20 +213,18 @@ def run(
 ) -> None:
     """Run every (task, arm, repeat) job and write the report.
 
-    Without --broker, trials run here, -j at a time. With --broker, jobs go to
-    `deltarun worker` processes through Celery on Redis and records stream back.
+    Without a broker, trials run here, -j at a time. With one (--broker, --broker-file
+    or $DELTARUN_BROKER_URL), jobs signed with the job key go to `deltarun worker`
+    processes through Celery on Redis and records stream back.
     With --registry too, the run's images are pushed there (once) and workers
     that lack one pull it by digest, keeping it only with the pinned image ID.
     """
     from runner.report.build import write_report
 
     engine = _Engine()
-    if registry is not None and broker is None:
+    found = _broker(broker, broker_file, broker_ca, broker_cert, broker_key)
+    if registry is not None and found is None:
         raise UsageError("--registry ships images to workers: it needs --broker")
-    if broker is not None:
-        from runner.distributed.connection import connect_redis
-
-        connect_redis(broker)  # one line and exit 1 before anything is written
     if registry is not None:
         from runner.distributed import registry as registries
 
@@ -198,14 +234,16 @@ def run(
         out_dir,
         resume,
         engine,
-        local=broker is None,
+        local=found is None,
         expect_protocol=expect_protocol,
         allow_missing=allow_missing,
     )
-    executor = _executor(prepared, engine, broker, parallel, visibility_timeout, registry)
+    executor = _executor(
+        prepared, engine, found, job_key_file, parallel, visibility_timeout, registry
+    )
     meta = prepared.meta
     total, done = len(prepared.jobs), len(prepared.jobs) - len(prepared.todo)
-    where = f"broker {_redact(broker)}" if broker else f"-j {parallel}"
+    where = f"broker {found.shown} ({found.source})" if found else f"-j {parallel}"
     err.print(
         f"run {meta.run_id}: {total} jobs ({done} recorded, {len(prepared.todo)} to run), "
         f"{where}, protocol {meta.protocol_sha256[:12]}, suite {meta.suite_sha256[:12]}"
@@ -274,10 +312,51 @@ def _prepare_run(
     )
 
 
+def _broker(
+    url: str | None,
+    file: Path | None,
+    ca: Path | None,
+    cert: Path | None,
+    key: Path | None,
+    required: bool = False,
+) -> Broker | None:
+    """The broker the options (or $DELTARUN_BROKER_URL) name, reached once (one line and
+    exit 1 before anything is written when it is wrong), or None."""
+    from runner.distributed.connection import connect_redis
+    from runner.distributed.credentials import BrokerOptions, resolve_broker
+
+    found = resolve_broker(BrokerOptions(url, file, ca, cert, key), os.environ)
+    if found is None:
+        if required:
+            raise UsageError(
+                "no broker: give --broker-file FILE (its first line the Redis URL), "
+                "--broker URL, or set $DELTARUN_BROKER_URL"
+            )
+        return None
+    for warning in found.warnings:
+        err.print(f"deltarun: warning: {warning}", highlight=False, markup=False)
+    connect_redis(found.url)
+    return found
+
+
+def _job_key(option: Path | None) -> bytes:
+    from runner.distributed.credentials import load_job_key
+
+    loaded = load_job_key(option, os.environ)
+    if loaded.created:
+        err.print(
+            f"job key: made {loaded.source} (0600); a worker on another machine needs a copy",
+            highlight=False,
+            markup=False,
+        )
+    return loaded.key
+
+
 def _executor(
     prepared: PreparedRun,
     engine: _Engine,
-    broker: str | None,
+    broker: Broker | None,
+    job_key_file: Path | None,
     parallel: int,
     visibility: int,
     registry: str | None = None,
@@ -295,10 +374,11 @@ def _executor(
                 lambda line: err.print(f"registry: {line}", highlight=False, markup=False),
             )
         return CeleryExecutor(
-            broker,
+            broker.url,
             visibility,
             lambda line: err.print(f"deltarun: warning: {line}", highlight=False),
             images,
+            job_key=_job_key(job_key_file),
         )
     from runner.executors.local import LocalExecutor
     from runner.run_service import local_runner
@@ -361,14 +441,6 @@ def _execute(prepared: PreparedRun, executor: Executor, total: int, flags: bool 
             ) from None
 
 
-def _redact(url: str) -> str:
-    """A broker URL without its password, for logs."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
-
-
 def _print_headline(built: BuiltReport, paths: list[Path]) -> None:
     """The summary line(s): withheld when two or more checklist rows fail."""
     failing = [row.item for row in built.rows if not row.ok]
@@ -389,7 +461,12 @@ def _print_headline(built: BuiltReport, paths: list[Path]) -> None:
 
 @app.command()
 def worker(
-    broker: Annotated[str, typer.Option("--broker", help="Redis URL, e.g. redis://HOST:6379/0")],
+    broker: BrokerUrl = None,
+    broker_file: BrokerFile = None,
+    broker_ca: BrokerCa = None,
+    broker_cert: BrokerCert = None,
+    broker_key: BrokerKey = None,
+    job_key_file: JobKeyFile = None,
     concurrency: Annotated[int, typer.Option("-c", "--concurrency", min=1)] = 2,
     queues: Annotated[
         str | None,
@@ -427,17 +504,37 @@ def worker(
     log_json: Annotated[
         bool, typer.Option("--log-json", help="One JSON object per log line (trial events)")
     ] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=1,
+            max=65535,
+            help="Serve Prometheus metrics of this worker on http://ADDR:PORT/metrics "
+            "(default: off)",
+        ),
+    ] = None,
+    metrics_addr: Annotated[
+        str,
+        typer.Option(
+            "--metrics-addr",
+            help="Address --metrics-port listens on; 0.0.0.0 exposes the metrics to the network",
+        ),
+    ] = "127.0.0.1",
 ) -> None:
     """Serve trials from Celery: checks Redis, Docker and the images first, reaps leftovers.
 
     Without -Q, serves every image runs publish (pulled by digest from the run's
-    --registry when missing here) and takes on images published later. SIGTERM drains:
-    no new job, the trials in flight finish, exit 0.
+    --registry when missing here) and takes on images published later. Runs only jobs
+    signed with its job key (the coordinator's: same file). SIGTERM drains: no new job,
+    the trials in flight finish, exit 0.
     """
     from runner.distributed.worker import serve
 
+    found = _broker(broker, broker_file, broker_ca, broker_cert, broker_key, required=True)
+    assert found is not None
     serve(
-        broker,
+        found.url,
         concurrency=concurrency,
         images=None if queues is None else [q.strip() for q in queues.split(",") if q.strip()],
         name=name,
@@ -446,6 +543,9 @@ def worker(
         pull=registry_pull,
         drain_timeout_s=drain_timeout,
         log_json=log_json,
+        job_key=_job_key(job_key_file),
+        metrics_port=metrics_port,
+        metrics_addr=metrics_addr,
     )
 
 
@@ -492,17 +592,20 @@ def validate(
         int, typer.Option("-n", min=1, help="Runs of each side (3 finds flaky tests)")
     ] = 1,
     parallel: Annotated[int, typer.Option("-j", "--parallel", min=1, help="Trials at once")] = 2,
-    broker: Annotated[
-        str | None,
-        typer.Option("--broker", help="Redis URL: run the checks on Celery workers instead"),
-    ] = None,
+    broker: BrokerUrl = None,
+    broker_file: BrokerFile = None,
+    broker_ca: BrokerCa = None,
+    broker_cert: BrokerCert = None,
+    broker_key: BrokerKey = None,
+    job_key_file: JobKeyFile = None,
 ) -> None:
     """Check every task before it becomes a number: the hidden test must fail on the bare
     fixture and pass with the gold patch, in the task's image and sandbox, n times each.
     The checks are a run (in .deltarun-validate/ beside tasks.jsonl; here, or on workers
     with --broker). Writes validation.json beside tasks.jsonl (seal the controls to pin
     it); exit 1 when any task is not valid."""
-    found = _validate(target, gold, repeats, parallel, broker)
+    where = _broker(broker, broker_file, broker_ca, broker_cert, broker_key)
+    found = _validate(target, gold, repeats, parallel, where, job_key_file)
     if found.invalid:
         listed = ", ".join(f"{k} ({v.verdict})" for k, v in found.invalid.items())
         raise UserError(
@@ -511,7 +614,12 @@ def validate(
 
 
 def _validate(
-    target: Path, gold: Path | None, repeats: int, parallel: int, broker: str | None
+    target: Path,
+    gold: Path | None,
+    repeats: int,
+    parallel: int,
+    broker: Broker | None,
+    job_key_file: Path | None = None,
 ) -> Validation:
     """Plan, run and conclude a validation; print its table. (``validate``, ``import``.)"""
     from runner import validate_run
@@ -520,10 +628,6 @@ def _validate(
     if planned.gold_dir is None:
         err.print("no gold patches (--gold DIR, or a patch arm named gold): bare side only")
     engine = _Engine()
-    if broker is not None:
-        from runner.distributed.connection import connect_redis
-
-        connect_redis(broker)
     prepared = _prepare_run(
         planned.controls,
         planned.run_dir,
@@ -532,7 +636,7 @@ def _validate(
         local=broker is None,
         allow_missing=True,  # a task without a gold patch is checked on its bare side only
     )
-    executor = _executor(prepared, engine, broker, parallel, 7200)
+    executor = _executor(prepared, engine, broker, job_key_file, parallel, 7200)
     err.print(f"validate: {len(prepared.jobs)} checks, run {prepared.run_dir.path}")
     _execute(prepared, executor, len(prepared.jobs), flags=False)
     found = validate_run.conclude(planned)
@@ -651,10 +755,11 @@ def import_swebench(
 @app.command()
 def status(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (the --out of a run)")],
-    broker: Annotated[
-        str | None,
-        typer.Option("--broker", help="Redis URL of a distributed run: leases and live workers"),
-    ] = None,
+    broker: BrokerUrl = None,
+    broker_file: BrokerFile = None,
+    broker_ca: BrokerCa = None,
+    broker_cert: BrokerCert = None,
+    broker_key: BrokerKey = None,
 ) -> None:
     """Where a run stands, from any terminal: per arm recorded (by outcome), running and
     waiting jobs, the oldest running trial; with --broker, the workers seen with their
@@ -670,6 +775,8 @@ def status(
     run = RunDir(run_dir)
     if not run.exists():
         raise UserError(f"{run_dir}: not a run directory (no run.json); pass a run's --out")
+    found = _broker(broker, broker_file, broker_ca, broker_cert, broker_key)
+    url = found.url if found is not None else None
     meta = run.meta()
     stored = run_dir / "controls.yaml"
     controls = parse_controls(stored.read_text(encoding="utf-8"), str(stored))
@@ -685,12 +792,12 @@ def status(
         sources.append("this host's Docker engine")
     workers: list[str] = []
     unserved: list[str] = []
-    if broker is not None:
+    if url is not None:
         waiting = [jid for jid in planned if jid not in outcomes]
-        for jid, held in status_sources.leases_running(broker, meta.run_id, waiting).items():
+        for jid, held in status_sources.leases_running(url, meta.run_id, waiting).items():
             running[jid] = st.Running(held.where, running[jid].since if jid in running else None)
         sources.append("leases in Redis")
-        seen = status_sources.workers_seen(broker)
+        seen = status_sources.workers_seen(url)
         workers = [f"{node} ({', '.join(q) or 'no image yet'})" for node, q in seen.items()]
         if not seen:
             workers = ["none answered (no live worker on this broker)"]

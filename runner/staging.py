@@ -38,6 +38,7 @@ from runner import gitobjects, harness_git
 from runner.archives import ArchiveCaps, Member, build_tar
 from runner.atomic import write_atomic
 from runner.cache import CacheDir
+from runner.distributed import telemetry
 from runner.fixture_view import FixtureView
 from runner.models import GitRepo, RepoTask
 from runner.paths import is_forbidden
@@ -118,6 +119,7 @@ class Staging:
     def _hit(self, entry: str) -> Path:
         with self._lock:
             self.hits += 1
+        telemetry.cache_lookup("staged", hit=True)
         self.cache.touch(entry)
         return self.cache.path(entry)
 
@@ -125,6 +127,7 @@ class Staging:
         """Write a cache entry under a temporary name, then rename it into place."""
         with self._lock:
             self.misses += 1
+        telemetry.cache_lookup("staged", hit=False)
         target = self.cache.path(entry)
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(target, write)

@@ -31,6 +31,7 @@ from typing import Protocol
 from runner.agents.base import Agent, AgentContext, AgentResult
 from runner.archives import Member
 from runner.config.model import Controls, parse_size
+from runner.distributed import telemetry
 from runner.errors import DeltarunError, UserError
 from runner.gitpatch import PatchError
 from runner.grading_policy import Ground, Screened, screen
@@ -210,7 +211,8 @@ def _spec(
 def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts) -> None:
     """The agent phase, then the verdict: an answer task's metrics, or phase B."""
     fixture = env.fixture(task)
-    agent_wall = _agent_phase(job, task, agent, env, fixture, facts)
+    with telemetry.phase("agent"):
+        agent_wall = _agent_phase(job, task, agent, env, fixture, facts)
     result = facts.agent
     if agent_wall is None or result is None or task.kind is TaskKind.NEGATIVE:
         return
@@ -220,7 +222,8 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts)
         if result.answer_present and not result.answer_invalid:
             facts.passed, facts.metrics = score_answer(result.answer, task, agent_wall, env.metrics)
         return
-    _verify(job, task, env, fixture, facts.applied or b"", facts)
+    with telemetry.phase("verify"):
+        _verify(job, task, env, fixture, facts.applied or b"", facts)
 
 
 def _agent_phase(

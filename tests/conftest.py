@@ -33,6 +33,27 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["DELTARUN_CACHE"] = previous
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_job_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One job key for the session's coordinators and workers (never the user's own
+    ~/.config/deltarun/job.key), and no broker taken from the user's environment."""
+    key = "test-" + os.urandom(24).hex()
+    path = tmp_path_factory.mktemp("job-key") / "job.key"
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+    names = ("DELTARUN_JOB_KEY_FILE", "DELTARUN_JOB_KEY", "DELTARUN_BROKER_URL")
+    previous = {name: os.environ.get(name) for name in names}
+    for name in names:
+        os.environ.pop(name, None)
+    os.environ["DELTARUN_JOB_KEY_FILE"] = str(path)
+    yield key
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def _docker_problem() -> str | None:
     try:
         import docker

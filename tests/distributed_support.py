@@ -21,35 +21,83 @@ DELTARUN = str(ROOT / ".venv" / "bin" / "deltarun")
 FAST_ENV = {"DELTARUN_LEASE_TTL_S": "4", "DELTARUN_REQUEUE_CHECK_S": "1"}
 
 
+def session_key() -> bytes:
+    """The job key of this test session (``conftest.session_job_key``)."""
+    return Path(os.environ["DELTARUN_JOB_KEY_FILE"]).read_text().strip().encode()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-class RedisServer:
-    """A redis-server on a free loopback port with the append-only file on."""
+def make_secrets(directory: Path) -> Path:
+    """``scripts/make-certs.sh`` into ``directory`` (CA, certificates, ACL user, job key)."""
+    made = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "make-certs.sh"), str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    return directory
 
-    def __init__(self, directory: Path, fsync: str = "always") -> None:
+
+class RedisServer:
+    """A redis-server on a free loopback port with the append-only file on; with ``tls``
+    (a directory made by ``make_secrets``) it speaks only TLS, asks for a client
+    certificate and admits only the ACL user deltarun with its password."""
+
+    def __init__(self, directory: Path, fsync: str = "always", tls: Path | None = None) -> None:
         self.directory = directory
         self.fsync = fsync
+        self.tls = tls
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        """The URL with the password (TLS files not included: see ``tls_args``)."""
+        if self.tls is None:
+            return f"redis://127.0.0.1:{self.port}/0"
+        return (self.tls / "broker.url").read_text().strip().replace(":6379/", f":{self.port}/")
+
+    def tls_args(self) -> list[str]:
+        assert self.tls is not None
+        return [
+            *("--broker-ca", str(self.tls / "ca.crt")),
+            *("--broker-cert", str(self.tls / "client.crt")),
+            *("--broker-key", str(self.tls / "client.key")),
+        ]
 
     def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+        if self.tls is None:
+            return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+        return redis.Redis.from_url(
+            self.url,
+            socket_timeout=10,
+            ssl_ca_certs=str(self.tls / "ca.crt"),
+            ssl_certfile=str(self.tls / "client.crt"),
+            ssl_keyfile=str(self.tls / "client.key"),
+        )
 
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        listen = ["--port", str(self.port)]
+        if self.tls is not None:
+            files = self.tls / "redis"
+            listen = [
+                *("--port", "0", "--tls-port", str(self.port)),
+                *("--tls-cert-file", str(files / "redis.crt")),
+                *("--tls-key-file", str(files / "redis.key")),
+                *("--tls-ca-cert-file", str(files / "ca.crt")),
+                *("--tls-auth-clients", "yes", "--aclfile", str(files / "users.acl")),
+            ]
         self.process = subprocess.Popen(
             [
                 "redis-server",
-                "--port",
-                str(self.port),
+                *listen,
                 "--bind",
                 "127.0.0.1",
                 "--dir",
@@ -57,7 +105,7 @@ class RedisServer:
                 "--appendonly",
                 "yes",
                 "--appendfsync",
-                "always",
+                self.fsync,
                 "--save",
                 "",
                 "--maxmemory-policy",
@@ -125,10 +173,17 @@ class Proc:
 
 
 def start_worker(
-    server: RedisServer, log: Path, *extra: str, name: str = "w1", env: dict[str, str] | None = None
+    server: RedisServer,
+    log: Path,
+    *extra: str,
+    name: str = "w1",
+    env: dict[str, str] | None = None,
+    broker: list[str] | None = None,
 ) -> Proc:
+    """A ``deltarun worker`` on ``server`` (``broker``: the broker options, default
+    ``--broker URL``), returned once it consumes its queues."""
     worker = Proc(
-        ["worker", "--broker", server.url, "--name", name, *extra],
+        ["worker", *(broker or ["--broker", server.url]), "--name", name, *extra],
         log,
         env={"DELTARUN_CACHE": str(log.parent / f"cache-{name}"), **(env or {})},
     )

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from runner.distributed.signing import sign_job
 from tests.conftest import run_cli
 from tests.distributed_support import (
     Proc,
@@ -23,6 +24,7 @@ from tests.distributed_support import (
     essence,
     leases,
     ledger_lines,
+    session_key,
     slow_suite,
     start_worker,
     wait_for,
@@ -199,9 +201,10 @@ def test_job_for_unknown_protocol_stays_queued(run: Run) -> None:
     worker = run.worker("-c", "1")
     job = Job(job_id="j" * 64, run_id="r", protocol_sha256="f" * 64, task_id="t", arm="a", repeat=0)
     app = make_app(run.server.url)
+    body = job.model_dump(mode="json")
     app.send_task(
         keys.TRIAL_TASK,
-        args=[{"job": job.model_dump(mode="json")}],
+        args=[{"job": body, "sig": sign_job(session_key(), body)}],
         queue=keys.queue_for_image("deltarun/sandbox-python:bookworm"),
     )
     wait_for(lambda: "unknown to this Redis" in worker.text(), 60, "the worker's error line")

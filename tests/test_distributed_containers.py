@@ -6,6 +6,7 @@ published on 127.0.0.1 only; workers reach it by name on the private network.
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections import Counter
 from collections.abc import Iterator
@@ -67,7 +68,10 @@ class Cluster:
             hostname=name,
             host_config=host_config,
             command=["worker", "--broker", "redis://redis:6379/0", "-c", "1"],
-            environment={"DELTARUN_LEASE_TTL_S": "4"},
+            environment={
+                "DELTARUN_LEASE_TTL_S": "4",
+                "DELTARUN_JOB_KEY": Path(os.environ["DELTARUN_JOB_KEY_FILE"]).read_text().strip(),
+            },
             labels={"deltarun.test": self.tag},
         )["Id"]
         self.containers.append(container)

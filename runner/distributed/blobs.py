@@ -14,7 +14,7 @@ import redis
 
 from runner.atomic import write_atomic
 from runner.cache import CacheDir, default_root
-from runner.distributed import keys
+from runner.distributed import keys, telemetry
 from runner.errors import DigestMismatch, InfraError
 from runner.hashing import sha256_bytes, sha256_file
 
@@ -52,8 +52,10 @@ class BlobStore:
         with self._lock:
             if target.is_file():
                 if sha256_file(target) == digest:
+                    telemetry.cache_lookup("blobs", hit=True)
                     return target
                 target.unlink()  # a corrupted cache entry is fetched again
+            telemetry.cache_lookup("blobs", hit=False)
             data = self.client.get(keys.blob(digest))
             if data is None:
                 raise InfraError(

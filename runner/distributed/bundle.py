@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, build_tar, read_m
 from runner.cache import CacheDir
 from runner.config.loader import LoadedControls, protocol_hash
 from runner.config.model import Controls
-from runner.distributed import keys
+from runner.distributed import keys, telemetry
 from runner.distributed.blobs import BlobStore
 from runner.errors import DigestMismatch, ProtocolMismatch
 from runner.gitfixture import GitStore
@@ -132,11 +132,24 @@ class RemoteInputs:
         self.cache = cache or MemberCache(MEMORY_BUDGET)
 
     def _members(self, digest: str) -> list[Member]:
-        return self.cache.get(digest, lambda: read_members(self.blobs.path(digest), self.caps))
+        return self._cached(digest, lambda: read_members(self.blobs.path(digest), self.caps))
+
+    def _cached(self, key: str, load: Callable[[], list[Member]]) -> list[Member]:
+        """From the member cache; ``load`` is called on a miss (counted by ``telemetry``)."""
+        missed = False
+
+        def miss() -> list[Member]:
+            nonlocal missed
+            missed = True
+            return load()
+
+        members = self.cache.get(key, miss)
+        telemetry.cache_lookup("members", hit=not missed)
+        return members
 
     def fixture(self, task: RepoTask) -> list[Member]:
         if isinstance(task.repo, GitRepo):
-            return self.cache.get(f"tree:{task.repo_tree}", lambda: self._tree(task))
+            return self._cached(f"tree:{task.repo_tree}", lambda: self._tree(task))
         return self._members(task.repo_sha256)
 
     def _tree(self, task: RepoTask) -> list[Member]:

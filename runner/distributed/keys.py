@@ -42,6 +42,12 @@ def stopped(run_id: str) -> str:
     return f"{PREFIX}:stopped:{run_id}"
 
 
+def refused(run_id: str) -> str:
+    """List of JSON notices from workers that refused a job of the run (bad signature):
+    read and emptied by the coordinator, which says why and sends those jobs again."""
+    return f"{PREFIX}:refused:{run_id[:80]}"
+
+
 def queue_for_image(image: str) -> str:
     """Jobs route to one queue per sandbox image: a worker takes only jobs whose image it has."""
     return f"{PREFIX}.{image}"

@@ -19,7 +19,8 @@ from typing import Any
 
 import redis
 
-from runner.distributed import keys
+from runner.distributed import keys, telemetry
+from runner.distributed.signing import sign_record
 from runner.models import Trial
 
 # A lease outlives a stalled renewal by two periods; tests shorten it through the environment.
@@ -51,11 +52,12 @@ return 0
 
 
 class RedisLeases:
-    """Leases and records of one run."""
+    """Leases and records of one run; records are signed with ``key`` (the job key)."""
 
-    def __init__(self, client: redis.Redis, run_id: str) -> None:
+    def __init__(self, client: redis.Redis, run_id: str, key: bytes | None = None) -> None:
         self.client = client
         self.run_id = run_id
+        self.key = key
         # Scripts run by digest (EVALSHA) after the first call: no script text per job.
         self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
@@ -85,7 +87,11 @@ class RedisLeases:
         """Publish a record and release the lease in one round trip; True if it is the first."""
         pipe = self.client.pipeline(transaction=True)
         pipe.hsetnx(keys.done(self.run_id), trial.job_id, trial.worker)
-        pipe.xadd(keys.records(self.run_id), {"trial": trial.model_dump_json()})
+        raw = trial.model_dump_json()
+        fields: dict[Any, Any] = {"trial": raw}
+        if self.key is not None:
+            fields["sig"] = sign_record(self.key, raw)
+        pipe.xadd(keys.records(self.run_id), fields)
         self._release(keys=[keys.lease(self.run_id, trial.job_id)], args=[holder], client=pipe)
         first, _, _ = pipe.execute()
         return bool(first)
@@ -103,17 +109,17 @@ class RedisLeases:
     # -- coordinator side ----------------------------------------------------------
     def read(
         self, cursor: str, count: int = 500, block_ms: int | None = 1000
-    ) -> list[tuple[str, str]]:
-        """Records after ``cursor`` (a stream id), oldest first, as (id, trial JSON)."""
+    ) -> list[tuple[str, str, str | None]]:
+        """Records after ``cursor`` (a stream id), oldest first, as (id, trial JSON, signature)."""
         reply: Any = self.client.xread(
             {keys.records(self.run_id): cursor}, count=count, block=block_ms
         )
-        out: list[tuple[str, str]] = []
+        out: list[tuple[str, str, str | None]] = []
         for _stream, entries in reply or []:
             for entry_id, fields in entries:
                 eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-                raw = fields.get(b"trial") or fields.get("trial")
-                out.append((eid, raw.decode() if isinstance(raw, bytes) else str(raw)))
+                raw = _text(fields.get(b"trial") or fields.get("trial")) or ""
+                out.append((eid, raw, _text(fields.get(b"sig") or fields.get("sig"))))
         return out
 
     def stalled(self, job_ids: Sequence[str]) -> list[str]:
@@ -148,6 +154,12 @@ class RedisLeases:
             for index, job_id in enumerate(job_ids)
             if flags[2 * index] or flags[2 * index + 1]
         }
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 class LeaseKeeper:
@@ -188,8 +200,13 @@ class LeaseKeeper:
             time.sleep(RENEW_EVERY_S)
             with self._lock:
                 held = list(self._held.items())
-            for (_run, job_id), (ledger, holder) in held:
+            for (run, job_id), (ledger, holder) in held:
                 try:
-                    ledger.renew(job_id, holder)
+                    kept = ledger.renew(job_id, holder)
                 except redis.RedisError:
-                    pass  # Redis restarting: try again at the next tick
+                    continue  # Redis restarting: try again at the next tick
+                with self._lock:
+                    # A lease its trial gave up meanwhile (published, let go) is not lost.
+                    still = (run, job_id) in self._held
+                if kept or still:
+                    telemetry.lease_renewed(kept)

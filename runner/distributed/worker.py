@@ -1,9 +1,11 @@
 """The worker side: the Celery task (a thin adapter around ``execute_trial``) and start-up.
 
-The task validates its payload, skips a job that is done or leased, takes the
-lease, runs the same ``execute_trial`` the local executor runs, publishes the
-record and logs one line. Everything a job needs comes from Redis (the protocol
-bundle and content-addressed blobs), never from the coordinator's disk.
+The task checks the job's signature (a job not signed with this worker's job key
+is refused, logged and reported to its coordinator, never run), validates its
+payload, skips a job that is done or leased, takes the lease, runs the same
+``execute_trial`` the local executor runs, publishes the signed record and logs
+one line. Everything a job needs comes from Redis (the protocol bundle and
+content-addressed blobs), never from the coordinator's disk.
 
 Images: a worker serves one Celery queue per sandbox image (``ServedImages``).
 Without ``-Q`` it serves what runs publish in ``deltarun:images`` (tag → pinned
@@ -14,6 +16,7 @@ images published later and starts consuming their queues.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -25,17 +28,23 @@ from typing import Any
 
 import redis
 from celery import Celery, Task
-from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
+from celery.signals import (
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
 
 from runner.agents.base import Agent
 from runner.distributed import bundle as bundles
-from runner.distributed import keys, registry
+from runner.distributed import keys, registry, telemetry
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import VISIBILITY_TIMEOUT_S, make_app
 from runner.distributed.connection import connect_redis
 from runner.distributed.drain import Drain
 from runner.distributed.keys import STOP_TTL_S
 from runner.distributed.leases import RedisLeases
+from runner.distributed.signing import fingerprint, job_refusal
 from runner.errors import DeltarunError, DigestMismatch, UsageError
 from runner.models import Job, Trial
 from runner.models import Task as SuiteTask
@@ -60,6 +69,7 @@ class WorkerState:
     """Per-process state, created lazily after the pool forks."""
 
     broker_url: str
+    job_key: bytes
     name: str = field(default_factory=worker_name)
     _redis: redis.Redis | None = None
     _blobs: BlobStore | None = None
@@ -138,8 +148,11 @@ def handle(
 ) -> str:
     """Run one job message with ``body`` (``execute_trial``, on this worker's Docker engine
     unless ``sandboxes`` says otherwise). Returns what happened, for the log."""
+    refusal = job_refusal(state.job_key, payload)
+    if refusal is not None:
+        return _refused(state, payload, refusal)
     job = Job.model_validate(payload["job"])
-    ledger = RedisLeases(state.redis, job.run_id)
+    ledger = RedisLeases(state.redis, job.run_id, state.job_key)
     holder = f"{state.name}:{os.getpid()}"
     fields = {
         "run_id": job.run_id,
@@ -166,6 +179,7 @@ def handle(
         job.task_id,
         extra={"fields": {"event": "trial_started", **fields}},
     )
+    telemetry.trial_started()
     try:
         with ledger.held(job.job_id, holder):
             protocol = state.protocol(job.protocol_sha256)
@@ -178,6 +192,7 @@ def handle(
                 protocol.controls, state.inputs(protocol), sandboxes, state.name, protocol.metrics
             )
             trial = body(job, task, agent, env)
+            telemetry.trial_finished(trial.outcome.value)
             first = _retrying(lambda: ledger.publish(trial, holder), "publish")
             if stop_reason(trial, protocol.controls) is not None:
                 # Set here too, not only by the coordinator: no next job of the run starts
@@ -207,6 +222,40 @@ def handle(
     return line
 
 
+def _refused(state: WorkerState, payload: Any, why: str) -> str:
+    """Log a job this worker will not run and leave its coordinator a notice (the job's own
+    run and id, as far as the message says them; nothing of it is trusted or run)."""
+    job = payload.get("job") if isinstance(payload, dict) else None
+    job = job if isinstance(job, dict) else {}
+    run_id, job_id = str(job.get("run_id", "?"))[:80], str(job.get("job_id", "?"))[:80]
+    key = fingerprint(state.job_key)
+    line = f"refused job {job_id[:12]} of run {run_id[:12]}: {why} (this worker's key {key})"
+    log.error(
+        "%s",
+        line,
+        extra={
+            "fields": {
+                "event": "job_refused",
+                "run_id": run_id,
+                "job_id": job_id,
+                "reason": why,
+                "worker": state.name,
+                "key": key,
+            }
+        },
+    )
+    notice = json.dumps({"worker": state.name, "key": key, "job_id": job_id, "reason": why})
+    try:
+        pipe = state.redis.pipeline(transaction=True)
+        pipe.rpush(keys.refused(run_id), notice)
+        pipe.ltrim(keys.refused(run_id), -1000, -1)
+        pipe.expire(keys.refused(run_id), 24 * 3600)
+        pipe.execute()
+    except redis.RedisError:
+        pass  # the notice is advice; the job is refused either way
+    return line
+
+
 def _skipped(job: Job, why: str, fields: dict[str, Any]) -> str:
     line = f"skip {job.job_id[:12]}: {why}"
     log.info("%s", line, extra={"fields": {"event": "trial_skipped", **fields, "reason": why}})
@@ -228,11 +277,16 @@ def register(
             try:
                 line = handle(state, payload, body, sandboxes)
             except bundles.UnknownProtocol as exc:
+                telemetry.infrastructure_error(telemetry.UNKNOWN_PROTOCOL)
                 log.error("job %s: %s", payload.get("job", {}).get("job_id", "?")[:12], exc)
                 raise self.retry(countdown=UNKNOWN_PROTOCOL_RETRY_S, max_retries=None) from exc
             except DeltarunError as exc:
+                telemetry.infrastructure_error(telemetry.INFRA)
                 log.error("job %s: %s", payload.get("job", {}).get("job_id", "?")[:12], exc)
                 raise self.retry(countdown=UNKNOWN_PROTOCOL_RETRY_S, max_retries=None) from exc
+            except Exception:
+                telemetry.infrastructure_error(telemetry.INFRA)
+                raise
             return line  # handle() logged it
 
         return run
@@ -253,18 +307,26 @@ def serve(
     poll_s: float = IMAGE_POLL_S,
     drain_timeout_s: float = DRAIN_TIMEOUT_S,
     log_json: bool = False,
+    job_key: bytes,
+    metrics_port: int | None = None,
+    metrics_addr: str = telemetry.DEFAULT_ADDR,
 ) -> None:
     """Check Redis, Docker and every image (one line and exit on any problem with an image
     ``-Q`` names, before a job is taken), reap what a crashed worker of this name left, then
     serve the queues of ``images``; with ``images`` None, of every image a run published
     (pulled by digest when missing, kept only with its pinned ID) and of the default sandbox
     image when present. A background thread takes on images published later.
-    ``extra`` registers more tasks (the benchmarks' Docker-free body)."""
+    ``extra`` registers more tasks (the benchmarks' Docker-free body). With ``metrics_port``,
+    Prometheus metrics of the whole pool are served on ``metrics_addr`` (``telemetry``)."""
     from runner.sandbox.engine import connect
     from runner.sandbox.reaper import reap, reap_orphans
 
     if name:
         os.environ["DELTARUN_WORKER_NAME"] = name
+    if metrics_port is not None:  # first: a port in use is one line before anything else
+        url = telemetry.start(metrics_port, metrics_addr)
+        worker_process_shutdown.connect(telemetry.on_process_shutdown, weak=False)
+        say(f"metrics: {url}")
     me = worker_name()
     client_redis = connect_redis(broker)
     client = connect()
@@ -283,7 +345,7 @@ def serve(
         from runner.distributed.logjson import use_json_logs
 
         use_json_logs()
-    state = WorkerState(broker)
+    state = WorkerState(broker, job_key)
     app = make_app(broker, visibility_timeout_s)
     register(app, state)
     if extra is not None:
@@ -293,7 +355,7 @@ def serve(
     what = ", ".join(served.served) or "none yet (waiting for a run to publish its images)"
     say(
         f"deltarun worker {me}: -c {concurrency}, images {what}, "
-        f"visibility timeout {visibility_timeout_s}s"
+        f"visibility timeout {visibility_timeout_s}s, job key {fingerprint(job_key)}"
     )
     queues = [keys.queue_for_image(i) for i in served.served] or [keys.IDLE_QUEUE]
     served.consuming.update(queues)

@@ -10,6 +10,12 @@ neither recorded nor leased.
 It also publishes the run's images (tag → pinned image ID, and with
 ``--registry`` the reference to pull it by digest) for workers to serve, and
 says, within a minute, when jobs wait in a queue no live worker consumes.
+
+Every job it sends is signed with the job key, and it keeps only records signed
+with the same key (``runner.distributed.signing``): whoever can write to Redis
+without the key can neither make workers run a job nor put a record in the ledger.
+A worker that refuses a job (another key) leaves a notice; the coordinator names
+that worker and both key fingerprints, and sends the job again for another worker.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ from runner.distributed import keys, registry
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import make_app, required_visibility_s
 from runner.distributed.connection import connect_redis
+from runner.distributed.credentials import redact
 from runner.distributed.keys import STOP_TTL_S
 from runner.distributed.leases import RedisLeases
+from runner.distributed.signing import fingerprint, record_signed, sign_job
 from runner.errors import DeltarunError, UserError
 from runner.executors.local import Interrupted
 from runner.models import Job, Trial, task_timeout
@@ -71,6 +79,7 @@ def run_celery(
     record: Callable[[list[Trial], list[Trial]], None],
     visibility_timeout_s: int,
     warn: Callable[[str], None],
+    job_key: bytes,
     task_name: str = keys.TRIAL_TASK,
     images: Mapping[str, registry.Published] | None = None,
     queue_check_s: float = QUEUE_CHECK_S,
@@ -98,7 +107,9 @@ def run_celery(
         images = {tag: registry.Published(pin) for tag, pin in prepared.meta.image_digests.items()}
     registry.publish(client, images)
     app = make_app(broker_url, visibility_timeout_s)
-    coordinator = _Coordinator(prepared, client, app, record, warn, task_name, queue_check_s)
+    coordinator = _Coordinator(
+        prepared, client, app, record, warn, task_name, job_key, queue_check_s
+    )
     client.delete(keys.stopped(prepared.meta.run_id))  # a resumed run starts its workers again
     try:
         coordinator.run()
@@ -110,7 +121,7 @@ def run_celery(
         raise
     except redis.RedisError as exc:
         raise UserError(
-            f"lost Redis at {broker_url} ({exc}); every record so far is kept: "
+            f"lost Redis at {redact(broker_url)} ({exc}); every record so far is kept: "
             "restart Redis and continue with --resume"
         ) from exc
 
@@ -127,19 +138,24 @@ class _Coordinator:
         record: Callable[[list[Trial], list[Trial]], None],
         warn: Callable[[str], None],
         task_name: str,
+        job_key: bytes,
         queue_check_s: float = QUEUE_CHECK_S,
     ) -> None:
         self.prepared = prepared
+        self.client = client
         self.app = app
         self.record = record
         self.warn = warn
         self.task_name = task_name
-        self.leases = RedisLeases(client, prepared.meta.run_id)
+        self.job_key = job_key
+        self.leases = RedisLeases(client, prepared.meta.run_id, job_key)
         self.cursor_path = prepared.run_dir.path / CURSOR_FILE
         self.cursor = _read_cursor(self.cursor_path)
         self.pending: dict[str, Job] = {job.job_id: job for job in prepared.todo}
         self.queue_check_s = queue_check_s
         self.unserved: set[str] = set()  # queues reported as waiting for a worker
+        self.refusers: set[tuple[str, str]] = set()  # (worker, key fingerprint) reported
+        self.unsigned = 0  # stream entries ignored for want of this run's signature
 
     def run(self) -> None:
         while self.collect(block_ms=None):  # records that arrived while this coordinator was away
@@ -156,6 +172,7 @@ class _Coordinator:
                     last_check = time.monotonic()
                     self.requeue_stalled()
                 if self.pending and time.monotonic() - last_queue_check >= self.queue_check_s:
+                    self.check_refusals()
                     self.check_queues()
                     last_queue_check = time.monotonic()
                 outage_since = None
@@ -174,8 +191,8 @@ class _Coordinator:
         entries = self.leases.read(self.cursor, block_ms=block_ms)
         fresh: list[Trial] = []
         duplicates: list[Trial] = []
-        for entry_id, raw in entries:
-            trial = self._parse(entry_id, raw)
+        for entry_id, raw, signature in entries:
+            trial = self._parse(entry_id, raw, signature)
             if trial is None:
                 continue
             if self.pending.pop(trial.job_id, None) is not None:
@@ -191,8 +208,17 @@ class _Coordinator:
             tmp.replace(self.cursor_path)
         return len(entries)
 
-    def _parse(self, entry_id: str, raw: str) -> Trial | None:
+    def _parse(self, entry_id: str, raw: str, signature: str | None) -> Trial | None:
         meta = self.prepared.meta
+        if not record_signed(self.job_key, raw, signature):
+            self.unsigned += 1
+            if self.unsigned == 1:  # said once; each one is ignored, its job stays pending
+                self.warn(
+                    f"stream {keys.records(meta.run_id)} entry {entry_id}: a record not signed "
+                    f"with this run's job key ({fingerprint(self.job_key)}) is ignored; "
+                    "something other than this run's workers writes to Redis"
+                )
+            return None
         try:
             trial = Trial.model_validate_json(raw)
         except ValidationError as exc:
@@ -236,9 +262,10 @@ class _Coordinator:
         with self.app.producer_or_acquire() as producer:
             for job in jobs:
                 image = image_of(self.prepared.tasks[job.task_id], controls)
+                body = job.model_dump(mode="json")
                 self.app.send_task(
                     self.task_name,
-                    args=[{"job": job.model_dump(mode="json")}],
+                    args=[{"job": body, "sig": sign_job(self.job_key, body)}],
                     queue=keys.queue_for_image(image),
                     task_id=f"{job.job_id[:32]}-{uuid.uuid4().hex[:8]}",
                     producer=producer,
@@ -276,6 +303,35 @@ class _Coordinator:
                     "the image (or one without -Q, which pulls what --registry published)"
                 )
 
+    def check_refusals(self) -> None:
+        """Name each worker that refused this run's jobs (once per worker and key) and send
+        the refused jobs still pending again, for a worker that holds this run's key."""
+        name = keys.refused(self.prepared.meta.run_id)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.lrange(name, 0, -1)
+        pipe.delete(name)
+        raw_notices, _ = pipe.execute()
+        again: dict[str, Job] = {}
+        for raw in raw_notices:
+            try:
+                notice = json.loads(raw)
+                worker, key, job_id = str(notice["worker"]), str(notice["key"]), notice["job_id"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if (worker, key) not in self.refusers:
+                self.refusers.add((worker, key))
+                self.warn(
+                    f"worker {worker[:80]} (job key {key[:12]}) refused jobs of this run "
+                    f"({str(notice.get('reason', '?'))[:80]}); this run signs with job key "
+                    f"{fingerprint(self.job_key)}: copy this coordinator's job key file to that "
+                    "worker (--job-key-file or ~/.config/deltarun/job.key) and restart it"
+                )
+            if isinstance(job_id, str) and job_id in self.pending:
+                again[job_id] = self.pending[job_id]
+        if again:
+            busy = self.leases.leased_or_done(list(again))
+            self.send([job for job_id, job in again.items() if job_id not in busy])
+
     def requeue_stalled(self) -> None:
         stalled: list[str] = []
         for chunk in self.chunks():
@@ -308,8 +364,11 @@ class CeleryExecutor:
         warn: Callable[[str], None],
         images: Mapping[str, registry.Published] | None = None,
         queue_check_s: float = QUEUE_CHECK_S,
+        *,
+        job_key: bytes,
     ) -> None:
         self.broker_url = broker_url
+        self.job_key = job_key
         self.visibility_timeout_s = visibility_timeout_s
         self.warn = warn
         self.images = images
@@ -326,4 +385,5 @@ class CeleryExecutor:
             warn=self.warn,
             images=self.images,
             queue_check_s=self.queue_check_s,
+            job_key=self.job_key,
         )

@@ -31,6 +31,7 @@ import docker.errors
 from docker.types import LogConfig, Mount, Ulimit
 
 from runner.archives import read_capped_tar_file
+from runner.distributed import telemetry
 from runner.errors import SandboxError, UserError
 from runner.sandbox.base import (
     AGENT_DIR,
@@ -239,6 +240,7 @@ class DockerSession:
         spec, client, limits = self.spec, self.factory.client, self.spec.limits
         labels = self._labels()
         digest = self.factory.image_digest(spec.image)
+        began = time.monotonic()
         try:
             mounts = [self._volume(WORKSPACE, limits.workspace_bytes, labels, "0755")]
             tmpfs = {
@@ -288,6 +290,7 @@ class DockerSession:
             self.container = str(created["Id"])
             self.factory._track(self.container, True)
             client.start(self.container)
+            telemetry.sandbox_started(time.monotonic() - began)
         except docker.errors.APIError as exc:
             if exc.status_code is not None and 400 <= exc.status_code < 500:
                 raise UserError(
