@@ -20,9 +20,12 @@
 #   flower.env                   FLOWER_BASIC_AUTH=flower:PASSWORD (compose's Flower)
 #   redis/ (0755)                mounted into the Redis container at /tls
 #     ca.crt redis.crt redis.key users.acl (the password only as its SHA-256)
-#   worker/ (0755)               mounted into worker containers at /secrets
+#   worker/ (0755)               mounted into worker containers at /secrets; copied to
+#                                /etc/deltarun/ on another server (README, "Many machines")
 #     ca.crt client.crt client.key job.key
 #     broker.url                 the same URL with the host `redis` (compose's network)
+#     worker.env                 for a worker elsewhere (systemd EnvironmentFile): the URL
+#                                with the first NAME_OR_IP as host, files under /etc/deltarun
 # The two subdirectories are readable inside their containers (Redis runs as its
 # own user there); on this host the 0700 DIR keeps every other user out.
 set -euo pipefail
@@ -66,6 +69,14 @@ printf 'user default off\nuser deltarun on #%s ~* &* +@all\n' "$hash" >redis/use
 printf 'rediss://deltarun:%s@127.0.0.1:6379/0\n' "$password" >broker.url
 printf 'rediss://deltarun:%s@redis:6379/0\n' "$password" >worker/broker.url
 printf 'FLOWER_BASIC_AUTH=flower:%s\n' "$flower" >flower.env
+remote=${1:-127.0.0.1}
+cat >worker/worker.env <<EOF
+DELTARUN_BROKER_URL=rediss://deltarun:$password@$remote:6379/0
+DELTARUN_BROKER_CA=/etc/deltarun/ca.crt
+DELTARUN_BROKER_CERT=/etc/deltarun/client.crt
+DELTARUN_BROKER_KEY=/etc/deltarun/client.key
+DELTARUN_JOB_KEY_FILE=/etc/deltarun/job.key
+EOF
 here=$(pwd)
 cat >deltarun.env <<EOF
 DELTARUN_BROKER_URL=rediss://deltarun:$password@127.0.0.1:6379/0
@@ -80,5 +91,5 @@ cp ca.crt redis/
 cp ca.crt client.crt client.key job.key worker/
 chmod 755 redis worker
 chmod 644 redis/* ca.crt client.crt
-chmod 600 ca.key client.key job.key broker.url deltarun.env flower.env worker/client.key worker/job.key worker/broker.url
+chmod 600 ca.key client.key job.key broker.url deltarun.env flower.env worker/client.key worker/job.key worker/broker.url worker/worker.env
 echo "made $(pwd): CA, Redis and client certificates (Redis answers to $san), user deltarun, job key, Flower user"
