@@ -7,7 +7,11 @@ without the cost of sandboxes. It starts this worker, which is the production
 ``bench_trial_without_docker`` instead of ``execute_trial``. Nothing here ships
 in the package.
 
-    python bench/bench_worker.py --broker redis://127.0.0.1:6379/0 [-c 2] [--name b1]
+    python bench/bench_worker.py [--broker redis://127.0.0.1:6379/0] [-c 2] [--name b1]
+
+Without ``--broker`` the broker comes from the environment as for ``deltarun worker``:
+``$DELTARUN_BROKER_URL`` with ``$DELTARUN_BROKER_CA``/``_CERT``/``_KEY`` for TLS, which
+keeps a password off the command line.
 """
 
 from __future__ import annotations
@@ -22,7 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runner.agents.base import Agent  # noqa: E402
-from runner.distributed.credentials import load_job_key  # noqa: E402
+from runner.distributed.credentials import (  # noqa: E402
+    BrokerOptions,
+    load_job_key,
+    resolve_broker,
+)
 from runner.distributed.worker import register, serve  # noqa: E402
 from runner.models import Job, Outcome, Task, Trial  # noqa: E402
 from runner.record import bare_record  # noqa: E402
@@ -47,12 +55,17 @@ def bench_trial_without_docker(job: Job, task: Task, agent: Agent, env: TrialEnv
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--broker", required=True)
+    parser.add_argument("--broker", default=None, help="default: $DELTARUN_BROKER_URL")
     parser.add_argument("-c", "--concurrency", type=int, default=2)
     parser.add_argument("--name", default=None)
     args = parser.parse_args()
+    broker = resolve_broker(BrokerOptions(url=args.broker), os.environ)
+    if broker is None:
+        parser.error("no broker: give --broker URL or set $DELTARUN_BROKER_URL")
+    for warning in broker.warnings:
+        print(f"bench worker: warning: {warning}", file=sys.stderr)
     serve(
-        args.broker,
+        broker.url,
         concurrency=args.concurrency,
         images=[PY_IMAGE],
         name=args.name,

@@ -8,6 +8,15 @@ ledger. Its trial body is the bench-only ``bench_trial_without_docker`` served b
 baseline task only increments a counter. Printed for 1 and 2 worker processes,
 with the ratio (goal >= 0.8).
 
+The deltarun path is measured again on a TLS-only Redis (``rediss://`` with the ACL
+user's password and a client certificate, as ``make certs`` sets it up; the bench
+worker reads the broker from ``$DELTARUN_BROKER_URL``/``_CA``/``_CERT``/``_KEY``) and
+printed beside the plain ``redis://`` figure with the ratio TLS/plain (goal >= 0.9,
+within noise). Jobs and records are always signed, so signing cannot be switched
+off end to end: its cost is measured on its own, signing and checking one job and
+one record (~1.7 KB) as the coordinator and a worker do, in microseconds and as a
+share of the plain path's time per job.
+
 Also: the coordinator's peak memory while collecting 10,000 and 100,000 records
 from the stream (goal: flat in the number of records).
 
@@ -17,12 +26,16 @@ from the stream (goal: flat in the number of records).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,10 +43,24 @@ sys.path.insert(0, str(ROOT))
 
 
 from bench.bench_worker import BENCH_TASK  # noqa: E402
+from runner.distributed.credentials import (  # noqa: E402
+    ENV_TLS,
+    ENV_URL,
+    BrokerOptions,
+    resolve_broker,
+)
+from runner.distributed.signing import (  # noqa: E402
+    job_refusal,
+    record_signed,
+    sign_job,
+    sign_record,
+)
 from runner.executors.celery import run_celery  # noqa: E402
+from runner.models import Job, Outcome, TaskKind  # noqa: E402
 from runner.prepare import prepare  # noqa: E402
-from tests.distributed_support import FAST_ENV, RedisServer  # noqa: E402
-from tests.helpers import make_suite  # noqa: E402
+from runner.record import bare_record  # noqa: E402
+from tests.distributed_support import FAST_ENV, RedisServer, make_secrets  # noqa: E402
+from tests.helpers import ADD_GOLD, make_suite  # noqa: E402
 
 VENV = ROOT / ".venv" / "bin"
 # One job key for the coordinator and the bench workers of this run (signing is always on).
@@ -59,16 +86,38 @@ def answer_suite(root: Path, repeats: int) -> Path:
     )
 
 
-def deltarun_rate(server: RedisServer, work: Path, jobs: int, concurrency: int) -> float:
+@dataclass(frozen=True)
+class Broker:
+    """A Redis server as the coordinator and the bench worker reach it."""
+
+    url: str  # the coordinator's URL: with the TLS files in its query on a TLS server
+    worker_env: dict[str, str]  # the bench worker's broker: the password stays off its argv
+
+
+def broker_of(server: RedisServer) -> Broker:
+    files = {}
+    if server.tls is not None:
+        files = {
+            "ca": server.tls / "ca.crt",
+            "cert": server.tls / "client.crt",
+            "key": server.tls / "client.key",
+        }
+    resolved = resolve_broker(BrokerOptions(url=server.url, **files), {})
+    assert resolved is not None
+    env = {ENV_URL: server.url, **{ENV_TLS[name]: str(path) for name, path in files.items()}}
+    return Broker(resolved.url, env)
+
+
+def deltarun_rate(broker: Broker, work: Path, jobs: int, concurrency: int) -> float:
     root = Path(tempfile.mkdtemp(dir=work))
     controls = answer_suite(root, jobs)
     prepared = prepare(controls, root / "run", resume=False, image_digest=lambda image: "sha256:x")
-    worker = start_bench_worker(server, root / "worker.log", concurrency)
+    worker = start_bench_worker(broker, root / "worker.log", concurrency)
     try:
         start = time.perf_counter()
         run_celery(
             prepared,
-            broker_url=server.url,
+            broker_url=broker.url,
             record=lambda fresh, dups: prepared.run_dir.write_records(fresh, dups),
             visibility_timeout_s=7200,
             warn=lambda line: None,
@@ -84,18 +133,20 @@ def deltarun_rate(server: RedisServer, work: Path, jobs: int, concurrency: int) 
     return jobs / elapsed
 
 
-def start_bench_worker(server: RedisServer, log: Path, concurrency: int) -> subprocess.Popen[bytes]:
-    """``bench/bench_worker.py``, waited for until it serves its queue."""
+def start_bench_worker(broker: Broker, log: Path, concurrency: int) -> subprocess.Popen[bytes]:
+    """``bench/bench_worker.py`` (its broker from the environment), waited for until it
+    serves its queue."""
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("DELTARUN_BROKER_")}
     handle = log.open("ab")
     worker = subprocess.Popen(
         [
             sys.executable,
             str(ROOT / "bench" / "bench_worker.py"),
-            *("--broker", server.url, "-c", str(concurrency), "--name", f"b{concurrency}"),
+            *("-c", str(concurrency), "--name", f"b{concurrency}"),
         ],
         stdout=handle,
         stderr=subprocess.STDOUT,
-        env={**os.environ, **FAST_ENV},
+        env={**inherited, **FAST_ENV, **broker.worker_env},
     )
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -156,6 +207,66 @@ def bare_rate(server: RedisServer, work: Path, jobs: int, concurrency: int) -> f
         log.close()
 
 
+def realistic_record(job: Job) -> str:
+    """The JSON of a passing trial of ``job`` with a small patch and short logs (~1.7 KB)."""
+    started = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
+    patch_sha = hashlib.sha256(ADD_GOLD.encode()).hexdigest()
+    verify_log = (
+        "============================= test session starts ==============================\n"
+        "collected 3 items\n\n"
+        "tests/test_hidden.py ...                                                 [100%]\n\n"
+        "============================== 3 passed in 0.04s ===============================\n"
+    )
+    trial = bare_record(
+        job,
+        TaskKind.ORDINARY,
+        Outcome.SUCCESS,
+        "worker-7f3a91c2@build-host-03",
+        started,
+        started + timedelta(seconds=41.7),
+        wall_s=41.7,
+        prompt_tokens=18_412,
+        completion_tokens=1_337,
+        tool_calls=9,
+        patch=ADD_GOLD,
+        patch_sha256=patch_sha,
+        applied_sha256=patch_sha,
+        verify_exit_code=0,
+        verify_log=verify_log,
+        agent_exit_code=0,
+        agent_log="edited calc/__init__.py: add() returned a - b; now a + b\n",
+        image_digest="sha256:" + hashlib.sha256(b"python:3.12-slim").hexdigest(),
+    )
+    return trial.model_dump_json()
+
+
+def signing_cost(work: Path, iterations: int) -> tuple[float, int, float, int]:
+    """Microseconds to sign and check one job, and one record, as the coordinator and a
+    worker do (each side computes one HMAC), with the sizes signed."""
+    root = Path(tempfile.mkdtemp(dir=work))
+    prepared = prepare(
+        answer_suite(root, 1), root / "run", resume=False, image_digest=lambda image: "sha256:x"
+    )
+    key = JOB_KEY.encode()
+    job = prepared.jobs[0]
+    body = job.model_dump(mode="json")
+    raw = realistic_record(job)
+    start = time.perf_counter()
+    for _ in range(iterations):
+        payload = {"job": body, "sig": sign_job(key, body)}  # the coordinator, sending
+        if job_refusal(key, payload) is not None:  # the worker, before running it
+            raise AssertionError("a job signed with the key was refused")
+    job_us = (time.perf_counter() - start) / iterations * 1e6
+    start = time.perf_counter()
+    for _ in range(iterations):
+        signature = sign_record(key, raw)  # the worker, publishing
+        if not record_signed(key, raw, signature):  # the coordinator, collecting
+            raise AssertionError("a record signed with the key was not accepted")
+    record_us = (time.perf_counter() - start) / iterations * 1e6
+    job_bytes = len(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+    return job_us, job_bytes, record_us, len(raw.encode())
+
+
 def collect_memory(records: int) -> float:
     """Peak RSS (MiB) of a coordinator process that collects ``records`` records."""
     code = f"""
@@ -211,8 +322,6 @@ print(json.dumps({{"before": before / 1024, "after": after / 1024}}))
             )
         finally:
             server.stop()
-    import json
-
     data = json.loads(out.stdout.strip().splitlines()[-1])
     return float(data["after"]) - float(data["before"])
 
@@ -221,22 +330,48 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--memory-records", type=int, default=100_000)
+    parser.add_argument("--sign-iterations", type=int, default=20_000)
     args = parser.parse_args()
+    plain_rates: dict[int, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         # everysec, as compose.yaml runs Redis: fsync on every write would dominate both paths.
         server = RedisServer(work / "redis", fsync="everysec")
+        tls_server = RedisServer(
+            work / "redis-tls", fsync="everysec", tls=make_secrets(work / "secrets")
+        )
         server.start()
         try:
+            tls_server.start()
+            plain, tls = broker_of(server), broker_of(tls_server)
             for concurrency in (1, 2):
                 bare = bare_rate(server, work, args.jobs, concurrency)
-                ours = deltarun_rate(server, work, args.jobs, concurrency)
+                ours = deltarun_rate(plain, work, args.jobs, concurrency)
+                secured = deltarun_rate(tls, work, args.jobs, concurrency)
+                plain_rates[concurrency] = ours
                 print(
                     f"dispatch: -c {concurrency}: bare Celery no-op {bare:7.1f} jobs/s, "
                     f"deltarun path {ours:7.1f} jobs/s, ratio {ours / bare:.2f} (goal >= 0.80)"
                 )
+                print(
+                    f"dispatch: -c {concurrency}: deltarun path plain redis:// {ours:7.1f} jobs/s, "
+                    f"TLS+password rediss:// {secured:7.1f} jobs/s, ratio TLS/plain "
+                    f"{secured / ours:.2f} (goal >= 0.90)"
+                )
         finally:
+            tls_server.stop()
             server.stop()
+        job_us, job_bytes, record_us, record_bytes = signing_cost(work, args.sign_iterations)
+    total_us = job_us + record_us
+    shares = ", ".join(
+        f"{total_us / (1e6 / rate) * 100:.2f}% of -c {c}'s {1e3 / rate:.2f} ms per job"
+        for c, rate in plain_rates.items()
+    )
+    print(
+        f"dispatch: signing (always on): sign+check one job ({job_bytes} B) {job_us:.1f} us, "
+        f"one record ({record_bytes:,} B) {record_us:.1f} us; {total_us:.1f} us per job = "
+        f"{shares} (plain path)"
+    )
     small = collect_memory(args.memory_records // 10)
     large = collect_memory(args.memory_records)
     print(

@@ -197,7 +197,15 @@ def start_worker(
     raise RuntimeError(f"worker did not start: {worker.text()}")
 
 
-def slow_suite(root: Path, tasks: int = 6, sleep_s: float = 2.0) -> Path:
+def start_coordinator(server: RedisServer, controls: Path, out: Path, *extra: str) -> Proc:
+    """``deltarun run CONTROLS --out OUT --broker URL`` in the background, logging beside OUT."""
+    return Proc(
+        ["run", str(controls), "--out", str(out), "--broker", server.url, *extra],
+        out.parent / f"coordinator-{out.name}.log",
+    )
+
+
+def slow_suite(root: Path, tasks: int = 4, sleep_s: float = 2.0) -> Path:
     """Deterministic: the control misses every task, the candidate fixes each after a pause."""
     slow = write_agent(root, "slow", f"sleep {sleep_s}\nsed -i 's/a - b/a + b/' calc/__init__.py\n")
     (root / "gold").mkdir(exist_ok=True)

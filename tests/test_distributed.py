@@ -31,7 +31,7 @@ from tests.distributed_support import (
 )
 
 pytestmark = pytest.mark.docker
-JOBS = 12
+JOBS = 8
 
 
 class Run:

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from tests.distributed_support import (
-    Proc,
     leases,
     ledger_lines,
     slow_suite,
+    start_coordinator,
     start_worker,
     wait_for,
 )
@@ -25,19 +25,12 @@ from tests.distributed_support import (
 pytestmark = pytest.mark.docker
 
 
-def coordinator_of(tmp_path: Path, controls: Path, url: str) -> Proc:
-    return Proc(
-        ["run", str(controls), "--out", str(tmp_path / "run"), "--broker", url],
-        tmp_path / "coordinator.log",
-    )
-
-
 def test_sigterm_finishes_the_trial_in_flight_then_exits_0(
     tmp_path: Path, redis_server: Any, docker_api: Any
 ) -> None:
     controls = slow_suite(tmp_path, tasks=1, sleep_s=6)
     first = start_worker(redis_server, tmp_path / "w1.log", "-c", "1", "--log-json", name="w1")
-    coordinator = coordinator_of(tmp_path, controls, redis_server.url)
+    coordinator = start_coordinator(redis_server, controls, tmp_path / "run")
     client = redis_server.client()
     second = None
     try:
@@ -76,7 +69,7 @@ def test_a_second_sigterm_hands_the_job_back_at_once(
 ) -> None:
     controls = slow_suite(tmp_path, tasks=1, sleep_s=300)
     first = start_worker(redis_server, tmp_path / "w1.log", "-c", "1", name="w1")
-    coordinator = coordinator_of(tmp_path, controls, redis_server.url)
+    coordinator = start_coordinator(redis_server, controls, tmp_path / "run")
     client = redis_server.client()
     second = None
     try:

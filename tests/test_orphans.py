@@ -127,14 +127,17 @@ def test_gc_removes_what_a_killed_worker_left(
 ) -> None:
     """A Celery worker (main process and pool child) killed with SIGKILL mid-trial: the
     sandbox its pool child owned is removed by the next `deltarun gc` at once."""
-    from tests.distributed_support import Proc, leases, slow_suite, start_worker, wait_for
+    from tests.distributed_support import (
+        leases,
+        slow_suite,
+        start_coordinator,
+        start_worker,
+        wait_for,
+    )
 
     controls = slow_suite(tmp_path, tasks=1, sleep_s=300)
     worker = start_worker(redis_server, tmp_path / "worker.log", "-c", "1")
-    coordinator = Proc(
-        ["run", str(controls), "--out", str(tmp_path / "run"), "--broker", redis_server.url],
-        tmp_path / "coordinator.log",
-    )
+    coordinator = start_coordinator(redis_server, controls, tmp_path / "run")
     client = redis_server.client()
     try:
 

@@ -22,10 +22,10 @@ from runner.distributed import telemetry
 from tests.conftest import run_cli
 from tests.distributed_support import (
     ROOT,
-    Proc,
     free_port,
     ledger_lines,
     slow_suite,
+    start_coordinator,
     start_worker,
     wait_for,
 )
@@ -179,10 +179,7 @@ def test_worker_metrics_agree_with_the_ledger(
         name="w1",
         env={"TMPDIR": str(tmp)},
     )
-    coordinator = Proc(
-        ["run", str(controls), "--out", str(tmp_path / "run"), "--broker", redis_server.url],
-        tmp_path / "coordinator.log",
-    )
+    coordinator = start_coordinator(redis_server, controls, tmp_path / "run")
     try:
         assert f"metrics: http://127.0.0.1:{port}/metrics" in worker.text()
         assert coordinator.wait(120) == 0, coordinator.text()[-3000:]

@@ -48,21 +48,27 @@ def reap(
     if worker:
         filters["label"] = [label, f"{LABEL_PREFIX}worker={worker}"]
 
-    def keep(labels: dict[str, str]) -> bool:
-        if include_live or owner_gone(labels, here):
-            return False
+    def why(labels: dict[str, str]) -> str | None:
+        """Why this resource goes (said after its name), or None to keep it."""
+        if owner_gone(labels, here):
+            return " (owner gone)"
+        if include_live:
+            return ""
         deadline = float(labels.get(label, "0") or 0)
-        return not past_deadline or deadline > now
+        return "" if past_deadline and deadline <= now else None
+
+    def keep(labels: dict[str, str]) -> bool:
+        return why(labels) is None
 
     for container in client.containers(all=True, filters=filters):
         labels = container.get("Labels") or {}
-        if keep(labels):
+        reason = why(labels)
+        if reason is None:
             continue
         name = container["Id"][:12]
-        why = " (owner gone)" if owner_gone(labels, here) else ""
         lines.append(
             f"{'would remove' if dry_run else 'removed'} container {name} "
-            f"(job {labels.get(LABEL_PREFIX + 'job', '?')[:12]}){why}"
+            f"(job {labels.get(LABEL_PREFIX + 'job', '?')[:12]}){reason}"
         )
         if not dry_run:
             try:

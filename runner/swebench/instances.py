@@ -19,6 +19,7 @@ from typing import Any
 
 from runner.errors import UserError
 from runner.models import TASK_ID_RE
+from runner.swebench.rows import json_rows
 
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{7,64}$")
@@ -48,25 +49,9 @@ class Instance:
 
 
 def parse_instances(text: str, source: str) -> list[Instance]:
-    """The instances of a JSON Lines file or a JSON array; ids must be unique."""
-    stripped = text.lstrip()
-    rows: list[tuple[str, Any]] = []
-    if stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-        rows = [(f"{source}: item {i + 1}", row) for i, row in enumerate(data)]
-    else:
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append((f"{source}:{number}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise UserError(
-                    f"{source}:{number}: not a JSON object ({exc.msg}); write one instance per line"
-                ) from exc
+    """The instances of a JSON Lines file, a JSON array or an ``{id: row}`` object; ids must
+    be unique."""
+    rows = json_rows(text, source, "instance")
     if not rows:
         raise UserError(f"{source}: no instances")
     found: list[Instance] = []

@@ -10,12 +10,11 @@ instance. Pure.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from runner.errors import UserError
+from runner.swebench.rows import json_rows
 
 
 @dataclass(frozen=True)
@@ -28,7 +27,7 @@ class Predictions:
 
 def parse_predictions(text: str, source: str, instances: Collection[str]) -> Predictions:
     """The predictions in ``text``, checked against the suite's instance ids."""
-    rows = _rows(text, source)
+    rows = json_rows(text, source, "prediction")
     patches: dict[str, str] = {}
     where_of: dict[str, str] = {}
     models: set[str] = set()
@@ -57,45 +56,3 @@ def parse_predictions(text: str, source: str, instances: Collection[str]) -> Pre
         patches[instance_id] = patch or ""
         where_of[instance_id] = where
     return Predictions(next(iter(models)) if len(models) == 1 else "", patches)
-
-
-def _rows(text: str, source: str) -> list[tuple[str, Any]]:
-    stripped = text.lstrip()
-    if stripped.startswith(("[", "{")) and not _is_jsonl(stripped):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-        if isinstance(data, dict) and "instance_id" in data:
-            return [(source, data)]
-        if isinstance(data, dict):
-            return [
-                (f"{source}: key {key!r}", {"instance_id": key, **value})
-                if isinstance(value, dict)
-                else (f"{source}: key {key!r}", value)
-                for key, value in data.items()
-            ]
-        if isinstance(data, list):
-            return [(f"{source}: item {i + 1}", row) for i, row in enumerate(data)]
-        raise UserError(f"{source}: expected JSON Lines, a JSON array or an object")
-    rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((f"{source}:{number}", json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise UserError(
-                f"{source}:{number}: not a JSON object ({exc.msg}); write one prediction per line"
-            ) from exc
-    return rows
-
-
-def _is_jsonl(text: str) -> bool:
-    """Whether ``text`` is several JSON values, one per line (JSON Lines)."""
-    first = text.split("\n", 1)[0]
-    try:
-        json.loads(first)
-    except json.JSONDecodeError:
-        return False
-    return "\n" in text.strip()
