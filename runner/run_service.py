@@ -53,13 +53,18 @@ def trial_env(
     sandboxes: SandboxFactory,
     worker: str,
     metrics: Mapping[str, Metric] | None = None,
+    pins: Mapping[str, str] | None = None,
 ) -> TrialEnv:
     """The environment every executor (and ``replay --reverify``) runs trials in: fixtures
-    are staged once per machine in the cache (``runner.staging``)."""
+    are staged once per machine in the cache (``runner.staging``); ``pins`` (image tag → ID)
+    makes every sandbox from the run's pinned image."""
     staging = Staging(CacheDir())
+    pinned = dict(pins or {})
     if metrics is None:
-        return TrialEnv(controls, inputs, sandboxes, worker, staging=staging)
-    return TrialEnv(controls, inputs, sandboxes, worker, metrics=metrics, staging=staging)
+        return TrialEnv(controls, inputs, sandboxes, worker, staging=staging, pins=pinned)
+    return TrialEnv(
+        controls, inputs, sandboxes, worker, metrics=metrics, staging=staging, pins=pinned
+    )
 
 
 def local_runner(
@@ -72,6 +77,7 @@ def local_runner(
         sandboxes,
         worker,
         prepared.metrics,
+        prepared.meta.image_digests,
     )
 
     def run_one(job: Job) -> Trial:

@@ -91,6 +91,9 @@ class TrialEnv:
     metrics: Mapping[str, Metric] = field(default_factory=lambda: dict(BUILTIN))
     # Fixture tars and baselines made once per machine; None builds them per trial.
     staging: Staging | None = None
+    # Image tag → the ID the run pins: every sandbox is made from that ID (a moved tag, or
+    # an image a worker was told to pull, never decides what a trial runs in).
+    pins: Mapping[str, str] = field(default_factory=dict)
 
     def fixture(self, task: Task) -> StagedFixture:
         """A task's fixture for one trial, read only when a staged entry must be made
@@ -197,6 +200,7 @@ def _spec(
     the one kind that calls it itself); sandbox B (verify) never does."""
     return SandboxSpec(
         image=image,
+        image_id=env.pins.get(image),
         limits=limits_of(env.controls),
         lifetime_s=lifetime + SANDBOX_LIFETIME_MARGIN_S,
         labels={"run": job.run_id, "job": job.job_id},

@@ -201,10 +201,10 @@ def test_job_for_unknown_protocol_stays_queued(run: Run) -> None:
     worker = run.worker("-c", "1")
     job = Job(job_id="j" * 64, run_id="r", protocol_sha256="f" * 64, task_id="t", arm="a", repeat=0)
     app = make_app(run.server.url)
-    body = job.model_dump(mode="json")
+    message = {"job": job.model_dump(mode="json")}
     app.send_task(
         keys.TRIAL_TASK,
-        args=[{"job": body, "sig": sign_job(session_key(), body)}],
+        args=[{**message, "sig": sign_job(session_key(), message)}],
         queue=keys.queue_for_image("deltarun/sandbox-python:bookworm"),
     )
     wait_for(lambda: "unknown to this Redis" in worker.text(), 60, "the worker's error line")

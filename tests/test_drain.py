@@ -25,6 +25,21 @@ from tests.distributed_support import (
 pytestmark = pytest.mark.docker
 
 
+def slow_lease(client: Any, run: Path, hold_s: float) -> str:
+    """The job of a lease still held, unrecorded, ``hold_s`` later (the slow arm's, not the
+    control's trial of seconds), or "" for now."""
+
+    def unfinished() -> list[str]:
+        done = {r["job_id"] for r in ledger_lines(run)}
+        return [k.rsplit(":", 1)[1] for k in leases(client) if k.rsplit(":", 1)[1] not in done]
+
+    held = unfinished()
+    if not held:
+        return ""
+    time.sleep(hold_s)
+    return held[0] if held[0] in unfinished() else ""
+
+
 def test_sigterm_finishes_the_trial_in_flight_then_exits_0(
     tmp_path: Path, redis_server: Any, docker_api: Any
 ) -> None:
@@ -74,18 +89,7 @@ def test_a_second_sigterm_hands_the_job_back_at_once(
     second = None
     try:
         # The control's trial takes seconds; the slow arm's holds the worker for 300 s.
-        def unfinished() -> list[str]:
-            done = {r["job_id"] for r in ledger_lines(tmp_path / "run")}
-            return [k.rsplit(":", 1)[1] for k in leases(client) if k.rsplit(":", 1)[1] not in done]
-
-        def slow_lease() -> str:
-            held = unfinished()
-            if not held:
-                return ""
-            time.sleep(8)
-            return held[0] if held[0] in unfinished() else ""
-
-        job = wait_for(slow_lease, 180, "the slow trial to start")
+        job = wait_for(lambda: slow_lease(client, tmp_path / "run", 8), 180, "the slow trial")
         first.kill(signal.SIGTERM)
         wait_for(lambda: "draining" in first.text(), 30, "the drain to start")
         first.kill(signal.SIGTERM)
@@ -102,6 +106,39 @@ def test_a_second_sigterm_hands_the_job_back_at_once(
         assert records == [], "the killed trial recorded nothing"
         left = docker_api.containers(all=True, filters={"label": ["deltarun.worker=w1"]})
         assert left == [], "the drained worker's sandboxes are gone"
+    finally:
+        coordinator.stop()
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+def test_a_worker_killed_while_draining_loses_nothing(
+    tmp_path: Path, redis_server: Any, docker_api: Any
+) -> None:
+    """The service manager gives up on a drain and kills the worker and its pool (SIGKILL to
+    the group): the job in flight comes back when its lease expires, another worker records
+    it once, and that worker's start-up reaper removes what the killed one left."""
+    controls = slow_suite(tmp_path, tasks=1, sleep_s=12)
+    first = start_worker(redis_server, tmp_path / "w1.log", "-c", "1", name="w1")
+    coordinator = start_coordinator(redis_server, controls, tmp_path / "run")
+    client = redis_server.client()
+    second = None
+    try:
+        in_flight = wait_for(lambda: slow_lease(client, tmp_path / "run", 2), 120, "slow trial")
+        first.kill(signal.SIGTERM)
+        wait_for(lambda: "draining" in first.text(), 30, "the drain to start")
+        first.kill(signal.SIGKILL, group=True)
+        first.wait(30)
+        second = start_worker(redis_server, tmp_path / "w2.log", "-c", "1", name="w2")
+        assert coordinator.wait(240) == 0, coordinator.text()[-3000:]
+        records = ledger_lines(tmp_path / "run")
+        counts = Counter(r["job_id"] for r in records)
+        assert len(counts) == 2 and set(counts.values()) == {1}, counts
+        assert not [r["error"] for r in records if r["error"]]
+        assert next(r for r in records if r["job_id"] == in_flight)["worker"] == "w2"
+        left = docker_api.containers(all=True, filters={"label": ["deltarun.worker=w1"]})
+        assert left == [], "the killed worker's sandboxes are gone"
     finally:
         coordinator.stop()
         first.stop()

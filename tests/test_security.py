@@ -164,7 +164,8 @@ def test_a_signature_covers_every_field_and_only_its_kind() -> None:
     key, other = b"k" * 32, b"o" * 32
     job = {"job_id": "j" * 64, "run_id": "r", "protocol_sha256": "p" * 64, "task_id": "t"}
     job |= {"arm": "cand", "repeat": 0}
-    payload = {"job": job, "sig": sign_job(key, job)}
+    payload = {"job": job, "image": "img:1", "image_id": "sha256:" + "1" * 64}
+    payload["sig"] = sign_job(key, payload)
     assert job_refusal(key, payload) is None
     assert job_refusal(other, payload) == "signature does not match this worker's job key"
     assert job_refusal(key, {"job": job}) == "unsigned job"
@@ -172,7 +173,10 @@ def test_a_signature_covers_every_field_and_only_its_kind() -> None:
     assert job_refusal(key, "not a dict") == "not a deltarun job message"
     for field, value in job.items():  # any change to any field breaks the signature
         changed = {**job, field: value + 1 if isinstance(value, int) else value + "x"}
-        assert job_refusal(key, {"job": changed, "sig": payload["sig"]}) is not None, field
+        assert job_refusal(key, {**payload, "job": changed}) is not None, field
+    for field in ("image", "image_id"):  # and so does another image, or dropping the pin
+        assert job_refusal(key, {**payload, field: "sha256:" + "2" * 64}) is not None
+        assert job_refusal(key, {k: v for k, v in payload.items() if k != field}) is not None
     raw = json.dumps(job)
     assert record_signed(key, raw, sign_record(key, raw))
     assert not record_signed(key, raw, None) and not record_signed(
@@ -180,8 +184,8 @@ def test_a_signature_covers_every_field_and_only_its_kind() -> None:
     )
     assert not record_signed(key, raw.replace("cand", "ctrl"), sign_record(key, raw))
     # A record's signature is no job's signature, even over the same text.
-    assert sign_record(key, json.dumps(job, sort_keys=True, separators=(",", ":"))) != sign_job(
-        key, job
+    assert sign_record(key, json.dumps({"job": job}, sort_keys=True, separators=(",", ":"))) != (
+        sign_job(key, {"job": job})
     )
     assert fingerprint(key) != fingerprint(other) and len(fingerprint(key)) == 12
 
@@ -223,6 +227,9 @@ def test_the_coordinator_keeps_only_records_signed_with_its_key(
     client.xadd(stream, {"trial": fake_pass, "sig": sign_record(b"x" * 40, fake_pass)})
     garbage = '{"job_id": "' + prepared.jobs[1].job_id + '"'  # unreadable, names a job
     client.xadd(stream, {"trial": garbage})
+    # A genuine, signed record of an earlier run of the same protocol (same job ids).
+    replayed = forged(1, Outcome.SUCCESS).replace(prepared.meta.run_id, "an-earlier-run")
+    client.xadd(stream, {"trial": replayed, "sig": sign_record(key, replayed)})
     genuine = forged(2, Outcome.MISS)
     client.xadd(stream, {"trial": genuine, "sig": sign_record(key, genuine)})
     kept: list[Trial] = []
@@ -236,11 +243,12 @@ def test_the_coordinator_keeps_only_records_signed_with_its_key(
         keys.TRIAL_TASK,
         key,
     )
-    assert coordinator.collect(block_ms=None) == 4
+    assert coordinator.collect(block_ms=None) == 5
     assert [t.job_id for t in kept] == [prepared.jobs[2].job_id]
     assert kept[0].outcome is Outcome.MISS
     assert set(coordinator.pending) == {prepared.jobs[0].job_id, prepared.jobs[1].job_id}
-    assert len(warnings) == 1 and "not signed with this run's job key" in warnings[0]
+    assert len(warnings) == 2 and "not signed with this run's job key" in warnings[0]
+    assert "belongs to run an-earlier-run" in warnings[1]
 
 
 # -- TLS, a password and signed jobs, end to end ---------------------------------------------
@@ -367,7 +375,7 @@ def test_a_tls_fleet_runs_only_jobs_signed_with_its_key(
         app.send_task(keys.TRIAL_TASK, args=[{"job": job}], queue=queue)
         app.send_task(
             keys.TRIAL_TASK,
-            args=[{"job": tampered, "sig": sign_job(session_key(), job)}],
+            args=[{"job": tampered, "sig": sign_job(session_key(), {"job": job})}],
             queue=queue,
         )
         logs = lambda: stranger.text() + member.text()  # noqa: E731
@@ -390,3 +398,43 @@ def test_a_tls_fleet_runs_only_jobs_signed_with_its_key(
         for proc in (stranger, member, coordinator):
             if proc is not None:
                 proc.stop()
+
+
+def test_a_sandbox_is_made_from_the_pinned_image_whatever_the_tag_names(
+    docker_api: Any,
+) -> None:
+    """A moved tag (a rebuild, or an image a worker was told through Redis to pull under the
+    run's tag) never decides what a trial runs in: the sandbox is made from the signed pin."""
+    from runner.errors import SandboxError
+    from runner.sandbox.base import Limits, SandboxSpec
+    from runner.sandbox.docker import DockerSandboxFactory
+    from runner.sandbox.engine import image_id
+    from tests.helpers import PY_IMAGE
+
+    pinned = image_id(docker_api, PY_IMAGE)
+    impostor = image_id(docker_api, "deltarun/model-proxy:bookworm")
+    moved = f"deltarun/pin-test:{os.urandom(4).hex()}"
+    repository, tag = moved.split(":")
+    docker_api.tag(impostor, repository, tag)
+    limits = Limits(memory_bytes=256 << 20, nano_cpus=10**9, pids=64, workspace_bytes=16 << 20)
+    labels = {"run": "pin-test", "job": "pin-test"}
+    try:
+        factory = DockerSandboxFactory(docker_api, worker="pin-test")
+        spec = SandboxSpec(
+            image=moved, image_id=pinned, limits=limits, lifetime_s=60, labels=labels
+        )
+        with factory.open(spec) as sandbox:
+            assert sandbox.image_digest == pinned
+            live = docker_api.containers(filters={"label": ["deltarun.run=pin-test"]})
+            assert [c["ImageID"] for c in live] == [pinned]
+        absent = "sha256:" + "0" * 64
+        absent_spec = SandboxSpec(moved, limits, 60, labels, image_id=absent)
+        with pytest.raises(SandboxError, match="which this engine does not have") as caught:
+            factory.open(absent_spec).__enter__()
+        assert "\n" not in str(caught.value) and impostor[:19] in str(caught.value)
+        # Without a pin (a local run of a build tool, never a trial) the tag's image is used.
+        with factory.open(SandboxSpec(image=moved, limits=limits, lifetime_s=60, labels=labels)):
+            live = docker_api.containers(filters={"label": ["deltarun.run=pin-test"]})
+            assert [c["ImageID"] for c in live] == [impostor]
+    finally:
+        docker_api.remove_image(moved)

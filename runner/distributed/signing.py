@@ -6,9 +6,12 @@ record on a run's stream (and fake a pass). So the coordinator signs every job
 it sends, a worker runs only jobs signed with its own job key, and signs every
 record it publishes; the coordinator keeps only records signed with its key.
 
-A job names its protocol by SHA-256 and the worker checks the protocol bundle
-against that hash (``bundle.load``), so a signature over the job covers the
-bundle, the suite and every blob the job reaches.
+A job message is ``{"job": ..., "image": TAG, "image_id": ID, "sig": ...}``: the
+signature covers every field but ``sig``. The job names its protocol by SHA-256
+and the worker checks the protocol bundle against that hash (``bundle.load``), so
+the signature covers the bundle, the suite and every blob the job reaches; and
+the image ID is the one its sandboxes are made from, whatever Redis's published
+image entries or the worker's tags say.
 
 Each kind of message is signed under its own label, so a signature taken from a
 record cannot be replayed as a job's. Pure: no I/O; keys come from
@@ -40,9 +43,9 @@ def _mac(key: bytes, label: bytes, body: bytes) -> str:
     return f"{SCHEME}:{hmac.new(key, label + body, hashlib.sha256).hexdigest()}"
 
 
-def sign_job(key: bytes, job: dict[str, Any]) -> str:
-    """The signature of a job (its JSON form), sent beside it in the message."""
-    return _mac(key, _JOB, _canonical(job))
+def sign_job(key: bytes, message: dict[str, Any]) -> str:
+    """The signature of a job message: every field but ``sig``, in canonical JSON."""
+    return _mac(key, _JOB, _canonical({k: v for k, v in message.items() if k != "sig"}))
 
 
 def job_refusal(key: bytes, payload: Any) -> str | None:
@@ -52,7 +55,7 @@ def job_refusal(key: bytes, payload: Any) -> str | None:
     signature = payload.get("sig")
     if not isinstance(signature, str) or not signature:
         return "unsigned job"
-    if not hmac.compare_digest(signature, sign_job(key, payload["job"])):
+    if not hmac.compare_digest(signature, sign_job(key, payload)):
         return "signature does not match this worker's job key"
     return None
 

@@ -189,7 +189,12 @@ def handle(
                 state.reap_orphans()
                 sandboxes = state.sandboxes()
             env = trial_env(
-                protocol.controls, state.inputs(protocol), sandboxes, state.name, protocol.metrics
+                protocol.controls,
+                state.inputs(protocol),
+                sandboxes,
+                state.name,
+                protocol.metrics,
+                _pins(payload),
             )
             trial = body(job, task, agent, env)
             telemetry.trial_finished(trial.outcome.value)
@@ -220,6 +225,12 @@ def handle(
     }
     log.info("%s", line, extra={"fields": finished})
     return line
+
+
+def _pins(payload: dict[str, Any]) -> dict[str, str]:
+    """The signed message's image pin (tag → ID): the job's sandboxes are made from it."""
+    image, pin = payload.get("image"), payload.get("image_id")
+    return {image: pin} if isinstance(image, str) and isinstance(pin, str) else {}
 
 
 def _refused(state: WorkerState, payload: Any, why: str) -> str:

@@ -231,6 +231,9 @@ class _Coordinator:
         if trial.protocol_sha256 != meta.protocol_sha256:
             self.warn(f"record of job {trial.job_id[:12]} belongs to another protocol; ignored")
             return None
+        if trial.run_id != meta.run_id:  # job ids repeat across runs of one protocol
+            self.warn(f"record of job {trial.job_id[:12]} belongs to run {trial.run_id}; ignored")
+            return None
         return trial
 
     def _unreadable(self, raw: str, exc: ValidationError) -> Trial | None:
@@ -262,10 +265,13 @@ class _Coordinator:
         with self.app.producer_or_acquire() as producer:
             for job in jobs:
                 image = image_of(self.prepared.tasks[job.task_id], controls)
-                body = job.model_dump(mode="json")
+                message = {"job": job.model_dump(mode="json"), "image": image}
+                if image in self.prepared.meta.image_digests:
+                    message["image_id"] = self.prepared.meta.image_digests[image]
+                message["sig"] = sign_job(self.job_key, message)
                 self.app.send_task(
                     self.task_name,
-                    args=[{"job": body, "sig": sign_job(self.job_key, body)}],
+                    args=[message],
                     queue=keys.queue_for_image(image),
                     task_id=f"{job.job_id[:32]}-{uuid.uuid4().hex[:8]}",
                     producer=producer,

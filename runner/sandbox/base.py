@@ -69,6 +69,9 @@ class SandboxSpec:
     workspace_root_owned: bool = False
     oci_runtime: str | None = None
     model_access: ModelAccess | None = None  # set: the sandbox reaches the model, nothing else
+    # The image ID the run pins for ``image``: the sandbox is made from exactly that image,
+    # whatever the tag names on this engine now (a tag can be moved; an ID is the content).
+    image_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,23 @@ class DockerSandboxFactory:
             self._image_ids[image] = image_id(self.client, image)
         return self._image_ids[image]
 
+    def pinned(self, image: str, pin: str | None) -> str:
+        """The ID a sandbox of ``image`` is made from: ``pin`` (the run's) when given, which
+        this engine must hold (one line naming both otherwise), else the tag's ID here."""
+        if pin is None:
+            return self.image_digest(image)
+        try:
+            self.client.inspect_image(pin)  # type: ignore[no-untyped-call]
+        except docker.errors.NotFound:
+            raise SandboxError(
+                f"image {image}: the run pins {pin[:19]}, which this engine does not have "
+                f"(the tag here is {self.image_digest(image)[:19]}); give this machine the "
+                "pinned image (the run's --registry, or docker save/load), never a rebuild"
+            ) from None
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"image {image}: inspecting {pin[:19]} failed: {exc}") from exc
+        return pin
+
     def preflight(self, spec: SandboxSpec, commands: Sequence[str] = ()) -> list[str]:
         """One sandbox with the run's limits, before any trial: the engine accepts the limits
         and the image has what the harness needs (``timeout``, ``git``, uid 1000) and no setuid
@@ -239,7 +256,7 @@ class DockerSession:
         every hardening flag is in this one call, where a reader checks them together)."""
         spec, client, limits = self.spec, self.factory.client, self.spec.limits
         labels = self._labels()
-        digest = self.factory.image_digest(spec.image)
+        digest = self.factory.pinned(spec.image, spec.image_id)
         began = time.monotonic()
         try:
             mounts = [self._volume(WORKSPACE, limits.workspace_bytes, labels, "0755")]
@@ -277,7 +294,7 @@ class DockerSession:
                 log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
             )
             created = client.create_container(
-                spec.image,
+                digest,  # the image ID: the content the record names, never a moved tag
                 command=["sleep", str(int(spec.lifetime_s) + 30)],
                 user=ROOT_USER,
                 hostname="sandbox",
