@@ -28,6 +28,7 @@ from tests.distributed_support import (
     RedisServer,
     essence,
     free_port,
+    session_key,
     start_worker,
     wait_for,
 )
@@ -304,7 +305,9 @@ def test_worker_without_the_image_pulls_it_and_runs_the_job(
         procs.append(coordinator)
         client = redis_server.client()
         entry = wait_for(
-            lambda: registry.published(client).get(tag), 120, "the run to publish its image"
+            lambda: registry.published(client, session_key()).get(tag),
+            120,
+            "the run to publish its image",
         )
         assert entry.id == image_id
         assert entry.ref.startswith(f"{registry_server.address}/{tag.split(':')[0]}@sha256:")
@@ -347,7 +350,11 @@ def test_worker_without_the_image_pulls_it_and_runs_the_job(
                 late: registry.Published(image_id, entry.ref),
                 bad: registry.Published(wrong, entry.ref),
             },
+            session_key(),
         )
+        # An entry someone wrote to Redis without the job key: never pulled nor served.
+        forged = unique("forged")
+        client.hset(keys.images(), forged, json.dumps({"id": image_id, "ref": entry.ref}))
         node = wait_for(
             lambda: next(
                 (
@@ -362,6 +369,8 @@ def test_worker_without_the_image_pulls_it_and_runs_the_job(
         )
         assert node.endswith("@wb")
         assert images.present(late) == image_id
+        assert forged not in registry.published(client, session_key())
+        assert keys.queue_for_image(forged) not in _queues(redis_server.url)[node]
         refusal = wait_for(
             lambda: next(
                 (ln for ln in wb.text().splitlines() if "not served" in ln and bad in ln), None
@@ -373,7 +382,8 @@ def test_worker_without_the_image_pulls_it_and_runs_the_job(
         assert keys.queue_for_image(bad) not in _queues(redis_server.url)[node]
 
         # Pinned anew to an image the registry does not serve: the worker stops consuming it.
-        registry.publish(client, {late: registry.Published("sha256:" + "3" * 64, entry.ref)})
+        repinned = {late: registry.Published("sha256:" + "3" * 64, entry.ref)}
+        registry.publish(client, repinned, session_key())
         wait_for(
             lambda: keys.queue_for_image(late) not in _queues(redis_server.url)[node],
             30,
@@ -455,7 +465,7 @@ def test_git_suite_with_two_environments_on_a_worker_that_has_no_suite_image(
         client = redis_server.client()
         tags = {line["id"]: environment_tag_of(line) for line in lines}
         wait_for(
-            lambda: all(registry.published(client).get(t) for t in tags.values()),
+            lambda: all(registry.published(client, session_key()).get(t) for t in tags.values()),
             180,
             "the run to publish both environment images",
         )

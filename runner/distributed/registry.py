@@ -17,6 +17,7 @@ registry on another address needs TLS, or that address in the daemon's
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import json
 import re
@@ -31,6 +32,7 @@ import requests
 from docker.utils import parse_repository_tag
 
 from runner.distributed import keys
+from runner.distributed.signing import sign_image
 from runner.errors import DeltarunError, DigestMismatch, InfraError, UserError
 from runner.sandbox.engine import API_ERRORS
 
@@ -225,28 +227,39 @@ def ensure(client: docker.APIClient, reference: str | None, pinned_id: str, tag:
     return "pulled"
 
 
-def publish(client: redis.Redis, images: Mapping[str, Published]) -> None:
-    """Publish each tag's pin and reference in ``deltarun:images`` (tag → JSON)."""
+def publish(client: redis.Redis, images: Mapping[str, Published], key: bytes) -> None:
+    """Publish each tag's pin and reference in ``deltarun:images`` (tag → JSON), signed with
+    the job key: a worker pulls and serves only entries its own key signed."""
     if images:
         client.hset(
             keys.images(),
-            mapping={tag: json.dumps({"id": p.id, "ref": p.ref}) for tag, p in images.items()},
+            mapping={
+                tag: json.dumps(
+                    {"id": p.id, "ref": p.ref, "sig": sign_image(key, tag, p.id, p.ref)}
+                )
+                for tag, p in images.items()
+            },
         )
 
 
-def published(client: redis.Redis) -> dict[str, Published]:
-    """Every tag a coordinator published, with its pin and reference; malformed entries
-    (not written by deltarun) are left out."""
+def published(client: redis.Redis, key: bytes) -> dict[str, Published]:
+    """Every tag a coordinator published, with its pin and reference; entries not signed
+    with ``key`` (not written by this fleet's coordinators) and malformed ones are left out."""
     found: dict[str, Published] = {}
     raw: dict[bytes, bytes] = client.hgetall(keys.images())  # type: ignore[assignment]
     for tag, value in raw.items():
         try:
             entry = json.loads(value)
-            pin, ref = entry["id"], entry.get("ref")
+            pin, ref, sig = entry["id"], entry.get("ref"), entry.get("sig")
         except (ValueError, KeyError, TypeError):
             continue
-        if isinstance(pin, str) and _DIGEST.match(pin) and (ref is None or isinstance(ref, str)):
-            found[tag.decode("utf-8", "replace")] = Published(pin, ref)
+        name = tag.decode("utf-8", "replace")
+        if not (
+            isinstance(pin, str) and _DIGEST.match(pin) and (ref is None or isinstance(ref, str))
+        ):
+            continue
+        if isinstance(sig, str) and hmac.compare_digest(sig, sign_image(key, name, pin, ref)):
+            found[name] = Published(pin, ref)
     return found
 
 

@@ -28,6 +28,7 @@ from typing import Any
 SCHEME = "hmac-sha256"
 _JOB = b"deltarun job v1\n"
 _RECORD = b"deltarun record v1\n"
+_IMAGE = b"deltarun image v1\n"
 
 
 def fingerprint(key: bytes) -> str:
@@ -58,6 +59,11 @@ def job_refusal(key: bytes, payload: Any) -> str | None:
     if not hmac.compare_digest(signature, sign_job(key, payload)):
         return "signature does not match this worker's job key"
     return None
+
+
+def sign_image(key: bytes, tag: str, image_id: str, ref: str | None) -> str:
+    """The signature of a published image entry: which image a worker may pull for a tag."""
+    return _mac(key, _IMAGE, _canonical([tag, image_id, ref]))
 
 
 def sign_record(key: bytes, raw: str) -> str:

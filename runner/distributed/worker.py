@@ -344,7 +344,7 @@ def serve(
     if images is not None and not images:
         raise UsageError("-Q: name at least one sandbox image, or leave -Q out")
     served = ServedImages(client, me, only=images, pull=pull, say=say)
-    served.start(registry.published(client_redis))
+    served.start(registry.published(client_redis, job_key))
     for line in reap_orphans(client, me):
         say(f"reaper: {line}")
     for line in reap(client, dry_run=False, past_deadline=False):  # owners gone on this host
@@ -370,7 +370,7 @@ def serve(
     )
     queues = [keys.queue_for_image(i) for i in served.served] or [keys.IDLE_QUEUE]
     served.consuming.update(queues)
-    watcher = Watcher(app, node, served, broker, poll_s)
+    watcher = Watcher(app, node, served, broker, poll_s, job_key)
     worker_ready.connect(watcher.on_ready, weak=False)
     worker_shutdown.connect(watcher.on_shutdown, weak=False)
     drain = Drain(
@@ -496,6 +496,7 @@ class Watcher:
     images: ServedImages
     broker: str
     poll_s: float
+    job_key: bytes
     stop: threading.Event = field(default_factory=threading.Event)
 
     def on_ready(self, sender: Any = None, **_: Any) -> None:
@@ -513,7 +514,7 @@ class Watcher:
         self.images.say = lambda line: log.info("%s", line)
         while not self.stop.wait(self.poll_s):
             try:
-                self.round(registry.published(client))
+                self.round(registry.published(client, self.job_key))
             except (redis.RedisError, OSError) as exc:
                 log.warning("images: Redis unavailable (%s); trying again", exc)
             except Exception:  # the thread must outlive any one failure

@@ -105,7 +105,7 @@ def run_celery(
     bundles.publish(prepared.loaded, prepared.suite, BlobStore(client))
     if images is None:
         images = {tag: registry.Published(pin) for tag, pin in prepared.meta.image_digests.items()}
-    registry.publish(client, images)
+    registry.publish(client, images, job_key)
     app = make_app(broker_url, visibility_timeout_s)
     coordinator = _Coordinator(
         prepared, client, app, record, warn, task_name, job_key, queue_check_s
