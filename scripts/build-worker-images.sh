@@ -17,6 +17,7 @@ BASE_TAG="${DELTARUN_BASE:-deltarun/base:bookworm}"
 WORKER_TAG="deltarun/worker:latest"
 REDIS_TAG="deltarun/redis:bookworm"
 REGISTRY_TAG="deltarun/registry:bookworm"
+PROMETHEUS_TAG="deltarun/prometheus:bookworm"
 
 die() { echo "build-worker-images: $*" >&2; exit 1; }
 sha() { sha256sum | cut -c1-64; }
@@ -72,6 +73,19 @@ if [ "$registry_want" != "$(have_label "$REGISTRY_TAG")" ]; then
     }
 fi
 
+# --- prometheus (compose's monitoring profile) -------------------------------
+prometheus_want="$( { sha <worker_images/prometheus/Dockerfile; sha <worker_images/prometheus/prometheus.yml; echo "$base_id"; } | sha)"
+if [ "$prometheus_want" != "$(have_label "$PROMETHEUS_TAG")" ]; then
+    echo "building $PROMETHEUS_TAG..."
+    docker build -q --force-rm --build-arg "BASE=$BASE_TAG" \
+        --label "deltarun.dockerfile=$(sha <worker_images/prometheus/Dockerfile)" \
+        --label "deltarun.inputs=$prometheus_want" \
+        -t "$PROMETHEUS_TAG" worker_images/prometheus >"$CTX/prometheus-build.log" 2>&1 || {
+        tail -20 "$CTX/prometheus-build.log" >&2
+        die "docker build of $PROMETHEUS_TAG failed (apt-get needs Debian's mirrors at build time)"
+    }
+fi
+
 # --- worker ------------------------------------------------------------------
 src_sha="$( cd "$CTX/src" && find pyproject.toml runner -type f | LC_ALL=C sort | xargs -d '\n' sha256sum | sha)"
 worker_want="$( { sha <worker_images/worker/Dockerfile; sha <scripts/build-worker-images.sh; echo "$src_sha"; echo "$base_id"; } | sha)"
@@ -120,4 +134,4 @@ docker image prune -f --filter label=deltarun.inputs >/dev/null 2>&1 || true
 
 short() { docker image inspect -f '{{.Id}}' "$1" | cut -c1-19; }
 echo "worker images ready: $WORKER_TAG $(short "$WORKER_TAG") $REDIS_TAG $(short "$REDIS_TAG")" \
-    "$REGISTRY_TAG $(short "$REGISTRY_TAG")"
+    "$REGISTRY_TAG $(short "$REGISTRY_TAG") $PROMETHEUS_TAG $(short "$PROMETHEUS_TAG")"

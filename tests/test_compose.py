@@ -1,6 +1,7 @@
 """compose.yaml is part of the product: brought up with Debian's docker-compose on secrets
 from `make certs`, it runs a suite through two worker containers over TLS, Flower's API
-answers only its basic-auth user and lists both workers, and `down -v` leaves nothing."""
+answers only its basic-auth user and lists both workers, Prometheus scrapes both workers'
+metrics, and `down -v` leaves nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import secrets
 import shutil
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from base64 import b64encode
 from pathlib import Path
@@ -55,6 +57,17 @@ def _flower(port: int, auth: str | None) -> tuple[int, Any]:
         return 0, None
 
 
+def _prometheus(port: int, query: str) -> float | None:
+    """The value of an instant query, or None (not up yet, or no sample)."""
+    url = f"http://127.0.0.1:{port}/api/v1/query?query={urllib.parse.quote(query)}"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            result = json.loads(response.read())["data"]["result"]
+    except (urllib.error.URLError, ConnectionError, ValueError, KeyError):
+        return None
+    return float(result[0]["value"][1]) if result else None
+
+
 def _left(api: Any, project: str) -> list[str]:
     label = {"label": f"com.docker.compose.project={project}"}
     left = [c["Id"] for c in api.containers(all=True, filters=label)]
@@ -70,12 +83,13 @@ def test_compose_runs_a_suite_on_two_tls_workers_and_leaves_nothing(
     docker_api.inspect_image(WORKER_IMAGE)  # built by `make worker-images` (make test does)
     secrets_dir = make_secrets(tmp_path / "secrets")
     project = f"deltarun-test-{secrets.token_hex(4)}"
-    redis_port, flower_port = free_port(), free_port()
+    redis_port, flower_port, prometheus_port = free_port(), free_port(), free_port()
     env = {
         **os.environ,
         "DELTARUN_SECRETS": str(secrets_dir),
         "DELTARUN_REDIS_PORT": str(redis_port),
         "DELTARUN_FLOWER_PORT": str(flower_port),
+        "DELTARUN_PROMETHEUS_PORT": str(prometheus_port),
     }
     base = [compose, "-f", str(ROOT / "compose.yaml"), "-p", project, "--profile", "monitoring"]
 
@@ -87,7 +101,7 @@ def test_compose_runs_a_suite_on_two_tls_workers_and_leaves_nothing(
         return done
 
     try:
-        run("up", "-d", "redis", "flower")
+        run("up", "-d", "redis", "flower", "prometheus")
         run("up", "-d", "--scale", "worker=2", "worker")
         flower_user = (secrets_dir / "flower.env").read_text().strip().split("=", 1)[1]
         # Flower's API is closed to anyone without its user, and lists both workers.
@@ -126,6 +140,20 @@ def test_compose_runs_a_suite_on_two_tls_workers_and_leaves_nothing(
         containers = run("ps", "-q", "worker").stdout.split()
         hostnames = {docker_api.inspect_container(c)["Config"]["Hostname"] for c in containers}
         assert {r["worker"] for r in records} <= hostnames and len(hostnames) == 2
+        # Prometheus found both replicas by DNS and counts every trial they finished.
+        wait_for(
+            lambda: _prometheus(prometheus_port, 'count(up{job="deltarun-workers"} == 1)') == 2,
+            60,
+            "Prometheus to scrape both workers",
+        )
+        wait_for(
+            lambda: (
+                _prometheus(prometheus_port, "sum(deltarun_worker_trials_finished_total)")
+                == len(records)
+            ),
+            60,
+            "Prometheus to count every trial",
+        )
         password = host_env["DELTARUN_BROKER_URL"].split(":")[2].split("@")[0]
         logs = run("logs", "--no-color").stdout
         assert password not in logs and password not in coordinator.stderr
