@@ -35,6 +35,13 @@ is bit-for-bit identical.  Each estimator and the reason it was chosen:
     exact integer arithmetic.  Discordant counts in evals are often small, so
     the chi-square approximation is not used.
 
+``sign_test_greater`` / ``sign_test_min_pairs``
+    One-sided exact sign test (a binomial test with ``p = 1/2``, exact integers) for
+    "more than chance" in one direction only, such as an arm that errs where its
+    control did not; and the fewest discordant pairs at which that test can reach a
+    given level at all, so a caller can tell "within chance" from "too few pairs to
+    tell" (below that size every split, even all pairs one way, is "not significant").
+
 ``paired_bootstrap_interval``
     Percentile bootstrap of the mean per-task difference, resampling tasks
     (the unit that was sampled from the space of possible tasks) with the
@@ -97,6 +104,8 @@ __all__ = [
     "paired_min_detectable_delta",
     "pass_at_k",
     "pass_hat_k",
+    "sign_test_greater",
+    "sign_test_min_pairs",
     "student_t_ppf",
     "student_t_sf",
     "t_interval",
@@ -307,6 +316,23 @@ def sign_test_greater(b: int, c: int) -> float:
         term = term * i // (n - i + 1)
         total += term
     return min(1.0, total / (1 << n))
+
+
+def sign_test_min_pairs(alpha: float) -> int:
+    """The fewest discordant pairs at which :func:`sign_test_greater` can fall below ``alpha``.
+
+    The smallest ``n >= 1`` with ``sign_test_greater(n, 0) = 2**-n < alpha``: with fewer
+    pairs even a split of all pairs one way has ``p >= alpha``, so the test cannot call
+    any excess beyond chance and its "not significant" carries no information (5 for
+    ``alpha = 0.05``: ``1/32 < 0.05 <= 1/16``). Raises ``ValueError`` unless
+    ``0 < alpha < 1``.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    n = 1
+    while sign_test_greater(n, 0) >= alpha:
+        n += 1
+    return n
 
 
 def paired_bootstrap_interval(

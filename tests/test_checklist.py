@@ -3,6 +3,7 @@ a test in which it fails (a check that cannot fail is a defect)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from runner.config.loader import parse_controls
@@ -219,7 +220,13 @@ def test_a_task_graded_by_exit_status_alone_fails_its_row() -> None:
     assert _rows_for(_trials())["every repository task is graded by declared tests"][0]
 
 
+ERRORS = "errors do not follow the arm"
+RULE = "passes only with 5 or more such pairs and a one-sided exact sign test p ≥ 0.05"
+
+
 def _errors(arm_errors: int, control_errors: int, n: int = 12) -> list[Trial]:
+    """``n`` tasks run once: the control errs on the first ``control_errors``, the
+    candidate on the last ``arm_errors`` (they overlap when the two add up to more than n)."""
     out = []
     for i in range(n):
         out.append(trial(f"t{i}", "ctrl", Outcome.ERROR if i < control_errors else Outcome.MISS))
@@ -228,13 +235,115 @@ def _errors(arm_errors: int, control_errors: int, n: int = 12) -> list[Trial]:
     return out
 
 
-def test_errors_that_follow_the_arm_fail_their_row() -> None:
-    item = "errors do not follow the arm"
-    ok, detail = _rows_for(_errors(5, 0))[item]
-    assert not ok and "cand" in detail  # 5 against 0: p = 1/32 < 0.05
-    assert _rows_for(_errors(3, 0))[item][0]  # 3 against 0: p = 1/8, not yet clear
-    assert _rows_for(_errors(4, 4))[item][0]  # errors on both sides: infrastructure
-    assert _rows_for(_errors(0, 5))[item][0]  # the control erring more is not the arm's doing
+def _errors_row(arm_errors: int, control_errors: int, n: int) -> tuple[bool, str]:
+    """The row as the report derives it, scored over exactly the tasks that were run."""
+    return _rows_for(_errors(arm_errors, control_errors, n), TASKS[:n])[ERRORS]
+
+
+def test_an_arm_erring_on_every_task_of_a_small_run_fails() -> None:
+    """Issue 23: three tasks, the arm errs on all and the control on none. The sign test
+    (p = 1/8) cannot reach 0.05 on three pairs, so its silence is not a "chance"."""
+    ok, detail = _errors_row(3, 0, n=3)
+    assert not ok
+    assert detail.startswith(
+        "cand: too few pairs to call it chance: 3 error(s) where the control had none, "
+        "0 the other way; compared with the control on the same (task, repeat)"
+    )
+    assert RULE in detail and "p = " not in detail  # no test run, so no p-value given
+
+
+def test_a_single_pair_with_the_arm_erring_fails() -> None:
+    ok, detail = _errors_row(1, 0, n=1)
+    assert not ok and "too few pairs to call it chance: 1 error(s)" in detail
+
+
+def test_equal_errors_pass() -> None:
+    ok, detail = _errors_row(2, 2, n=3)  # t2 only the arm, t0 only the control: 1 vs 1
+    assert ok and detail.startswith(
+        "(task, repeat) pairs where only the arm / only the control erred: "
+        "cand 1 vs 1; an arm erring more often"
+    )
+    assert RULE in detail
+    # Errors on the same pairs on both sides are the infrastructure's, not the arm's.
+    assert _errors_row(3, 3, n=3) == (True, "no arm errs where its control does not")
+    assert _errors_row(4, 4, n=8)[0]  # 4 vs 4 on disjoint tasks
+
+
+def test_an_arm_erring_less_than_its_control_passes() -> None:
+    ok, detail = _errors_row(0, 3, n=3)
+    assert ok and "cand 0 vs 3;" in detail
+    assert _errors_row(1, 5, n=12)[0]
+
+
+def test_a_significant_excess_on_a_large_run_fails() -> None:
+    ok, detail = _errors_row(9, 1, n=20)  # P[X >= 9], X ~ Bin(10, 1/2) = 11/1024
+    assert not ok and detail.startswith(
+        "cand: beyond chance: 9 error(s) where the control had none, 1 the other way, "
+        "p = 0.0107 < 0.05; "
+    )
+    # Five pairs all one way is the smallest split the test can call (p = 1/32) ...
+    ok, detail = _errors_row(5, 0, n=12)
+    assert not ok and "beyond chance" in detail and "p = 0.0312 < 0.05" in detail
+    # ... and one fewer is too few pairs to call chance.
+    ok, detail = _errors_row(4, 0, n=12)
+    assert not ok and "too few pairs to call it chance: 4 error(s)" in detail
+
+
+def test_an_excess_within_chance_on_a_large_run_passes() -> None:
+    ok, detail = _errors_row(6, 3, n=20)  # P[X >= 6], X ~ Bin(9, 1/2) = 130/512
+    assert ok and "cand 6 vs 3 (p = 0.254);" in detail and RULE in detail
+    # Five pairs, one of them the control's: the test could have called it, and did not.
+    ok, detail = _errors_row(4, 1, n=12)
+    assert ok and "cand 4 vs 1 (p = 0.188)" in detail
+
+
+def test_errors_are_paired_by_task_and_repeat() -> None:
+    """Three tasks run three times: 3 of 9 pairs with the arm alone erring, too few."""
+    out = [
+        trial(task, arm, Outcome.ERROR if arm == "cand" and r == 1 else Outcome.MISS, repeat=r)
+        for task in ("t0", "t1", "t2")
+        for arm in ("ctrl", "cand")
+        for r in range(3)
+    ]
+    ok, detail = _rows_for(out, TASKS[:3])[ERRORS]
+    assert not ok and "3 error(s) where the control had none, 0 the other way" in detail
+
+
+def test_an_error_the_control_has_no_pair_for_fails() -> None:
+    """An arm error on a (task, repeat) the control never ran cannot be compared, so it
+    cannot be called chance: it fails the row (and the run is incomplete)."""
+    out = [*_errors(0, 0, n=12), trial("t0", "cand", Outcome.ERROR, repeat=1)]
+    rows = _rows_for(out, TASKS[:12])
+    ok, detail = rows[ERRORS]
+    assert not ok and detail.startswith(
+        "cand: 1 error(s) on a (task, repeat) the control has no record of, not comparable; "
+    )
+    assert not rows["run complete"][0]
+    # A control record on that pair, erring or not, makes it an ordinary pair again.
+    paired = [*out, trial("t0", "ctrl", Outcome.ERROR, repeat=1)]
+    assert _rows_for(paired, TASKS[:12])[ERRORS] == (
+        True,
+        "no arm errs where its control does not",
+    )
+
+
+def test_the_report_of_a_small_hostile_run_says_the_errors_follow_the_arm(
+    tmp_path: Path,
+) -> None:
+    """The issue's run, end to end: a run directory of three tasks in which the arm errs
+    on each and the control on none; report.md and report.html fail the row and say why."""
+    from runner.report.build import build_report
+    from runner.rundir import RunDir
+    from tests.test_report_input import make_run
+
+    hostile = {f"t{i}": (Outcome.MISS, Outcome.ERROR) for i in range(3)}
+    built = build_report(RunDir(make_run(tmp_path, outcomes=hostile)))
+    assert not next(r for r in built.rows if r.item == ERRORS).ok
+    said = "too few pairs to call it chance: 3 error(s) where the control had none, 0 the other way"
+    assert f"| **no** | {ERRORS} | cand: {said};" in built.markdown
+    verdict_line = next(line for line in built.markdown.splitlines() if "Verdict" in line)
+    assert ERRORS in verdict_line
+    assert said in built.html
 
 
 def test_an_arm_without_ordinary_trials_fails_n_and_intervals() -> None:

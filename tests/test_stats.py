@@ -28,6 +28,7 @@ from runner.stats import (
     pass_at_k,
     pass_hat_k,
     sign_test_greater,
+    sign_test_min_pairs,
     student_t_ppf,
     student_t_sf,
     t_interval,
@@ -539,6 +540,31 @@ def test_sign_test_worked_values() -> None:
     assert sign_test_greater(0, 4) == 1.0
     with pytest.raises(ValueError):
         sign_test_greater(-1, 2)
+
+
+@PROPERTY
+@given(alpha=st.floats(min_value=1e-12, max_value=0.999, exclude_max=True))
+def test_sign_test_min_pairs_matches_scipy(alpha: float) -> None:
+    """The fewest pairs at which all of them one way is significant, by SciPy's test."""
+    n = sign_test_min_pairs(alpha)
+
+    def p(k: int) -> float:
+        return float(sps.binomtest(k, k, 0.5, alternative="greater").pvalue)
+
+    assert p(n) < alpha
+    assert n == 1 or p(n - 1) >= alpha
+    # Below n no split reaches alpha; at n the all-one-way split does.
+    assert all(sign_test_greater(b, k - b) >= alpha for k in range(n) for b in range(k + 1))
+
+
+def test_sign_test_min_pairs_worked_values() -> None:
+    assert sign_test_min_pairs(0.05) == 5  # 1/32 < 0.05 <= 1/16
+    assert sign_test_min_pairs(0.0625) == 5  # 1/16 is not below 1/16
+    assert sign_test_min_pairs(0.01) == 7  # 1/128 < 0.01 <= 1/64
+    assert sign_test_min_pairs(0.5) == 2
+    for bad in (0.0, 1.0, -0.1, float("nan")):
+        with pytest.raises(ValueError):
+            sign_test_min_pairs(bad)
 
 
 # ----------------------------------------------------------------------------- McNemar

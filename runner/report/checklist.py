@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from runner.config.model import Controls
 from runner.models import Outcome, Record
 from runner.scoring import Scores
-from runner.stats import sign_test_greater
+from runner.stats import sign_test_greater, sign_test_min_pairs
 
 WITHHOLD_AT = 2
 # A publishable headline needs a pack of at least this many ordinary and negative tasks.
@@ -25,9 +25,13 @@ PACK_ORDINARY, PACK_NEGATIVE = 20, 10
 # A live (model-driven) arm is sampled at least this many times per task.
 MIN_MODEL_REPEATS = 3
 PUBLICATION_ROWS = frozenset({"channel scored", "pack size", "no setup warnings"})
-# An arm errs "clearly more" than its control when the one-sided exact sign test on the
-# (task, repeat) pairs where exactly one of them errored says so at this level.
+# An arm's errors follow it when, on the (task, repeat) pairs where exactly one of arm and
+# control errored, the arm's side is larger and either the one-sided exact sign test puts
+# the excess beyond chance at this level, or there are fewer pairs than that test needs to
+# ever get there (all one way): an excess is called chance only where it could have been
+# called otherwise.
 ERRORS_ALPHA = 0.05
+ERRORS_MIN_PAIRS = sign_test_min_pairs(ERRORS_ALPHA)  # 5: 1/32 < 0.05 <= 1/16
 
 
 @dataclass(frozen=True)
@@ -125,9 +129,9 @@ def evaluate(
     ]
 
 
-def _named(items: Sequence[str], limit: int = 3) -> str:
+def _named(items: Sequence[str], limit: int = 3, sep: str = ", ") -> str:
     more = len(items) - limit
-    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
+    return sep.join(items[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
 def _hidden_row(trials: Sequence[Record], tasks: Sequence[Mapping[str, str]]) -> Row:
@@ -313,34 +317,85 @@ def _grading_row(tasks: Sequence[Mapping[str, str]]) -> Row:
 
 
 def _errors_row(trials: Sequence[Record], scores: Scores) -> Row:
-    """Errors that follow an arm are suspected to be caused by it: compare each arm's
-    errors with the control's on the same (task, repeat) pairs."""
+    """Errors that follow an arm are suspected to be caused by it, so the row passes only
+    when the records support chance. Each arm is compared with the control on the same
+    (task, repeat): ``b`` pairs where only the arm erred, ``c`` where only the control did.
+
+    ``b <= c`` passes: the arm errs no more often than its control. ``b > c`` fails when
+    the one-sided exact sign test gives ``p < ERRORS_ALPHA``, and also when ``b + c`` is
+    below ``ERRORS_MIN_PAIRS``: there even all pairs one way stay above alpha, so the
+    test could never call the excess beyond chance and its silence says nothing (three
+    tasks run once: 3 errors against 0 is p = 1/8). An excess passes only on enough
+    pairs for the test to have spoken. An error of the arm on a (task, repeat) the
+    control has no record of has nothing to be compared with, so it cannot be called
+    chance either and fails the row (``run complete`` fails with it); a record of either
+    side that erred makes the pair count as erred when a job has more than one record."""
     item = "errors do not follow the arm"
     control = next((s.arm for s in scores.summaries if s.control), None)
-    errored: dict[tuple[str, int, str], bool] = {
-        (t.task_id, t.repeat, t.arm): t.outcome is Outcome.ERROR for t in trials
-    }
-    worst: list[str] = []
+    errored: dict[tuple[str, int, str], bool] = {}
+    for t in trials:
+        key = (t.task_id, t.repeat, t.arm)
+        errored[key] = errored.get(key, False) or t.outcome is Outcome.ERROR
+    failing: list[str] = []
     counts: list[str] = []
     for summary in scores.summaries:
-        if summary.control or control is None:
+        if summary.control:
             continue
-        b = c = 0
+        b = c = unpaired = 0
         for (task_id, repeat, arm), failed in errored.items():
             if arm != summary.arm:
                 continue
-            other = errored.get((task_id, repeat, control))
-            if other is None or failed == other:
-                continue
-            b, c = (b + 1, c) if failed else (b, c + 1)
-        if b or c:
-            counts.append(f"{summary.arm} {b} vs {c}")
-        if b > c and sign_test_greater(b, c) < ERRORS_ALPHA:
-            worst.append(f"{summary.arm} (errors where the control had none: {b}, reverse: {c})")
-    if worst:
-        return Row(item, False, "clearly more errors than the control: " + "; ".join(worst))
-    detail = "errors where only the arm / only the control erred: " + ", ".join(counts)
-    return Row(item, True, detail if counts else "no arm errs where its control does not")
+            other = None if control is None else errored.get((task_id, repeat, control))
+            if other is None:
+                unpaired += failed
+            elif failed != other:
+                b, c = (b + 1, c) if failed else (b, c + 1)
+        problem, count = _errors_follow(b, c, unpaired)
+        if problem:
+            failing.append(f"{summary.arm}: {problem}")
+        elif count:
+            counts.append(f"{summary.arm} {count}")
+    rule = (
+        f"an arm erring more often than the control passes only with {ERRORS_MIN_PAIRS} or "
+        f"more such pairs and a one-sided exact sign test p ≥ {ERRORS_ALPHA:g}"
+    )
+    if failing:
+        return Row(
+            item,
+            False,
+            _named(failing, sep="; ")
+            + "; compared with the control on the same (task, repeat), counting the pairs "
+            + f"where exactly one of them erred: {rule}",
+        )
+    if not counts:
+        return Row(item, True, "no arm errs where its control does not")
+    return Row(
+        item,
+        True,
+        "(task, repeat) pairs where only the arm / only the control erred: "
+        + ", ".join(counts)
+        + f"; {rule}",
+    )
+
+
+def _errors_follow(b: int, c: int, unpaired: int) -> tuple[str, str]:
+    """One arm's side of the errors row: what fails it (empty when nothing does) and its
+    counts ``b vs c``, with the p-value when an excess made the sign test worth running."""
+    problems = (
+        [f"{unpaired} error(s) on a (task, repeat) the control has no record of, not comparable"]
+        if unpaired
+        else []
+    )
+    count = f"{b} vs {c}" if b or c else ""
+    said = f"{b} error(s) where the control had none, {c} the other way"
+    if b > c and b + c < ERRORS_MIN_PAIRS:
+        problems.append(f"too few pairs to call it chance: {said}")
+    elif b > c:
+        p = sign_test_greater(b, c)
+        count += f" (p = {p:.3g})"
+        if p < ERRORS_ALPHA:
+            problems.append(f"beyond chance: {said}, p = {p:.3g} < {ERRORS_ALPHA:g}")
+    return " and ".join(problems), count
 
 
 def verdict(rows: Sequence[Row]) -> str:
