@@ -6,7 +6,8 @@ from those tars, so of the fixture itself it needs only:
 - the paths of its files (the grading policy judges a patch against them);
 - its footprint in a tmpfs (the verify phase tells ahead whether the patched tree fits);
 - the few files the verify phase copies from the *pristine* fixture: pytest's
-  settings files at the root, and every ``__init__.py`` and ``conftest.py``.
+  settings files at the root, every ``__init__.py`` and ``conftest.py``, and the
+  files that hold the task's declared tests (``runner.pytest_grading.holds_declared``).
 
 Reading every member of a 100 MB fixture to learn that cost more than a second per
 trial; the view is a few hundred kilobytes, made once from the members and kept
@@ -18,11 +19,11 @@ from __future__ import annotations
 import base64
 import json
 import posixpath
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from runner.archives import Member
-from runner.pytest_grading import CONFIG_FILES
+from runner.pytest_grading import CONFIG_FILES, holds_declared
 
 # The tmpfs block a file costs at least, to tell ahead whether a tree fits.
 BLOCK = 4096
@@ -35,11 +36,12 @@ def footprint(member: Member) -> int:
     return -(-len(member.data) // BLOCK) * BLOCK + BLOCK
 
 
-def is_pristine(path: str) -> bool:
-    """Whether the verify phase may copy this fixture file from the pristine fixture."""
+def is_pristine(path: str, declared: Sequence[str] = ()) -> bool:
+    """Whether the verify phase may copy this fixture file from the pristine fixture
+    (``declared``: the task's ``hidden_tests``, whose files the harness writes)."""
     if "/" not in path and path in CONFIG_FILES:
         return True
-    return posixpath.basename(path) in PRISTINE_NAMES
+    return posixpath.basename(path) in PRISTINE_NAMES or holds_declared(path, declared)
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class FixtureView:
     pristine: Mapping[str, Member]
 
     @classmethod
-    def of(cls, members: Iterable[Member]) -> FixtureView:
+    def of(cls, members: Iterable[Member], declared: Sequence[str] = ()) -> FixtureView:
         files: list[str] = []
         pristine: dict[str, Member] = {}
         size = 0
@@ -60,7 +62,7 @@ class FixtureView:
             if member.is_dir:
                 continue
             files.append(member.path)
-            if is_pristine(member.path):
+            if is_pristine(member.path, declared):
                 pristine[member.path] = member
         return cls(frozenset(files), size, pristine)
 

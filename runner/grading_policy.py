@@ -11,29 +11,40 @@ rule       what is dropped                                              violatio
 forbidden  a path under ``tools.forbidden_paths`` (``.git/``)            yes
 hidden     a hidden test file, a directory on its path, or anything       no
            under it: the hidden file stands as written
+declared   a fixture file that holds declared tests (``hidden_tests``,    yes
+           such as SWE-bench's PASS_TO_PASS), a new test module under a
+           declared directory, a directory on their paths: the pristine
+           file stands
 harness    ``__init__.py`` or ``conftest.py`` in a directory that holds   yes
-           hidden tests (they are imported before the hidden tests and
-           could rewrite them or the runner)
+           hidden or declared tests (they are imported before the tests
+           and could rewrite them or the runner)
 runner     a file that exists only to configure the test runner          yes
            (``conftest.py``, ``pytest.ini``, ``tox.ini``, ...)
 metadata   a ``*.dist-info`` / ``*.egg-info`` directory, a ``.pth`` or    yes
            ``.egg-link`` file: plugin entry points and import hooks
 bytecode   ``__pycache__``, ``*.pyc``, ``*.pyo``: Python may prefer        yes
            bytecode over the edited source
-shadow     a new top-level module or package whose name the sandbox       yes
-           image already imports (its standard library, the test runner,
-           any installed distribution) or the interpreter runs at start-up
+shadow     a new module or package whose name the sandbox image already  yes
+           imports (its standard library, the test runner, any installed
+           distribution) or the interpreter runs at start-up, or that takes
+           the import name of a hidden or declared test module or of a
+           package on its path
 pattern    a path matching ``tools.grading_paths`` (the user's own list)  yes
 ========== ============================================================ =========
 
-*Shadow* is decided on the tree the patch leaves: a directory without
-``__init__.py`` can be put on the import path (the repository root always is;
-pytest inserts the first directory without ``__init__.py`` above each test
-file), so a module file ``D/json.py`` or a package ``D/json/__init__.py`` in
-such a directory shadows ``json``. Names the fixture itself already defines at
-that place are the repository's own (a project may ship a module an image has
-installed, or be installed in the image itself) and are not new. The module
-names come from the image (``guard.py modules`` run in it), not from a list.
+*Shadow* is decided on the tree the patch leaves, with the hidden and declared
+files standing as the harness writes them: a directory without ``__init__.py``
+can be put on the import path (the repository root always is; pytest inserts the
+first directory without ``__init__.py`` above each test file), so a module file
+``D/json.py`` or a package ``D/json/__init__.py`` in such a directory shadows
+``json``. A test module ``tests/pkg/test_x.py`` (``tests/pkg/__init__.py``
+present, ``tests/`` without one) imports as ``pkg.test_x``: no new ``pkg`` may
+appear in any such directory, and no new ``test_x`` (a package, an extension
+module, a symlink) in ``tests/pkg/``; Python would import it instead of the
+test file. A module the fixture itself already has at that path is the
+repository's own (a project may ship a module an image has installed, or be
+installed in the image itself) and is not new. The image's module names come
+from the image (``guard.py modules`` run in it), not from a list.
 
 Files that *also* carry runner settings (``pyproject.toml``, ``setup.cfg``) are
 the project's: the agent may edit them, and the verify phase takes the runner's
@@ -49,6 +60,7 @@ from dataclasses import dataclass
 
 from runner.gitpatch import FileDiff, keep, parse
 from runner.paths import is_forbidden
+from runner.pytest_grading import holds_declared
 
 # Files whose only purpose is configuring the test runner.
 RUNNER_FILES = frozenset(
@@ -73,11 +85,26 @@ class Ground:
     module_names: frozenset[str] = frozenset()
     forbidden: tuple[str, ...] = ()
     patterns: tuple[str, ...] = ()
+    declared: tuple[str, ...] = ()  # the task's hidden_tests entries
 
     @property
     def hidden_dirs(self) -> frozenset[str]:
         """Every directory on the path of a hidden file ("" is the repository root)."""
         return frozenset(d for path in self.hidden_files for d in _ancestors(path))
+
+    @property
+    def declared_files(self) -> frozenset[str]:
+        """Fixture files that hold declared tests and are not hidden ones."""
+        if not self.declared:
+            return frozenset()
+        return frozenset(
+            p for p in self.fixture_files - self.hidden_files if holds_declared(p, self.declared)
+        )
+
+    @property
+    def protected(self) -> frozenset[str]:
+        """The test files the harness writes in the verify sandbox: hidden and declared."""
+        return self.hidden_files | self.declared_files
 
 
 @dataclass(frozen=True)
@@ -120,24 +147,24 @@ def screen_files(files: Sequence[FileDiff], ground: Ground) -> list[tuple[FileDi
     """Each dropped section with the reason; sections are dropped whole."""
     out: list[tuple[FileDiff, Dropped]] = []
     kept: list[FileDiff] = []
-    hidden_dirs = ground.hidden_dirs
     for f in files:
-        reason = _path_rule(f, ground, hidden_dirs)
+        reason = _path_rule(f, ground)
         if reason is None:
             kept.append(f)
         else:
             out.append((f, reason))
     # Shadows depend on the whole tree the patch leaves: drop until none is new.
-    before = shadows(ground.fixture_files, (), ground.module_names)
+    names, protected = ground.module_names, ground.protected
+    before = shadows(ground.fixture_files, (), names, protected)
     for _ in range(_MAX_ROUNDS):
-        new = shadows(ground.fixture_files, kept, ground.module_names) - before
+        new = shadows(ground.fixture_files, kept, names, protected) - before
         if not new:
             break
         culprits = [f for f in kept if _makes_any(f, new)]
         if not culprits:  # cannot happen: a new shadow comes from some section
             break
         for f in culprits:
-            root, name = next(s for s in sorted(new) if _makes(f, s))
+            root, name, _ = next(s for s in sorted(new) if _makes(f, s))
             where = posixpath.join(root, name) if root else name
             out.append((f, Dropped(_first_path(f), f"shadow of module {name!r} at {where}", True)))
         kept = [f for f in kept if f not in culprits]
@@ -148,11 +175,13 @@ def _first_path(f: FileDiff) -> str:
     return f.new_path or f.old_path or ""
 
 
-def _path_rule(f: FileDiff, ground: Ground, hidden_dirs: frozenset[str]) -> Dropped | None:
+def _path_rule(f: FileDiff, ground: Ground) -> Dropped | None:
     """The first per-path rule a section breaks, or None."""
     for path in f.paths:
         if is_forbidden(path, ground.forbidden):
             return Dropped(path, "forbidden path", True)
+    hidden_dirs, declared = ground.hidden_dirs, ground.declared_files
+    declared_dirs = frozenset(d for p in declared for d in _ancestors(p))
     for path in f.paths:
         name = posixpath.basename(path)
         parent = posixpath.dirname(path)
@@ -161,8 +190,12 @@ def _path_rule(f: FileDiff, ground: Ground, hidden_dirs: frozenset[str]) -> Drop
         )
         if harness and parent in hidden_dirs:
             return Dropped(path, "harness file beside the hidden tests", True)
+        if harness and parent in declared_dirs:
+            return Dropped(path, "harness file beside the declared tests", True)
         if _touches_hidden(path, ground.hidden_files, hidden_dirs):
             return Dropped(path, "hidden test path", False)
+        if holds_declared(path, ground.declared) or _touches_hidden(path, declared, declared_dirs):
+            return Dropped(path, "declared test file (the fixture's stands)", True)
     for path in f.paths:
         rule = path_rule(path)
         if rule is not None:
@@ -236,36 +269,71 @@ def final_tree(fixture: Iterable[str], files: Iterable[FileDiff]) -> set[str]:
 
 
 def shadows(
-    fixture: Iterable[str], files: Sequence[FileDiff], names: frozenset[str]
-) -> set[tuple[str, str]]:
-    """Every (import root, module name) in the tree whose name the image imports.
+    fixture: Iterable[str],
+    files: Sequence[FileDiff],
+    names: frozenset[str],
+    protected: frozenset[str] = frozenset(),
+) -> set[tuple[str, str, str]]:
+    """Every (directory, module name, providing path) in the tree that takes a watched name.
 
-    An import root is the repository root or any directory without ``__init__.py``;
-    a module there is a module file, a symlink, or a directory with ``__init__.py``.
+    The tree is the fixture after ``files``, with the ``protected`` test files as the
+    harness writes them. Watched: at every import root (the repository root, any
+    directory without ``__init__.py``), the image's ``names``, the start-up hooks and
+    the top-level import name of each protected test module; in each package on such a
+    module's path, the next name on it. A provider is a module file or symlink, or a
+    package's ``__init__``.
     """
-    watched = names | STARTUP_HOOKS
-    tree = final_tree(fixture, files)
+    tree = final_tree(fixture, files) | protected
     links = {f.new_path for f in files if f.is_symlink and f.new_path is not None}
     dirs = {d for path in tree for d in _ancestors(path)}
     roots = {d for d in dirs if d == "" or posixpath.join(d, "__init__.py") not in tree}
-    found: set[tuple[str, str]] = set()
+    tops, inside = _test_module_names(protected, tree)
+    watched = names | STARTUP_HOOKS | tops
+
+    def taken(where: str, name: str) -> bool:
+        return (where in roots and name in watched) or (where, name) in inside
+
+    found: set[tuple[str, str, str]] = set()
     for path in tree:
         parent, entry = posixpath.split(path)
-        if parent in roots and (entry.endswith(_MODULE_SUFFIXES) or path in links):
-            name = module_name(entry)
-            if name in watched:
-                found.add((parent, name))
+        if (entry.endswith(_MODULE_SUFFIXES) or path in links) and taken(
+            parent, module_name(entry)
+        ):
+            found.add((parent, module_name(entry), path))
         if entry.startswith("__init__.") and parent:
             grand, package = posixpath.split(parent)
-            if grand in roots and package in watched:
-                found.add((grand, package))
+            if taken(grand, package):
+                found.add((grand, package, path))
     return found
 
 
-def _makes(f: FileDiff, shadow: tuple[str, str]) -> bool:
+def _test_module_names(
+    protected: Iterable[str], tree: set[str]
+) -> tuple[set[str], set[tuple[str, str]]]:
+    """The import names of the protected test modules: the top-level names (watched at
+    every import root) and (package directory, child name) pairs along each dotted name."""
+    tops: set[str] = set()
+    inside: set[tuple[str, str]] = set()
+    for path in protected:
+        directory, entry = posixpath.split(path)
+        if not entry.endswith(".py"):
+            continue
+        parts = [] if entry.startswith("__init__.") else [module_name(entry)]
+        while directory and posixpath.join(directory, "__init__.py") in tree:
+            directory, package = posixpath.split(directory)
+            parts.insert(0, package)
+        if not parts:
+            continue
+        tops.add(parts[0])
+        for i in range(1, len(parts)):
+            inside.add((posixpath.join(directory, *parts[:i]), parts[i]))
+    return tops, inside
+
+
+def _makes(f: FileDiff, shadow: tuple[str, str, str]) -> bool:
     """Does section ``f`` (help) make ``shadow``? It writes the module or package, or it
     deletes the ``__init__.py`` that kept the directory from being an import root."""
-    root, name = shadow
+    root, name, _ = shadow
     prefix = f"{root}/" if root else ""
     for path in f.paths:
         if not path.startswith(prefix):
@@ -279,5 +347,5 @@ def _makes(f: FileDiff, shadow: tuple[str, str]) -> bool:
     return False
 
 
-def _makes_any(f: FileDiff, new: set[tuple[str, str]]) -> bool:
+def _makes_any(f: FileDiff, new: set[tuple[str, str, str]]) -> bool:
     return any(_makes(f, s) for s in new)

@@ -1,37 +1,26 @@
-"""Grading by declared tests under pytest: the harness's invocation and its verdict. Pure.
+"""Declared tests under pytest: what the harness hands pytest, and which files hold them. Pure.
 
-A repository task that declares ``hidden_tests`` is graded on evidence the
-harness reads after the test process ended, not on an exit status alone:
-
-- the harness starts pytest itself (``run_pytest.py``) with the fixture's
-  pristine runner settings (``-c``), ``--rootdir /workspace``, plugin
-  autoloading off, no cache, no bytecode written or trusted, and the task's own
-  ``pytest_args``; only the declared tests run;
-- its plugin writes each test's outcome, with a nonce only that process knew,
-  when the session finishes;
-- a pass needs exit status 0, a finished results file with the right nonce,
-  every declared entry matched by at least one test and every matched test
-  passed, no test failed or errored, no collection error, at least one test run.
-
-What code inside the test process can still do (rewrite the runner in memory,
-find the nonce there) is stated in README "What remains the operator's job".
+A repository task that declares ``hidden_tests`` runs them through the harness's
+own pytest (``run_pytest.py``): the fixture's *pristine* runner settings (``-c``,
+``runner_config``), the declared files as arguments (``test_files``), only the
+declared tests kept (``matches``, the same rule as the plugin's). The files that
+hold declared tests are the harness's in the verify sandbox, hidden or not
+(``holds_declared``). The verdict on what pytest reported is
+``runner.pytest_verdict``.
 """
 
 from __future__ import annotations
 
 import configparser
+import fnmatch
+import posixpath
 import re
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from runner.archives import Member
-from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 
-RESULTS_CAP = 16 << 20
-_RESULTS_BOUNDS = JsonBounds(max_bytes=RESULTS_CAP, max_depth=8, max_items=2_000_000)
-PASSING = frozenset({"passed", "xpassed"})
 # Where pytest 7 looks for its settings at the root, in its order.
 CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 _SECTION = re.compile(rb"^\[(pytest|tool:pytest)\]\s*$", re.MULTILINE)
@@ -44,15 +33,6 @@ class RunnerConfig:
     source: str  # the fixture file they come from, or "" (none: an empty [pytest])
     suffix: str  # .ini, .toml or .cfg: pytest reads the copy by its suffix
     data: bytes
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A declared-tests verdict and, for a miss, why."""
-
-    passed: bool
-    reason: str | None
-    executed: int = 0
 
 
 def runner_config(fixture: Sequence[Member]) -> RunnerConfig:
@@ -106,39 +86,20 @@ def matches(nodeid: str, entry: str) -> bool:
     return nodeid == entry or nodeid.startswith(entry + "::") or nodeid.startswith(entry + "/")
 
 
-def grade(
-    selected: Sequence[str], results: bytes | None, nonce: str, exit_code: int | None
-) -> Verdict:
-    """The verdict on the results file read after the test process ended."""
-    if results is None:
-        return Verdict(False, f"the test process ended (exit {exit_code}) before pytest reported")
-    try:
-        data: Any = loads_bounded(results, _RESULTS_BOUNDS)
-    except BoundsError as exc:
-        return Verdict(False, f"the results file is damaged ({exc})")
-    if not isinstance(data, dict) or data.get("nonce") != nonce:
-        return Verdict(False, "the results file was not written by the harness's plugin")
-    tests = data.get("tests")
-    if data.get("finished") is not True or not isinstance(tests, dict):
-        return Verdict(False, "the results file is incomplete")
-    outcomes = {str(k): str(v) for k, v in tests.items()}
-    executed = sum(1 for v in outcomes.values() if v != "skipped")
-    bad = sorted(k for k, v in outcomes.items() if v in ("failed", "error"))
-    if bad:
-        return Verdict(False, f"{len(bad)} test(s) failed or errored, first {bad[0]}", executed)
-    errors = data.get("collect_errors") or []
-    if errors:
-        return Verdict(False, f"collection failed for {errors[0]}", executed)
-    for entry in selected:
-        named = [k for k in outcomes if matches(k, entry)]
-        if not named:
-            return Verdict(False, f"declared test {entry} did not run", executed)
-        missed = [k for k in named if outcomes[k] not in PASSING]
-        if missed:
-            return Verdict(False, f"{missed[0]}: {outcomes[missed[0]]}", executed)
-    if executed == 0:
-        return Verdict(False, "no test ran", executed)
-    reported = data.get("exitstatus")
-    if exit_code != 0 or reported != 0:
-        return Verdict(False, f"pytest exit status {reported}, process exit {exit_code}", executed)
-    return Verdict(True, None, executed)
+# pytest's default ``python_files``: the modules it collects under a declared directory.
+TEST_FILE_PATTERNS = ("test_*.py", "*_test.py")
+
+
+def holds_declared(path: str, selected: Sequence[str]) -> bool:
+    """Is ``path`` a file that holds declared tests: a declared file, or a test module
+    (pytest's default names) under a declared directory?"""
+    name = posixpath.basename(path)
+    for part in test_files(selected):
+        part = part.rstrip("/")
+        if path == part:
+            return True
+        if path.startswith(part + "/") and any(
+            fnmatch.fnmatchcase(name, p) for p in TEST_FILE_PATTERNS
+        ):
+            return True
+    return False

@@ -65,12 +65,15 @@ class Staging:
         self.misses = 0
         self._lock = threading.Lock()
 
-    def view(self, key: str, caps: ArchiveCaps, load: Load) -> tuple[FixtureView, bool]:
+    def view(
+        self, key: str, caps: ArchiveCaps, load: Load, declared: tuple[str, ...] = ()
+    ) -> tuple[FixtureView, bool]:
         """The fixture's view (``runner.fixture_view``) and whether it came from the cache.
         Its entry is keyed by the archive caps too: members are read, and so checked
-        against the caps, at least once under each caps a run uses."""
+        against the caps, at least once under each caps a run uses; and by the declared
+        tests, whose files it keeps."""
         tag = f"caps={caps.max_members},{caps.max_member_bytes},{caps.max_total_bytes}"
-        entry = self._name("view", key, (tag,), "json")
+        entry = self._name("view", key, (tag, *declared), "json")
         target = self.cache.path(entry)
         if target.is_file():
             try:
@@ -80,7 +83,7 @@ class Staging:
             if found is not None:
                 self._hit(entry)
                 return found, True
-        made = FixtureView.of(load())
+        made = FixtureView.of(load(), declared)
         self._store(entry, lambda out: out.write(made.to_bytes()))
         return made, False
 
@@ -142,9 +145,15 @@ class StagedFixture:
     need when staging is off (``staging`` None) or the cache cannot be written."""
 
     def __init__(
-        self, key: str | None, load: Load, staging: Staging | None, caps: ArchiveCaps
+        self,
+        key: str | None,
+        load: Load,
+        staging: Staging | None,
+        caps: ArchiveCaps,
+        declared: tuple[str, ...] = (),
     ) -> None:
         self._key = key
+        self._declared = declared
         self._load = load
         self._staging = staging if key is not None else None
         self._caps = caps
@@ -160,8 +169,8 @@ class StagedFixture:
     def view(self) -> FixtureView:
         if self._view is None:
             self._view = self._staged(
-                lambda s, k: s.view(k, self._caps, self.members)[0]
-            ) or FixtureView.of(self.members())
+                lambda s, k: s.view(k, self._caps, self.members, self._declared)[0]
+            ) or FixtureView.of(self.members(), self._declared)
         return self._view
 
     def workspace_tar(self, exclude: tuple[str, ...]) -> Path | bytes | None:

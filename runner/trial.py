@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -59,7 +59,7 @@ from runner.sandbox.base import (
     SandboxSpec,
 )
 from runner.staging import StagedFixture, Staging, fixture_key
-from runner.verify import VerifyOutcome, VerifySettings, verify
+from runner.verify import VerifyOutcome, VerifySettings, sandbox_bytes, verify
 from runner.workspace import (
     MAX_VERIFY_PATCH_BYTES,
     baseline,
@@ -102,7 +102,11 @@ class TrialEnv:
         if not isinstance(task, RepoTask):
             return StagedFixture(None, lambda: [], None, caps)
         return StagedFixture(
-            fixture_key(task), lambda: self.inputs.fixture(task), self.staging, caps
+            fixture_key(task),
+            lambda: self.inputs.fixture(task),
+            self.staging,
+            caps,
+            tuple(task.hidden_tests or ()),
         )
 
 
@@ -336,6 +340,7 @@ def _screen(
         module_names=module_names(env.sandboxes, probe, image_id),
         forbidden=tuple(env.controls.tools.forbidden_paths),
         patterns=tuple(env.controls.tools.grading_paths),
+        declared=tuple(task.hidden_tests or ()),
     )
     try:
         return screen(patch, ground)
@@ -415,11 +420,15 @@ def _verify(
     )
     spec = _spec(job, image_of(task, controls), env, settings.timeout_s, False, io=False)
     hidden = env.inputs.hidden(task)
+    # The patched tree gets runtime.limits.workspace; what the harness writes, room beside it.
+    room = sandbox_bytes(settings, fixture.view, hidden, patch)
+    spec = replace(spec, limits=replace(spec.limits, workspace_bytes=room))
     workspace = fixture.workspace_tar(())
     with env.sandboxes.open(spec) as sandbox:
         found: VerifyOutcome = verify(
             sandbox, task, fixture.view, workspace, hidden, patch, settings
         )
+    facts.tool_violation = facts.tool_violation or found.tampered
     facts.passed = found.passed
     facts.timed_out = found.timed_out
     facts.verify_exit_code = found.exit_code

@@ -104,6 +104,15 @@ class ExecRequest:
     stderr_cap: int = 1 << 16
 
 
+class Running(Protocol):
+    """A command started by ``Sandbox.start``, running beside the commands after it."""
+
+    def finish(self) -> ExecResult:
+        """Close its standard input, wait for it to end (by its ``timeout_s`` at the
+        latest) and say how it ended."""
+        ...
+
+
 class Sandbox(Protocol):
     """One fresh, isolated container; closed (and removed) by its context manager."""
 
@@ -119,6 +128,12 @@ class Sandbox(Protocol):
 
     def run(self, request: ExecRequest) -> ExecResult:
         """Run a command; it is killed at ``request.timeout_s``."""
+        ...
+
+    def start(self, request: ExecRequest) -> Running:
+        """Start a command that runs beside the next ones (the verify phase's collector).
+        Its standard input (``request.stdin``, a few bytes at most, then nothing) stays
+        open until ``Running.finish``, which is how it learns the others are done."""
         ...
 
     def read_file(self, path: str, cap: int) -> tuple[bytes | None, bool]:

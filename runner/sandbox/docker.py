@@ -49,6 +49,7 @@ from runner.sandbox.base import (
 from runner.sandbox.engine import API_ERRORS, image_id
 from runner.sandbox.exec_io import Watchdog, collect_frames, feed, frames, raw_socket, stalled
 from runner.sandbox.model_gateway import GatewaySpec, ModelGateway
+from runner.sandbox.running import DockerRunning
 
 # Prints each argument that is not a command on PATH (the agent's own PATH).
 LOOKUP = 'for c in "$@"; do command -v "$c" >/dev/null 2>&1 || echo "$c"; done'
@@ -475,6 +476,13 @@ class DockerSandbox:
             oom_killed=killed and self.oom_kills() > 0,
             stderr=stderr,
         )
+
+    def start(self, request: ExecRequest) -> DockerRunning:
+        """A command beside the next ones (``runner.sandbox.running``), bounded like ``run``."""
+        timeout = max(1.0, request.timeout_s)
+        argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{timeout:.3f}", *request.argv]
+        deadline = timeout + KILL_GRACE_S + WATCHDOG_GRACE_S
+        return DockerRunning(self.client, self.container, request, argv, deadline)
 
     def _exit_code(self, exec_id: str) -> int | None:
         try:

@@ -17,18 +17,22 @@ command (as the harness sends it) answer
 ================================  ====================================================
 ``tar -x ... -C DEST`` (stdin)     the tar on stdin unpacked at DEST, as ``put_archive``
 baseline (``sh -c '... init'``)   exit 0, like any unnamed command
-``git ... apply ...``             exit 0, like any unnamed command
 ``guard.py run -- ARGV``          exit 0, the guard's report ``deltarun-guard:
                                   mode=ptrace exit=0`` on stderr (with
                                   ``separate_stderr``, else in ``output``)
 ``guard.py sweep``                exit 0, ``deltarun-guard: swept=0``
 ``guard.py modules``              exit 0, ``factory.modules`` as a JSON list
 ``git ... diff --cached ...``     exit 0, ``sandbox.patch`` on stdout (``take_patch``)
-``run_pytest.py`` (verify)        per ``factory.verdict``: ``pass``/``fail`` write the
-                                  results file the stdin spec names (its nonce,
-                                  ``finished``, ``exitstatus``, every declared test
-                                  passed/failed), exit 0/1; ``crash`` writes none,
-                                  exit 1; ``timeout`` returns ``timed_out``
+``git ... apply ...`` + ``stat``   exit 0, an empty workspace's ``stat -f`` on stdout
+``collector.py`` (``start``)       ``finish`` gives what ``run_pytest.py`` sent: the
+                                  channel's records on stdout, the collector's
+                                  account on stderr
+``run_pytest.py`` (verify)        per ``factory.verdict``: ``pass``/``fail`` send the
+                                  records of a session (every declared test and
+                                  canary reported as an honest pytest would, a
+                                  must-fail canary failing), exit 1; ``crash``
+                                  sends ``start`` only, exit 1; ``timeout``
+                                  returns ``timed_out``
 ``$DELTARUN_HIDDEN_TEST``         exit 0 for ``pass``, 1 for ``fail``/``crash``,
                                   ``timed_out`` for ``timeout``
 ================================  ====================================================
@@ -89,6 +93,7 @@ class FakeSandbox:
         self.files: dict[str, bytes] = {}
         self.dirs: set[str] = set()
         self.patch = b""  # what ``git diff`` "writes" when the harness takes the patch
+        self.channel = b""  # what the verify phase's pytest sent its collector
         self.closed = False
         # Like the real one: a model endpoint only for a spec with ``model_access``.
         gateway = spec.model_access is not None
@@ -142,6 +147,12 @@ class FakeSandbox:
                 return scripted
         return self._harness(request)
 
+    def start(self, request: ExecRequest) -> FakeRunning:
+        """Record the request; ``finish`` answers like the collector (module docstring)."""
+        self._check_open()
+        self.requests.append(request)
+        return FakeRunning(self)
+
     def ran(self, needle: str) -> list[ExecRequest]:
         """The recorded requests whose argv (joined by spaces) contains ``needle``."""
         return [r for r in self.requests if needle in " ".join(r.argv)]
@@ -158,6 +169,8 @@ class FakeSandbox:
             if verdict == "timeout":
                 return exec_result(None, timed_out=True)
             return exec_result(0 if verdict == "pass" else 1, f"fake test: {verdict}\n".encode())
+        if " apply " in shell:
+            return exec_result(0, b"4096 1000000 1000000\n")
         if " diff --cached " in shell:
             return self._capped(request, self.patch)
         if argv[:2] == ["tar", "-x"] and request.stdin is not None:
@@ -174,27 +187,39 @@ class FakeSandbox:
         return exec_result(0)
 
     def _pytest(self, request: ExecRequest) -> ExecResult:
-        """The verify phase's pytest, by verdict: the results file the harness reads after."""
+        """The verify phase's pytest, by verdict: the records the collector will give."""
         verdict = self.factory.verdict
         if verdict == "timeout":
             return exec_result(None, timed_out=True)
+        self.channel = _line({"t": "start"})
         if verdict == "crash":
             return exec_result(1, b"fake pytest: crashed before reporting\n")
         spec = json.loads(request.stdin or b"{}")
-        outcome, status = ("passed", 0) if verdict == "pass" else ("failed", 1)
-        tests = {
-            entry if "::" in entry else f"{entry.rstrip('/')}::test_fake": outcome
+        outcome = "passed" if verdict == "pass" else "failed"
+        tests = [
+            entry if "::" in entry else f"{entry.rstrip('/')}::test_fake"
             for entry in spec["select"]
-        }
-        results = {
-            "nonce": spec["nonce"],
-            "finished": True,
-            "exitstatus": status,
-            "tests": tests,
-            "collect_errors": [],
-            "deselected": 0,
-        }
-        self.files[spec["results"]] = json.dumps(results).encode()
+        ]
+        files = {t.split("::", 1)[0] for t in tests}
+        planted = [c for c in spec["canaries"] if c["file"] in files]
+        items = [
+            *(f"{c['file']}::{c['name']}" for c in planted if not c["fail"]),
+            *tests,
+            *(f"{c['file']}::{c['name']}" for c in planted if c["fail"]),
+        ]
+        failing = {f"{c['file']}::{c['name']}" for c in planted if c["fail"]}
+        modules = {f: f"{spec['rootdir']}/{f}" for f in files}
+        records: list[dict[str, object]] = [{"t": "collected", "items": items, "modules": modules}]
+        for item in items:
+            result = "failed" if item in failing else outcome if item in tests else "passed"
+            records += [
+                {"t": "report", "n": item, "w": "setup", "o": "passed"},
+                {"t": "report", "n": item, "w": "call", "o": result},
+                {"t": "report", "n": item, "w": "teardown", "o": "passed"},
+            ]
+        status = 1 if failing or outcome == "failed" else 0
+        records.append({"t": "finish", "status": status})
+        self.channel += b"".join(_line(r) for r in records)
         return exec_result(status, f"fake pytest: {len(tests)} {outcome}\n".encode())
 
     def _capped(self, request: ExecRequest, stdout: bytes) -> ExecResult:
@@ -205,6 +230,22 @@ class FakeSandbox:
     def _check_open(self) -> None:
         if self.closed:
             raise SandboxError("the fake sandbox was used after its session closed")
+
+
+class FakeRunning:
+    """The collector a ``FakeSandbox`` started: gives the channel's records at ``finish``."""
+
+    def __init__(self, sandbox: FakeSandbox) -> None:
+        self.sandbox = sandbox
+
+    def finish(self) -> ExecResult:
+        data = self.sandbox.channel
+        account = {"peer_pid": 7 if data else 0, "bytes": len(data), "truncated": False}
+        return exec_result(0, data, stderr=json.dumps(account).encode() + b"\n")
+
+
+def _line(record: dict[str, object]) -> bytes:
+    return b"\n" + json.dumps(record).encode() + b"\n"
 
 
 class FakeSession:

@@ -1,16 +1,18 @@
-"""Start pytest for the verify phase the way the harness decides, and record its results.
+"""Start pytest for the verify phase the way the harness decides, and report its results.
 
 Runs in the verify sandbox as the test's uid with the image's python3:
 ``python3 -B -s run_pytest.py < spec.json``. The spec comes on standard input
-(read, then closed, before any code under test is imported), so the nonce that
-marks the results file exists only in this process's memory:
+(read, then closed, before any code under test is imported)::
 
-    {"nonce": ..., "rootdir": "/workspace", "results": ".../results.json",
-     "select": [test ids or files], "args": [pytest arguments]}
+    {"channel": ".../channel.sock", "rootdir": "/workspace",
+     "select": [test ids or files], "canaries": [{"file", "name", "fail", "left", "right"}],
+     "args": [pytest arguments]}
 
-The results file is written when the session finishes; a process that ends
-before that leaves none, and the harness counts the trial as a miss.
-Stdlib and pytest only; works with Python >= 3.6 and pytest >= 6.
+Before anything of the workspace is imported, it connects to the harness's
+collector (``collector.py``, another uid) and says ``start``; the plugin
+(``deltarun_results.py``) then sends each outcome on that socket as pytest
+learns it. A process that ends early leaves its records incomplete, and the
+harness counts the trial as a miss. Stdlib and pytest only; Python >= 3.6, pytest >= 6.
 """
 
 import json
@@ -26,11 +28,13 @@ def main() -> None:
     import deltarun_results
 
     del sys.path[0]
+    channel = deltarun_results.connect(spec["channel"])
+    channel.send({"t": "start"})
     # The repository root first on the import path, as `python -m pytest` run from it.
     sys.path.insert(0, spec["rootdir"])
     import pytest
 
-    recorder = deltarun_results.Recorder(spec["nonce"], spec["results"], spec["select"])
+    recorder = deltarun_results.Recorder(channel, spec["select"], spec["canaries"])
     code = pytest.main(list(spec["args"]), plugins=[recorder])
     sys.stdout.flush()
     sys.exit(int(code))

@@ -3,10 +3,10 @@ results file gets the verdict it would get without forging (class 1 of issue 10)
 
 Every agent leaves the bug in ``calc.add`` and adds code to ``calc/__init__.py``,
 which the hidden test imports. The task declares its test (``hidden_tests``), so
-the harness reads pytest's results from its own plugin after the process ended.
-Two rows show what is *not* stopped, as README says: code inside the test
-process rewriting the harness's plugin in memory, and any forgery of a task
-graded by exit status alone (the checklist fails such a run).
+the harness grades on what its own plugin reported, on a channel the test process
+cannot rewrite (in-memory rewrites and forged records: ``test_verdict_integrity``).
+One row shows what is *not* stopped, as README says: any forgery of a task graded
+by exit status alone (the checklist fails such a run).
 """
 
 from __future__ import annotations
@@ -76,24 +76,6 @@ ATTACKS: dict[str, tuple[str, str]] = {
         "import os, signal\nos.killpg(0, signal.SIGKILL)",
     ),
 }
-# Code inside the test process can rewrite the harness in memory: not stopped (README).
-IN_MEMORY = """
-import atexit, gc, os, sys
-class _AlwaysPassed(dict):
-    def __setitem__(self, key, value):
-        dict.__setitem__(self, key, "passed")
-for _obj in gc.get_objects():
-    if type(_obj).__name__ == "Recorder" and hasattr(_obj, "nonce"):
-        _obj.tests = _AlwaysPassed()
-        _plugin = sys.modules[type(_obj).__module__]
-        class _Json:
-            def dump(self, data, handle):
-                data["exitstatus"] = 0
-                _plugin_json.dump(data, handle)
-        _plugin_json = _plugin.json
-        _plugin.json = _Json()
-atexit.register(lambda: os._exit(0))
-"""
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +84,6 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     arms: list[dict[str, Any]] = [
         {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
         {"name": "fixer", "agent": write_agent(root, "fixer", FIX)},
-        {"name": "in-memory", "agent": write_agent(root, "in-memory", appended(IN_MEMORY))},
     ]
     for index, (_, code) in enumerate(ATTACKS.values()):
         arms.append({"name": f"a{index}", "agent": write_agent(root, f"a{index}", appended(code))})
@@ -130,19 +111,6 @@ def test_an_honest_fix_passes_on_evidence(suite: Path, docker_api: Any) -> None:
     assert trial.outcome is Outcome.SUCCESS, (trial.reason, trial.verify_log[-1500:])
     assert trial.grading == "pytest" and trial.reason is None
     assert run_one(docker_api, suite, "t1", "ctrl").outcome is Outcome.MISS
-
-
-def test_rewriting_the_harness_in_memory_is_not_caught(
-    suite: Path, docker_api: Any, held: Callable[..., None]
-) -> None:
-    trial = run_one(docker_api, suite, "t1", "in-memory")
-    held(
-        "evidence: rewrite the harness's plugin in memory",
-        "code under test finds the results recorder with gc and forges it",
-        f"{trial.outcome.value} (a forged pass: README, what remains the operator's job)",
-        residual=True,
-    )
-    assert trial.outcome is Outcome.SUCCESS, (trial.reason, trial.verify_log[-1500:])
 
 
 def test_exit_status_grading_is_forgeable(
