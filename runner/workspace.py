@@ -167,7 +167,13 @@ def take_patch(sandbox: Sandbox) -> tuple[bytes, bool, str | None]:
             "sh",
             "-c",
             # A path git refuses to index (".GIT/x") is left out, the rest is taken.
-            f"{GIT} {STAT_CHECK} add -A --ignore-errors >/dev/null; {GIT} diff --cached --binary "
+            # A lock left by a git add that was killed, on the first try, is stale.
+            f"rm -f {BASELINE_DIR}/git/index.lock; "
+            f"{GIT} {STAT_CHECK} add -A --ignore-errors >/dev/null; code=$?; "
+            # Killed (a sparse file whose pages the full tmpfs cannot give, SIGBUS): the
+            # index is stale, and a diff now would silently leave out the agent's changes.
+            'if [ "$code" -ge 128 ]; then echo "git add was killed by signal $((code - 128))" >&2; '
+            f"exit $code; fi; {GIT} diff --cached --binary "
             "--no-color --no-ext-diff --no-textconv --no-renames HEAD",
         ],
         user=ROOT_USER,
