@@ -310,11 +310,10 @@ def _tampering(
         imported = records.modules.get(file)
         if imported != posixpath.join(rootdir, file):
             return f"test module {file} was imported from {imported or 'nowhere said'}"
-    # A real failure may end the session early (-x, --maxfail): then a canary may not run.
-    ended_early = records.collect_errors or any(
-        v in ("failed", "error")
-        for k, v in outcomes.items()
-        if k not in {c.nodeid for c in planted}
+    # Any failure may end the session (-x, --maxfail), a must-fail canary's too: then the
+    # tests after it, canaries included, never report. Without one, every canary must.
+    ended_early = bool(records.collect_errors) or any(
+        v in ("failed", "error") for v in outcomes.values()
     )
     for canary in planted:
         if canary.file in collected and canary.nodeid not in items:

@@ -224,3 +224,12 @@ def test_an_overflowed_channel_is_a_miss() -> None:
     records, plant = session()
     found = grade(SELECT, plant, channel(records), 1, rootdir=ROOT, overflowed=True)
     assert not found.passed and "more than" in (found.reason or "")
+
+
+def test_silenced_must_fail_canaries_are_tampering() -> None:
+    """Reports of the must-fail canaries suppressed: nothing failed, yet they never said so."""
+    records, plant = session(status=0)
+    failing = {c.nodeid for c in plant if c.fail}
+    quiet = [r for r in records if not (r["t"] == "report" and r["n"] in failing)]
+    found = verdict_of(quiet, plant, exit_code=0)
+    assert found.tampered and "did not report" in (found.reason or "")

@@ -20,6 +20,8 @@ import json
 import types
 from typing import Any
 
+import pytest  # the image's: imported before the repository root is on the import path
+
 
 def _selected(nodeid: str, entries: "list[str]") -> bool:
     for entry in entries:
@@ -57,8 +59,6 @@ def _phase_outcome(report: Any) -> str:
 
 def _canary(module: Any, spec: "dict[str, Any]") -> Any:
     """A test function in ``module``'s namespace, compiled under its file name."""
-    import pytest
-
     obj = module.obj
     name = str(spec["name"])
     source = "def %s():\n    assert %d == %d\n" % (name, int(spec["left"]), int(spec["right"]))
@@ -78,9 +78,9 @@ class Recorder:
         self.select = list(select)
         self.canaries = list(canaries)
 
+    # Last: after ``-k``, ``-m`` and every other selection, so nothing deselects a canary.
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session: Any, config: Any, items: "list[Any]") -> None:
-        import pytest
-
         keep = [item for item in items if not self.select or _selected(item.nodeid, self.select)]
         drop = [item for item in items if self.select and not _selected(item.nodeid, self.select)]
         if drop:

@@ -30,7 +30,8 @@ def main() -> None:
     del sys.path[0]
     channel = deltarun_results.connect(spec["channel"])
     channel.send({"t": "start"})
-    # The repository root first on the import path, as `python -m pytest` run from it.
+    # The repository root first on the import path, as `python -m pytest` run from it
+    # (pytest itself was imported from the image by the plugin, before this).
     sys.path.insert(0, spec["rootdir"])
     import pytest
 

@@ -217,8 +217,8 @@ def _arms(root: Path, table: dict[str, tuple[str, str]], prefix: str) -> list[di
     ]
 
 
-def _task(task_id: str) -> dict[str, Any]:
-    return {
+def _task(task_id: str, **extra: Any) -> dict[str, Any]:
+    return extra | {
         "id": task_id,
         "kind": "ordinary",
         "prompt": "Fix add().",
@@ -259,12 +259,14 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
         },
     ]
     hidden = {"tests/test_hidden.py": HIDDEN}
+    # Selections of the project's own: -k in pytest_args, -x in its settings.
+    stop_first = {**FIXTURE, "pytest.ini": "[pytest]\naddopts = -x -p no:randomly\n"}
     return make_suite(
         root,
-        [_task("flat"), _task("pkg")],
+        [_task("flat"), _task("pkg"), _task("k", pytest_args=["-k", "add or sub"]), _task("x")],
         arms,
-        fixtures={"flat": FIXTURE, "pkg": PACKAGE_FIXTURE},
-        hidden={"flat": hidden, "pkg": hidden},
+        fixtures={"flat": FIXTURE, "pkg": PACKAGE_FIXTURE, "k": FIXTURE, "x": stop_first},
+        hidden={"flat": hidden, "pkg": hidden, "k": hidden, "x": hidden},
     )
 
 
@@ -282,6 +284,18 @@ def test_an_honest_fix_passes(suite: Path, docker_api: Any) -> None:
         assert trial.verify_exit_code == 0  # the must-fail canaries aside
         assert "must fail" in trial.verify_log  # the log says why pytest counted a failure
     assert run_one(docker_api, suite, "flat", "ctrl").outcome is Outcome.MISS
+
+
+@pytest.mark.parametrize("task", ["k", "x"])
+def test_the_projects_own_selections_leave_the_canaries_alone(
+    task: str, suite: Path, docker_api: Any
+) -> None:
+    """-k deselects by name and -x stops at the first failure: the canaries still run
+    (selected last, the failing ones at the end), so honest verdicts are unchanged."""
+    trial = run_one(docker_api, suite, task, "fixer")
+    assert trial.outcome is Outcome.SUCCESS, (trial.reason, trial.verify_log[-1500:])
+    control = run_one(docker_api, suite, task, "ctrl")
+    assert control.outcome is Outcome.MISS and not control.tool_violation, control.reason
 
 
 def test_an_honest_fix_with_extra_files_passes(suite: Path, docker_api: Any) -> None:
