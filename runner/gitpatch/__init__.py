@@ -11,7 +11,12 @@ line-splitting approximation:
 - a hunk ends when the line counts of its ``@@ -a,b +c,d @@`` header are used
   up, not at the first line that looks like a header;
 - a file section starts at a ``diff --git`` line or at a traditional
-  ``---``/``+++`` pair followed by ``@@ -``; quoted names are C-unquoted.
+  ``---``/``+++`` pair followed by ``@@ -``;
+- names are read as git writes them, whatever bytes they hold: C-quoted or
+  bare, spaces included, each line ending a name where git's reader does
+  (``names``); a section's paths are settled as ``parse_git_diff_header``
+  settles them (``header``), the ``diff --git`` line naming the path only when
+  no other line does (binary, mode-only and empty-file sections).
 
 ``parse`` is strict: it accepts what ``git diff --binary`` writes and nothing
 else (no text between sections), which is what the harness stores. What it

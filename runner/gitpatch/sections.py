@@ -7,34 +7,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from runner.gitpatch.errors import PatchError
-from runner.gitpatch.names import (
-    decode_path,
-    git_header_name,
-    side_name,
-    traditional_name,
-    unquote_maybe,
-)
+from runner.gitpatch.header import GIT_HEADER, read_git_header
+from runner.gitpatch.names import decode_path, traditional_name
 
 _HUNK = re.compile(rb"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 # The first line of a hunk body that is no hunk line (' ', '+', '-', '\\' or an empty context line).
 _NOT_HUNK_LINE = re.compile(rb"\n[^ +\-\\\n]")
-_GIT_HEADER_LINES = (
-    b"--- ",
-    b"+++ ",
-    b"old mode ",
-    b"new mode ",
-    b"deleted file mode ",
-    b"new file mode ",
-    b"copy from ",
-    b"copy to ",
-    b"rename old ",
-    b"rename new ",
-    b"rename from ",
-    b"rename to ",
-    b"similarity index ",
-    b"dissimilarity index ",
-    b"index ",
-)
 _BINARY_HUNK = re.compile(rb"(literal|delta) (\d+)\n")
 
 
@@ -81,9 +59,9 @@ def parse(patch: bytes) -> list[FileDiff]:
     offset = 0
     size = len(patch)
     while offset < size:
-        if not patch.startswith(b"diff --git ", offset):
+        if not patch.startswith(GIT_HEADER, offset):
             raise PatchError(f"byte {offset}: expected 'diff --git', found {_peek(patch, offset)}")
-        section = _section(patch, offset, recount=False)
+        section = _section(patch, offset, recount=False, strict=True)
         files.append(section)
         offset = section.end
     return files
@@ -101,7 +79,7 @@ def touched_paths(patch: bytes, *, recount: bool = False) -> list[str]:
         start = _find_header(patch, offset)
         if start is None:
             break
-        section = _section(patch, start, recount=recount)
+        section = _section(patch, start, recount=recount, strict=False)
         paths.extend(section.paths)
         if section.end <= start:  # cannot happen; guards the loop
             raise PatchError(f"byte {start}: no progress")
@@ -141,7 +119,7 @@ def _find_header(data: bytes, offset: int) -> int | None:
         line = data[offset:end]
         if line.startswith(b"@@ -"):
             raise PatchError(f"byte {offset}: a hunk without a file header")
-        if line.startswith(b"diff --git "):
+        if line.startswith(GIT_HEADER):
             return offset
         if line.startswith(b"--- ") and data.startswith(b"+++ ", end):
             after = _line_end(data, end)
@@ -151,22 +129,23 @@ def _find_header(data: bytes, offset: int) -> int | None:
     return None
 
 
-def _section(data: bytes, start: int, *, recount: bool) -> FileDiff:
-    """Parse one file section that starts at ``start`` (a git or a traditional header)."""
-    names = _Names()
-    offset = start
-    if data.startswith(b"diff --git ", start):
-        end = _line_end(data, start)
-        names.default = git_header_name(data[start + 11 : end].rstrip(b"\n"))
-        offset = end
-        offset = _git_extended_header(data, offset, names)
+def _section(data: bytes, start: int, *, recount: bool, strict: bool) -> FileDiff:
+    """Parse one file section that starts at ``start`` (a git or a traditional header);
+    ``strict``: only as ``git diff`` writes it."""
+    if data.startswith(GIT_HEADER, start):
+        header = read_git_header(data, start, strict=strict)
+        offset = header.end
+        old = None if header.old is None else decode_path(header.old)
+        new = None if header.new is None else decode_path(header.new)
+        modes, copy = (header.old_mode, header.new_mode), header.copy
     else:  # traditional: "--- old" / "+++ new"
         end = _line_end(data, start)
-        names.old = traditional_name(data[start + 4 : end])
-        after = _line_end(data, end)
-        names.new = traditional_name(data[end + 4 : after])
-        names.saw_old = names.saw_new = True
-        offset = after
+        old = traditional_name(data[start + 4 : end])
+        offset = _line_end(data, end)
+        new = traditional_name(data[end + 4 : offset])
+        if old is None and new is None:
+            raise PatchError(f"byte {start}: a file section without a file name")
+        modes, copy = (None, None), False
     binary = False
     if data.startswith(b"GIT binary patch\n", offset):
         offset = _binary_body(data, offset + len(b"GIT binary patch\n"))
@@ -180,70 +159,7 @@ def _section(data: bytes, start: int, *, recount: bool) -> FileDiff:
     else:
         while data.startswith(b"@@ -", offset):
             offset = _hunk(data, offset, recount=recount)
-    old, new = names.resolve(start)
-    return FileDiff(start, offset, old, new, names.old_mode, names.new_mode, binary, names.copied)
-
-
-@dataclass
-class _Names:
-    default: str | None = None
-    old: str | None = None
-    new: str | None = None
-    saw_old: bool = False
-    saw_new: bool = False
-    created: bool = False
-    deleted: bool = False
-    copied: bool = False
-    old_mode: str | None = None
-    new_mode: str | None = None
-
-    def resolve(self, start: int) -> tuple[str | None, str | None]:
-        old = self.old if self.saw_old else self.default
-        new = self.new if self.saw_new else self.default
-        if self.created:
-            old = None
-        if self.deleted:
-            new = None
-        if old is None and new is None:
-            raise PatchError(f"byte {start}: a file section without a file name")
-        return old, new
-
-
-def _git_extended_header(data: bytes, offset: int, names: _Names) -> int:
-    """Read the lines after ``diff --git`` up to the first one git does not recognise."""
-    size = len(data)
-    while offset < size:
-        end = _line_end(data, offset)
-        line = data[offset:end]
-        if not line.endswith(b"\n") or line.startswith(b"@@ -"):
-            break
-        prefix = next((p for p in _GIT_HEADER_LINES if line.startswith(p)), None)
-        if prefix is None:
-            break
-        value = line[len(prefix) : -1]
-        if prefix == b"--- ":
-            names.old, names.saw_old = side_name(value, b"a/"), True
-        elif prefix == b"+++ ":
-            names.new, names.saw_new = side_name(value, b"b/"), True
-        elif prefix in (b"rename from ", b"rename old ", b"copy from "):
-            names.old, names.saw_old = decode_path(unquote_maybe(value)), True
-            names.copied = names.copied or prefix == b"copy from "
-        elif prefix in (b"rename to ", b"rename new ", b"copy to "):
-            names.new, names.saw_new = decode_path(unquote_maybe(value)), True
-        elif prefix == b"new file mode ":
-            names.created, names.new_mode = True, value.decode("ascii", "replace")
-        elif prefix == b"deleted file mode ":
-            names.deleted, names.old_mode = True, value.decode("ascii", "replace")
-        elif prefix == b"old mode ":
-            names.old_mode = value.decode("ascii", "replace")
-        elif prefix == b"new mode ":
-            names.new_mode = value.decode("ascii", "replace")
-        elif prefix == b"index ":
-            mode = value.rsplit(b" ", 1)
-            if len(mode) == 2 and names.old_mode is None and names.new_mode is None:
-                names.old_mode = names.new_mode = mode[1].decode("ascii", "replace")
-        offset = end
-    return offset
+    return FileDiff(start, offset, old, new, modes[0], modes[1], binary, copy)
 
 
 def _hunk(data: bytes, offset: int, *, recount: bool) -> int:
@@ -354,6 +270,3 @@ def _binary_block(data: bytes, offset: int, *, required: bool) -> int:
             raise PatchError(f"byte {offset}: a binary patch line of the wrong length")
         offset = end
     raise PatchError(f"byte {offset}: a binary patch block without its closing empty line")
-
-
-# --- names ---------------------------------------------------------------------------------
