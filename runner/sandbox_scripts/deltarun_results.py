@@ -86,7 +86,8 @@ class Recorder:
         if drop:
             config.hook.pytest_deselected(items=drop)
         modules = {}  # type: dict[str, Any]
-        for item in keep:
+        # A test function's module first; a doctest's module only for a file without one.
+        for item in sorted(keep, key=lambda i: not isinstance(i, pytest.Function)):
             module = item.getparent(pytest.Module)
             if module is not None:
                 modules.setdefault(item.nodeid.split("::", 1)[0], module)
