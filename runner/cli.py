@@ -10,27 +10,30 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
-from runner.errors import DeltarunError, RunInterrupted, UsageError, UserError
-from runner.executors.local import Interrupted
+from runner.errors import DeltarunError, UsageError, UserError
 from runner.models import Trial
 from runner.report.markdown import headline_lines
 
 if TYPE_CHECKING:
-    from docker import APIClient
-
     from runner.distributed.credentials import Broker
     from runner.prepare import PreparedRun
     from runner.report.build import BuiltReport
-    from runner.run_service import Executor
+    from runner.run_service import Recording
     from runner.validate_run import Validation
 
 app = typer.Typer(
@@ -220,96 +223,87 @@ def run(
     that lack one pull it by digest, keeping it only with the pinned image ID.
     """
     from runner.report.build import write_report
+    from runner.run_service import RunOptions, RunService
 
-    engine = _Engine()
-    found = _broker(broker, broker_file, broker_ca, broker_cert, broker_key)
-    if registry is not None and found is None:
-        raise UsageError("--registry ships images to workers: it needs --broker")
-    if registry is not None:
-        from runner.distributed import registry as registries
-
-        registries.check(registry)  # likewise
-    prepared = _prepare_run(
-        controls,
-        out_dir,
-        resume,
-        engine,
-        local=found is None,
-        expect_protocol=expect_protocol,
-        allow_missing=allow_missing,
-    )
-    executor = _executor(
-        prepared, engine, found, job_key_file, parallel, visibility_timeout, registry
-    )
-    meta = prepared.meta
-    total, done = len(prepared.jobs), len(prepared.jobs) - len(prepared.todo)
-    where = f"broker {found.shown} ({found.source})" if found else f"-j {parallel}"
-    err.print(
-        f"run {meta.run_id}: {total} jobs ({done} recorded, {len(prepared.todo)} to run), "
-        f"{where}, protocol {meta.protocol_sha256[:12]}, suite {meta.suite_sha256[:12]}"
-    )
-    _execute(prepared, executor, total)
+    with _Shown() as events:
+        found = _broker(broker, broker_file, broker_ca, broker_cert, broker_key)
+        options = RunOptions(
+            out_dir=out_dir,
+            parallel=parallel,
+            resume=resume,
+            broker=found,
+            job_key=_job_key(job_key_file) if found is not None else None,
+            visibility_timeout_s=visibility_timeout,
+            expect_protocol=expect_protocol,
+            registry=registry,
+            allow_missing=allow_missing,
+        )
+        service = RunService(events)
+        if registry is not None:
+            service.check_registry(options)
+        prepared = service.prepare(controls, options)
+        meta = prepared.meta
+        total, done = len(prepared.jobs), len(prepared.jobs) - len(prepared.todo)
+        where = f"broker {found.shown} ({found.source})" if found else f"-j {parallel}"
+        err.print(
+            f"run {meta.run_id}: {total} jobs ({done} recorded, {len(prepared.todo)} to run), "
+            f"{where}, protocol {meta.protocol_sha256[:12]}, suite {meta.suite_sha256[:12]}"
+        )
+        service.execute(prepared, options)
     built, paths = write_report(prepared.run_dir)
     _print_headline(built, paths)
 
 
-class _Engine:
-    """The Docker engine, connected on first use: digests are checked before Docker."""
+class _Shown:
+    """The run's ``Events`` on the terminal: a progress bar on a tty, one line per record
+    otherwise; a context manager that stops the bar."""
 
     def __init__(self) -> None:
-        self._client: APIClient | None = None
+        self.tty = err.is_terminal
+        self.progress = Progress(
+            TextColumn("passes {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            disable=not self.tty,
+        )
+        self.bar: TaskID | None = None
+        self.arms: list[str] = []
 
-    @property
-    def client(self) -> APIClient:
-        from runner.sandbox.engine import connect
+    def __enter__(self) -> _Shown:
+        return self
 
-        if self._client is None:
-            self._client = connect()
-        return self._client
+    def __exit__(self, *exc_info: object) -> None:
+        self.progress.stop()
 
-    def image_digest(self, image: str) -> str:
-        from runner.sandbox.engine import image_id
+    def note(self, line: str) -> None:
+        self.progress.console.print(line, highlight=False, markup=False)
 
-        return image_id(self.client, image)
+    def started(self, prepared: PreparedRun, recording: Recording, total: int) -> None:
+        from runner.run_service import describe
 
+        self.arms = list(prepared.meta.arms)
+        self.progress.start()
+        self.bar = self.progress.add_task(
+            describe(self.arms, recording), total=total, completed=recording.recorded
+        )
 
-def _prepare_run(
-    controls: Path,
-    out_dir: Path,
-    resume: bool,
-    engine: _Engine,
-    *,
-    local: bool,
-    expect_protocol: str | None = None,
-    allow_missing: bool = False,
-) -> PreparedRun:
-    """Every check before the first sandbox; trials that run here are preflighted here."""
-    from runner.config.model import Controls
-    from runner.prepare import command_names, prepare
-    from runner.sandbox.docker import DockerSandboxFactory
-    from runner.trial import preflight_spec
+    def recorded(self, trial: Trial, recording: Recording, total: int) -> None:
+        from runner.run_service import describe
 
-    def preflight(run_controls: Controls, image: str) -> None:
-        names = command_names(run_controls)
-        factory = DockerSandboxFactory(engine.client)
-        missing = factory.preflight(preflight_spec(run_controls, image), sorted(names))
-        if missing:
-            raise UserError(
-                f"{controls}: {names[missing[0]]}: agent.argv[0] {missing[0]!r} is not a "
-                f"command in image {image!r} (PATH /usr/local/bin:/usr/bin:/bin); give a "
-                "path under /opt/agent (the arm's directory) or a program the image has"
+        if self.bar is not None:
+            self.progress.update(self.bar, advance=1, description=describe(self.arms, recording))
+        if not self.tty:
+            extra = f" ({trial.error})" if trial.error else ""
+            err.print(
+                f"[{recording.recorded}/{total}] {trial.arm} {trial.task_id}: "
+                f"{trial.outcome.value} {trial.wall_s:.1f}s{extra}",
+                highlight=False,
             )
 
-    return prepare(
-        controls,
-        out_dir,
-        resume=resume,
-        image_digest=engine.image_digest,
-        preflight=preflight if local else None,  # workers check their own
-        environ=os.environ if local else None,
-        expect_protocol=expect_protocol,
-        allow_missing=allow_missing,
-    )
+    def setup_warning(self, text: str) -> None:
+        self.progress.console.print(f"setup warning: {text}", highlight=False)
 
 
 def _broker(
@@ -320,125 +314,25 @@ def _broker(
     key: Path | None,
     required: bool = False,
 ) -> Broker | None:
-    """The broker the options (or $DELTARUN_BROKER_URL) name, reached once (one line and
-    exit 1 before anything is written when it is wrong), or None."""
-    from runner.distributed.connection import connect_redis
-    from runner.distributed.credentials import BrokerOptions, resolve_broker
+    """The broker the options (or $DELTARUN_BROKER_URL) name, reached once, or None."""
+    from runner.distributed.credentials import BrokerOptions
+    from runner.run_service import find_broker
 
-    found = resolve_broker(BrokerOptions(url, file, ca, cert, key), os.environ)
-    if found is None:
-        if required:
-            raise UsageError(
-                "no broker: give --broker-file FILE (its first line the Redis URL), "
-                "--broker URL, or set $DELTARUN_BROKER_URL"
-            )
-        return None
-    for warning in found.warnings:
-        err.print(f"deltarun: warning: {warning}", highlight=False, markup=False)
-    connect_redis(found.url)
-    return found
+    options = BrokerOptions(url, file, ca, cert, key)
+    return find_broker(options, os.environ, _Lines(), required=required)
 
 
 def _job_key(option: Path | None) -> bytes:
-    from runner.distributed.credentials import load_job_key
+    from runner.run_service import job_key
 
-    loaded = load_job_key(option, os.environ)
-    if loaded.created:
-        err.print(
-            f"job key: made {loaded.source} (0600); a worker on another machine needs a copy",
-            highlight=False,
-            markup=False,
-        )
-    return loaded.key
+    return job_key(option, os.environ, _Lines())
 
 
-def _executor(
-    prepared: PreparedRun,
-    engine: _Engine,
-    broker: Broker | None,
-    job_key_file: Path | None,
-    parallel: int,
-    visibility: int,
-    registry: str | None = None,
-) -> Executor:
-    if broker is not None:
-        from runner.distributed import registry as registries
-        from runner.executors.celery import CeleryExecutor
+class _Lines:
+    """Notes as plain lines on stderr (commands without a progress bar)."""
 
-        images = None
-        if registry is not None:  # each image the run pins, pushed once, by its ID
-            images = registries.push_all(
-                engine.client,
-                prepared.meta.image_digests,
-                registry,
-                lambda line: err.print(f"registry: {line}", highlight=False, markup=False),
-            )
-        return CeleryExecutor(
-            broker.url,
-            visibility,
-            lambda line: err.print(f"deltarun: warning: {line}", highlight=False),
-            images,
-            job_key=_job_key(job_key_file),
-        )
-    from runner.executors.local import LocalExecutor
-    from runner.run_service import local_runner
-    from runner.sandbox.docker import DockerSandboxFactory
-    from runner.sandbox.reaper import reap
-
-    # Sandboxes an earlier run on this host left when it was killed: removed at once.
-    for line in reap(engine.client, dry_run=False, past_deadline=False):
-        if line != "nothing to remove":
-            err.print(f"reaper: {line}", highlight=False)
-    factory = DockerSandboxFactory(engine.client, worker=socket.gethostname())
-    return LocalExecutor(
-        local_runner(prepared, factory, factory.worker), parallel, factory.kill_all
-    )
-
-
-def _execute(prepared: PreparedRun, executor: Executor, total: int, flags: bool = True) -> None:
-    """Run the executor, recording as it goes; a progress bar on a terminal, lines otherwise;
-    ``flags``: print the first record of each kind of setup warning."""
-    from runner.report.setup import first_sign
-    from runner.run_service import Recording, describe
-
-    arms = prepared.meta.arms
-    tty = err.is_terminal
-    with Progress(
-        TextColumn("passes {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        disable=not tty,
-    ) as progress:
-        recording = Recording(prepared)
-        bar = progress.add_task(
-            describe(arms, recording), total=total, completed=recording.recorded
-        )
-        flagged: set[str] = set()
-
-        def shown(trial: Trial) -> None:
-            progress.update(bar, advance=1, description=describe(arms, recording))
-            sign = first_sign(prepared.loaded.controls, trial) if flags else None
-            if sign is not None and sign[0] not in flagged:
-                flagged.add(sign[0])  # once per kind (and arm); the report lists them all
-                progress.console.print(f"setup warning: {sign[1]}", highlight=False)
-            if not tty:
-                extra = f" ({trial.error})" if trial.error else ""
-                err.print(
-                    f"[{recording.recorded}/{total}] {trial.arm} {trial.task_id}: "
-                    f"{trial.outcome.value} {trial.wall_s:.1f}s{extra}",
-                    highlight=False,
-                )
-
-        recording.on_trial = shown
-        try:
-            executor.run(prepared, recording.batch)
-        except Interrupted:
-            raise RunInterrupted(
-                f"interrupted: {recording.recorded}/{total} jobs recorded in "
-                f"{prepared.run_dir.ledger_path}; continue with --resume"
-            ) from None
+    def note(self, line: str) -> None:
+        err.print(line, highlight=False, markup=False)
 
 
 def _print_headline(built: BuiltReport, paths: list[Path]) -> None:
@@ -623,22 +517,24 @@ def _validate(
 ) -> Validation:
     """Plan, run and conclude a validation; print its table. (``validate``, ``import``.)"""
     from runner import validate_run
+    from runner.run_service import RunOptions, RunService
 
     planned = validate_run.plan(target, gold, repeats)
     if planned.gold_dir is None:
         err.print("no gold patches (--gold DIR, or a patch arm named gold): bare side only")
-    engine = _Engine()
-    prepared = _prepare_run(
-        planned.controls,
-        planned.run_dir,
-        False,
-        engine,
-        local=broker is None,
+    options = RunOptions(
+        out_dir=planned.run_dir,
+        parallel=parallel,
+        broker=broker,
+        job_key=_job_key(job_key_file) if broker is not None else None,
         allow_missing=True,  # a task without a gold patch is checked on its bare side only
+        setup_flags=False,
     )
-    executor = _executor(prepared, engine, broker, job_key_file, parallel, 7200)
-    err.print(f"validate: {len(prepared.jobs)} checks, run {prepared.run_dir.path}")
-    _execute(prepared, executor, len(prepared.jobs), flags=False)
+    with _Shown() as events:
+        service = RunService(events)
+        prepared = service.prepare(planned.controls, options)
+        err.print(f"validate: {len(prepared.jobs)} checks, run {prepared.run_dir.path}")
+        service.execute(prepared, options)
     found = validate_run.conclude(planned)
     width = max((len(t) for t in found.verdicts), default=4)
     for task_id, verdict in found.verdicts.items():
@@ -766,55 +662,10 @@ def status(
     queues and any queue of the run that no live worker consumes."""
     import time
 
-    from runner import status as st
-    from runner import status_sources
-    from runner.config.loader import parse_controls
-    from runner.distributed import keys
-    from runner.rundir import RunDir
+    from runner.status_sources import gather
 
-    run = RunDir(run_dir)
-    if not run.exists():
-        raise UserError(f"{run_dir}: not a run directory (no run.json); pass a run's --out")
     found = _broker(broker, broker_file, broker_ca, broker_cert, broker_key)
-    url = found.url if found is not None else None
-    meta = run.meta()
-    stored = run_dir / "controls.yaml"
-    controls = parse_controls(stored.read_text(encoding="utf-8"), str(stored))
-    planned = st.planned_jobs(
-        meta.protocol_sha256, [t["id"] for t in meta.tasks], meta.arms, controls.runtime.repeats
-    )
-    outcomes = {t.job_id: t.outcome.value for t in run.trials() if t.job_id in planned}
-    running: dict[str, st.Running] = {}
-    sources: list[str] = []
-    local = status_sources.sandboxes_running(meta.run_id)
-    if local is not None:
-        running.update(local)
-        sources.append("this host's Docker engine")
-    workers: list[str] = []
-    unserved: list[str] = []
-    if url is not None:
-        waiting = [jid for jid in planned if jid not in outcomes]
-        for jid, held in status_sources.leases_running(url, meta.run_id, waiting).items():
-            running[jid] = st.Running(held.where, running[jid].since if jid in running else None)
-        sources.append("leases in Redis")
-        seen = status_sources.workers_seen(url)
-        workers = [f"{node} ({', '.join(q) or 'no image yet'})" for node, q in seen.items()]
-        if not seen:
-            workers = ["none answered (no live worker on this broker)"]
-        consumed = {queue for queues in seen.values() for queue in queues}
-        if len(outcomes) + len(running) < len(planned):
-            for image in sorted(meta.image_digests):
-                queue = keys.queue_for_image(image)
-                if queue not in consumed:
-                    unserved.append(
-                        f"no live worker consumes queue {queue} (image {image}): jobs of this "
-                        "run that need it wait; start a worker that has the image"
-                    )
-    running = {jid: where for jid, where in running.items() if jid not in outcomes}
-    arms = st.arm_status(planned, meta.arms, outcomes, running)
-    for line in st.lines(
-        meta.run_id, arms, running, planned, time.time(), workers, unserved, sources
-    ):
+    for line in gather(run_dir, found.url if found is not None else None, time.time()):
         out.print(line, highlight=False, markup=False)
 
 

@@ -1,13 +1,18 @@
-"""What ``deltarun status`` reads besides the run directory: sandboxes on this host's
-engine and, with a broker, leases and live workers in Redis. Each source is optional:
-one that cannot be reached is left out and the status says which ones it used."""
+"""What ``deltarun status`` reads, and the merge of it: the run directory, sandboxes on
+this host's engine and, with a broker, leases and live workers in Redis. Each source
+besides the run directory is optional: one that cannot be reached is left out and the
+status says which ones it used (``gather``; the lines themselves: ``runner.status``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
+from runner import status as st
+from runner.config.loader import parse_controls
 from runner.distributed import keys
-from runner.errors import DeltarunError
+from runner.errors import DeltarunError, UserError
+from runner.rundir import RunDir
 from runner.status import Running
 
 LABEL = "deltarun."
@@ -64,3 +69,54 @@ def workers_seen(broker: str) -> Mapping[str, list[str]]:
         node: sorted(str(q.get("name")) for q in queues or [] if q.get("name") != keys.IDLE_QUEUE)
         for node, queues in sorted(seen.items())
     }
+
+
+def gather(run_dir: Path, broker: str | None, now: float) -> list[str]:
+    """The status lines of a run: per arm recorded (by outcome), running and waiting jobs,
+    the oldest running trial; with ``broker``, the workers seen and unserved queues."""
+    run = RunDir(run_dir)
+    if not run.exists():
+        raise UserError(f"{run_dir}: not a run directory (no run.json); pass a run's --out")
+    meta = run.meta()
+    stored = run_dir / "controls.yaml"
+    controls = parse_controls(stored.read_text(encoding="utf-8"), str(stored))
+    planned = st.planned_jobs(
+        meta.protocol_sha256, [t["id"] for t in meta.tasks], meta.arms, controls.runtime.repeats
+    )
+    outcomes = {t.job_id: t.outcome.value for t in run.trials() if t.job_id in planned}
+    running: dict[str, Running] = {}
+    sources: list[str] = []
+    local = sandboxes_running(meta.run_id)
+    if local is not None:
+        running.update(local)
+        sources.append("this host's Docker engine")
+    workers: list[str] = []
+    unserved: list[str] = []
+    if broker is not None:
+        waiting = [jid for jid in planned if jid not in outcomes]
+        for jid, held in leases_running(broker, meta.run_id, waiting).items():
+            running[jid] = Running(held.where, running[jid].since if jid in running else None)
+        sources.append("leases in Redis")
+        seen = workers_seen(broker)
+        workers = [f"{node} ({', '.join(q) or 'no image yet'})" for node, q in seen.items()]
+        if not seen:
+            workers = ["none answered (no live worker on this broker)"]
+        if len(outcomes) + len(running) < len(planned):
+            unserved = _unserved(meta.image_digests, seen)
+    running = {jid: where for jid, where in running.items() if jid not in outcomes}
+    arms = st.arm_status(planned, meta.arms, outcomes, running)
+    return st.lines(meta.run_id, arms, running, planned, now, workers, unserved, sources)
+
+
+def _unserved(images: Iterable[str], seen: Mapping[str, list[str]]) -> list[str]:
+    """A line for each of the run's queues that no live worker consumes."""
+    consumed = {queue for queues in seen.values() for queue in queues}
+    found = []
+    for image in sorted(images):
+        queue = keys.queue_for_image(image)
+        if queue not in consumed:
+            found.append(
+                f"no live worker consumes queue {queue} (image {image}): jobs of this "
+                "run that need it wait; start a worker that has the image"
+            )
+    return found
