@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -279,6 +279,11 @@ class Job(Strict):
     arm: str
     repeat: int = Field(ge=0)
 
+    @classmethod
+    def of(cls, record: Trial) -> Job:
+        """The job a record is of (its fields of the same names)."""
+        return cls(**{name: getattr(record, name) for name in cls.model_fields})
+
 
 class Trial(Strict):
     """The record of one job, one JSON line in ``trials.jsonl``."""
@@ -356,13 +361,14 @@ class Trial(Strict):
         return self
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ScoredTrial:
     """What scoring and reporting read of a record, in a tenth of a ``Trial``'s memory.
 
     Reports over 100,000 records hold these instead of full records (no patch,
     no logs, no per-instance pydantic bookkeeping); strings shared by many
-    records are interned.
+    records are interned. Every field but ``setup_signal`` is the ``Trial`` field of
+    the same name (``of`` copies them by name; a test keeps the types equal).
     """
 
     run_id: str
@@ -392,32 +398,16 @@ class ScoredTrial:
 
     @classmethod
     def of(cls, t: Trial) -> ScoredTrial:
-        return cls(
-            sys.intern(t.run_id),
-            t.job_id,
-            sys.intern(t.protocol_sha256),
-            sys.intern(t.task_id),
-            sys.intern(t.arm),
-            t.repeat,
-            t.task_kind,
-            t.outcome,
-            t.passed,
-            t.timeout,
-            t.tool_violation,
-            t.abstained,
-            t.prompt_tokens,
-            t.completion_tokens,
-            t.wall_s,
-            t.retries_used,
-            t.tool_calls,
-            None if t.stop_reason is None else sys.intern(t.stop_reason),
-            t.route_mismatch,
-            t.verify_exit_code,
-            t.metrics,
-            t.finished_at,
-            t.agent_exit_code,
-            signal_of(t.reason, t.agent_log),
-        )
+        values = {name: getattr(t, name) for name in _COPIED}
+        for name in _INTERNED:
+            if values[name] is not None:
+                values[name] = sys.intern(values[name])
+        return cls(**values, setup_signal=signal_of(t.reason, t.agent_log))
+
+
+# The fields ``ScoredTrial.of`` copies from a ``Trial``, and those it interns.
+_COPIED = tuple(f.name for f in fields(ScoredTrial) if f.name != "setup_signal")
+_INTERNED = ("run_id", "protocol_sha256", "task_id", "arm", "stop_reason")
 
 
 Record = Trial | ScoredTrial

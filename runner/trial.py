@@ -387,14 +387,7 @@ def reverify(trial: Trial, task: RepoTask, env: TrialEnv) -> bool | None:
     patch = patch_of(trial)
     if trial.patch_sha256 and sha256_bytes(patch) != trial.patch_sha256:
         return None
-    job = Job(
-        job_id=trial.job_id,
-        run_id=trial.run_id,
-        protocol_sha256=trial.protocol_sha256,
-        task_id=trial.task_id,
-        arm=trial.arm,
-        repeat=trial.repeat,
-    )
+    job = Job.of(trial)
     fixture = env.fixture(task)
     image = image_of(task, env.controls)
     image_id = trial.image_digest or image
