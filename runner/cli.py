@@ -517,25 +517,13 @@ def _validate(
 ) -> Validation:
     """Plan, run and conclude a validation; print its table. (``validate``, ``import``.)"""
     from runner import validate_run
-    from runner.run_service import RunOptions, RunService
+    from runner.run_service import RunService
 
-    planned = validate_run.plan(target, gold, repeats)
-    if planned.gold_dir is None:
-        err.print("no gold patches (--gold DIR, or a patch arm named gold): bare side only")
-    options = RunOptions(
-        out_dir=planned.run_dir,
-        parallel=parallel,
-        broker=broker,
-        job_key=_job_key(job_key_file) if broker is not None else None,
-        allow_missing=True,  # a task without a gold patch is checked on its bare side only
-        setup_flags=False,
-    )
+    key = _job_key(job_key_file) if broker is not None else None
     with _Shown() as events:
-        service = RunService(events)
-        prepared = service.prepare(planned.controls, options)
-        err.print(f"validate: {len(prepared.jobs)} checks, run {prepared.run_dir.path}")
-        service.execute(prepared, options)
-    found = validate_run.conclude(planned)
+        found = validate_run.validate(
+            target, gold, repeats, RunService(events), parallel=parallel, broker=broker, job_key=key
+        )
     width = max((len(t) for t in found.verdicts), default=4)
     for task_id, verdict in found.verdicts.items():
         out.print(f"{task_id:{width}}  {verdict.verdict:20}  {verdict.detail}", highlight=False)

@@ -8,6 +8,7 @@ no-op control) and ``gold`` (a ``patch`` arm on the gold directory, replayed as 
 recorded arm is), and every task but the ordinary repository tasks excluded.
 ``conclude`` reads the run's records, gives each task its verdict
 (``runner.validation``) and writes ``validation.json`` beside ``tasks.jsonl``.
+``validate`` does all three through the run service.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -31,6 +32,10 @@ from runner.models import RepoTask, Task, TaskKind
 from runner.rundir import RunDir
 from runner.suite import load_suite
 from runner.validation import FINE, VALIDATION_NAME, Check, Verdict, check_of, classify
+
+if TYPE_CHECKING:
+    from runner.distributed.credentials import Broker
+    from runner.run_service import RunService
 
 BARE, GOLD = "bare", "gold"
 WORK_DIR = ".deltarun-validate"
@@ -191,3 +196,35 @@ def conclude(plan: Plan) -> Validation:
     path = plan.tasks_path.parent / VALIDATION_NAME
     write_atomic(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
     return Validation(verdicts, path, sha256_file(path))
+
+
+def validate(
+    target: Path,
+    gold: Path | None,
+    repeats: int,
+    service: RunService,
+    *,
+    parallel: int = 2,
+    broker: Broker | None = None,
+    job_key: bytes | None = None,
+) -> Validation:
+    """Plan, run (here, or on workers with ``broker``) and conclude a validation."""
+    from runner.run_service import RunOptions
+
+    planned = plan(target, gold, repeats)
+    if planned.gold_dir is None:
+        service.events.note(
+            "no gold patches (--gold DIR, or a patch arm named gold): bare side only"
+        )
+    options = RunOptions(
+        out_dir=planned.run_dir,
+        parallel=parallel,
+        broker=broker,
+        job_key=job_key,
+        allow_missing=True,  # a task without a gold patch is checked on its bare side only
+        setup_flags=False,
+    )
+    prepared = service.prepare(planned.controls, options)
+    service.events.note(f"validate: {len(prepared.jobs)} checks, run {prepared.run_dir.path}")
+    service.execute(prepared, options)
+    return conclude(planned)
