@@ -588,8 +588,6 @@ def import_swebench(
     tests are FAIL_TO_PASS + PASS_TO_PASS; predictions files become patch arms. Seals it
     (or says to build its environments first); with --validate N, validates it and writes
     the instances that are not valid into suite.exclude."""
-    from runner.config.loader import load_controls
-    from runner.sealing import seal_target
     from runner.swebench.importer import ImportOptions, arm_for, import_swebench
 
     options = ImportOptions(
@@ -621,18 +619,13 @@ def import_swebench(
             highlight=False,
         )
         return
-    digest, _ = seal_target(controls, load_controls, lambda line: err.print(line))
-    err.print(f"sealed: suite sha256 {digest}", highlight=False)
-    if validate_n:
-        found = _validate(controls, done.out / "gold", validate_n, parallel, None)
-        if found.invalid:
-            from runner.swebench.importer import write_exclude
+    from runner.run_service import RunService
+    from runner.swebench.workflow import seal_and_validate
 
-            write_exclude(controls, sorted(found.invalid))
-            for task_id, verdict in found.invalid.items():
-                err.print(f"  excluded {task_id}: {verdict.verdict} ({verdict.detail})")
-        digest, _ = seal_target(controls, load_controls, lambda line: err.print(line))
-        err.print(f"sealed with the validation: suite sha256 {digest}", highlight=False)
+    with _Shown() as events:
+        seal_and_validate(
+            controls, done.out / "gold", validate_n, RunService(events), events.note, parallel
+        )
     out.print(f"next: deltarun run {controls} --out runs/{done.out.name}", highlight=False)
 
 
