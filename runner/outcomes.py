@@ -1,4 +1,4 @@
-"""How a trial's facts become its outcome. Pure; the rules of README "Outcomes and numbers".
+"""How a trial's facts become its outcome. Pure; the rules of docs/outcomes-and-statistics.md.
 
 Order matters: an infrastructure error is never an agent failure, a timeout is
 never a miss, and an abstention decides before any verdict. On a negative task

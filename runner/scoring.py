@@ -121,7 +121,7 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def summarise(arm: str, control: bool, trials: Sequence[Record]) -> ArmSummary:
-    """The per-arm summary (README "Outcomes and numbers").
+    """The per-arm summary (docs/outcomes-and-statistics.md).
 
     Longer than the house's ~60 lines on purpose: it is one pass over every record of a
     run, kept in one loop with local names because it dominates the time of a report

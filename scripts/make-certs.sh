@@ -21,7 +21,7 @@
 #   redis/ (0755)                mounted into the Redis container at /tls
 #     ca.crt redis.crt redis.key users.acl (the password only as its SHA-256)
 #   worker/ (0755)               mounted into worker containers at /secrets; copied to
-#                                /etc/deltarun/ on another server (README, "Many machines")
+#                                /etc/deltarun/ on another server (docs/many-machines.md)
 #     ca.crt client.crt client.key job.key
 #     broker.url                 the same URL with the host `redis` (compose's network)
 #     worker.env                 for a worker elsewhere (systemd EnvironmentFile): the URL

@@ -2,8 +2,8 @@
 
 The directory is copied read-only to ``/opt/agent``; ``argv`` runs in
 ``/workspace`` as the agent user, as the child of ``guard.py``, which kills every
-other process of the agent's uid the moment the program exits (see README,
-"Security"). Under ``network: model-only`` the program reaches the model through
+other process of the agent's uid the moment the program exits (see
+docs/verdicts-and-sandbox.md). Under ``network: model-only`` the program reaches the model through
 the trial's gateway, whose log gives the token usage and the route lock.
 """
 

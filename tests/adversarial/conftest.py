@@ -19,9 +19,10 @@ _ROWS: dict[str, dict[str, str]] = {}
 def held(request: pytest.FixtureRequest) -> Callable[..., None]:
     """Record this test's row of the table; 'held' is filled from the test's result.
 
-    ``residual=True`` marks an attack deltarun documents as *not* stopped (README, "What
-    remains the operator's job"): the test asserts that it still gets through, and the
-    table says "no (documented)" so a reader never takes it for a defence.
+    ``residual=True`` marks an attack deltarun documents as *not* stopped
+    (docs/verdicts-and-sandbox.md, "What remains the operator's job"): the test asserts
+    that it still gets through, and the table says "no (documented)" so a reader never
+    takes it for a defence.
     """
 
     def record(attack: str, tried: str, happened: str, *, residual: bool = False) -> None:

@@ -5,7 +5,7 @@ Every agent leaves the bug in ``calc.add`` and adds code to ``calc/__init__.py``
 which the hidden test imports. The task declares its test (``hidden_tests``), so
 the harness grades on what its own plugin reported, on a channel the test process
 cannot rewrite (in-memory rewrites and forged records: ``test_verdict_integrity``).
-One row shows what is *not* stopped, as README says: any forgery of a task graded
+One row shows what is *not* stopped, as docs/verdicts-and-sandbox.md says: any forgery of a task graded
 by exit status alone (the checklist fails such a run).
 """
 

@@ -362,14 +362,14 @@ def test_a_declared_fixture_edit_is_dropped_and_counted(suite: Path, docker_api:
 def test_a_hook_aimed_at_known_test_names_still_forges(
     suite: Path, docker_api: Any, held: Callable[..., None]
 ) -> None:
-    """README: a canary is caught by any rewrite that cannot tell it from a declared test;
+    """docs/verdicts-and-sandbox.md: a canary is caught by any rewrite that cannot tell it from a declared test;
     one that rewrites only tests whose names the agent knows (from the prompt, say) and
     leaves everything else alone is not."""
     trial = run_one(docker_api, suite, "flat", "residual")
     held(
         "canary: a hook aimed at known test names",
         "rewrite only reports of ...::test_add, nothing else",
-        f"{trial.outcome.value} (a forged pass: README, what remains the operator's job)",
+        f"{trial.outcome.value} (a forged pass: docs, what remains the operator's job)",
         residual=True,
     )
     assert trial.outcome is Outcome.SUCCESS, (trial.reason, trial.verify_log[-800:])
