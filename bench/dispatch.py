@@ -15,17 +15,22 @@ printed beside the plain ``redis://`` figure with the ratio TLS/plain (goal >= 0
 within noise). Jobs and records are always signed, so signing cannot be switched
 off end to end: its cost is measured on its own, signing and checking one job and
 one record (~1.7 KB) as the coordinator and a worker do, in microseconds and as a
-share of the plain path's time per job.
+share of the plain path's time per job. The job message signed is one the
+coordinator sent in this run (taken from Celery's ``before_task_publish`` signal):
+job, image tag and pinned image ID, every field the signature covers.
 
 Also: the coordinator's peak memory while collecting 10,000 and 100,000 records
 from the stream (goal: flat in the number of records).
 
-    python bench/dispatch.py [--jobs 1000]
+    python bench/dispatch.py [--jobs 1000] [--memory-records 100000] [--smoke]
+
+``--smoke`` (``bench/smoke.py``): 5 jobs, 1 worker process, 10 records collected.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -34,14 +39,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+from celery.signals import before_task_publish  # noqa: E402
+
+from bench import smoke  # noqa: E402
 from bench.bench_worker import BENCH_TASK  # noqa: E402
 from runner.distributed.credentials import (  # noqa: E402
     ENV_TLS,
@@ -59,6 +69,7 @@ from runner.executors.celery import run_celery  # noqa: E402
 from runner.models import Job, Outcome, TaskKind  # noqa: E402
 from runner.prepare import prepare  # noqa: E402
 from runner.record import bare_record  # noqa: E402
+from runner.sandbox.engine import connect, image_id  # noqa: E402
 from tests.distributed_support import FAST_ENV, RedisServer, make_secrets  # noqa: E402
 from tests.helpers import ADD_GOLD, make_suite  # noqa: E402
 
@@ -108,29 +119,58 @@ def broker_of(server: RedisServer) -> Broker:
     return Broker(resolved.url, env)
 
 
-def deltarun_rate(broker: Broker, work: Path, jobs: int, concurrency: int) -> float:
+@contextlib.contextmanager
+def sent_job(task_name: str) -> Iterator[list[dict[str, Any]]]:
+    """The first job message this process's coordinator sends for ``task_name``, as a worker
+    receives it (built and signed by ``run_celery`` itself; Celery's ``before_task_publish``
+    signal hands over the message's arguments just before they are serialized)."""
+    sent: list[dict[str, Any]] = []
+
+    def capture(sender: object = None, body: Any = None, **_: object) -> None:
+        if sender == task_name and not sent:
+            args = body[0]  # task protocol 2: (args, kwargs, embed)
+            sent.append(json.loads(json.dumps(args[0])))
+
+    before_task_publish.connect(capture, weak=False)
+    try:
+        yield sent
+    finally:
+        before_task_publish.disconnect(capture)
+
+
+def deltarun_rate(
+    broker: Broker, work: Path, jobs: int, concurrency: int
+) -> tuple[float, dict[str, Any]]:
+    """Jobs per second through the deltarun path, and the first job message it sent."""
     root = Path(tempfile.mkdtemp(dir=work))
     controls = answer_suite(root, jobs)
-    prepared = prepare(controls, root / "run", resume=False, image_digest=lambda image: "sha256:x")
+    client = connect()
+    # The image IDs the run pins, as `deltarun run` pins them: the job messages carry them
+    # and the bench worker serves each image only with its pinned ID.
+    prepared = prepare(
+        controls, root / "run", resume=False, image_digest=lambda image: image_id(client, image)
+    )
     worker = start_bench_worker(broker, root / "worker.log", concurrency)
     try:
-        start = time.perf_counter()
-        run_celery(
-            prepared,
-            broker_url=broker.url,
-            record=lambda fresh, dups: prepared.run_dir.write_records(fresh, dups),
-            visibility_timeout_s=7200,
-            warn=lambda line: None,
-            task_name=BENCH_TASK,
-            job_key=JOB_KEY.encode(),
-        )
-        elapsed = time.perf_counter() - start
+        with sent_job(BENCH_TASK) as sent:
+            start = time.perf_counter()
+            run_celery(
+                prepared,
+                broker_url=broker.url,
+                record=lambda fresh, dups: prepared.run_dir.write_records(fresh, dups),
+                visibility_timeout_s=7200,
+                warn=lambda line: print(f"dispatch: coordinator: {line}", file=sys.stderr),
+                task_name=BENCH_TASK,
+                job_key=JOB_KEY.encode(),
+            )
+            elapsed = time.perf_counter() - start
     finally:
         worker.kill()
         worker.wait()
     recorded = len(prepared.run_dir.ledger_path.read_text().splitlines())
     assert recorded == jobs, f"{recorded} records for {jobs} jobs"
-    return jobs / elapsed
+    assert sent, "the coordinator sent no job message"
+    return jobs / elapsed, sent[0]
 
 
 def start_bench_worker(broker: Broker, log: Path, concurrency: int) -> subprocess.Popen[bytes]:
@@ -207,7 +247,7 @@ def bare_rate(server: RedisServer, work: Path, jobs: int, concurrency: int) -> f
         log.close()
 
 
-def realistic_record(job: Job) -> str:
+def realistic_record(job: Job, image_digest: str | None) -> str:
     """The JSON of a passing trial of ``job`` with a small patch and short logs (~1.7 KB)."""
     started = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
     patch_sha = hashlib.sha256(ADD_GOLD.encode()).hexdigest()
@@ -235,25 +275,25 @@ def realistic_record(job: Job) -> str:
         verify_log=verify_log,
         agent_exit_code=0,
         agent_log="edited calc/__init__.py: add() returned a - b; now a + b\n",
-        image_digest="sha256:" + hashlib.sha256(b"python:3.12-slim").hexdigest(),
+        image_digest=image_digest or "sha256:" + hashlib.sha256(b"python:3.12-slim").hexdigest(),
     )
     return trial.model_dump_json()
 
 
-def signing_cost(work: Path, iterations: int) -> tuple[float, int, float, int]:
+def signing_cost(message: dict[str, Any], iterations: int) -> tuple[float, int, float, int]:
     """Microseconds to sign and check one job, and one record, as the coordinator and a
-    worker do (each side computes one HMAC), with the sizes signed."""
-    root = Path(tempfile.mkdtemp(dir=work))
-    prepared = prepare(
-        answer_suite(root, 1), root / "run", resume=False, image_digest=lambda image: "sha256:x"
-    )
+    worker do (each side computes one HMAC), with the sizes signed. ``message`` is a job
+    message the coordinator sent in this run (``sent_job``), signature included."""
     key = JOB_KEY.encode()
-    job = prepared.jobs[0]
-    body = job.model_dump(mode="json")
-    raw = realistic_record(job)
+    refusal = job_refusal(key, message)
+    if refusal is not None:  # the worker's check, on the coordinator's own message
+        raise AssertionError(f"a job the coordinator signed with the key was refused: {refusal}")
+    unsigned = {name: value for name, value in message.items() if name != "sig"}
+    job = Job.model_validate(unsigned["job"])
+    raw = realistic_record(job, unsigned.get("image_id"))
     start = time.perf_counter()
     for _ in range(iterations):
-        payload = {"job": body, "sig": sign_job(key, body)}  # the coordinator, sending
+        payload = {**unsigned, "sig": sign_job(key, unsigned)}  # the coordinator, sending
         if job_refusal(key, payload) is not None:  # the worker, before running it
             raise AssertionError("a job signed with the key was refused")
     job_us = (time.perf_counter() - start) / iterations * 1e6
@@ -263,7 +303,8 @@ def signing_cost(work: Path, iterations: int) -> tuple[float, int, float, int]:
         if not record_signed(key, raw, signature):  # the coordinator, collecting
             raise AssertionError("a record signed with the key was not accepted")
     record_us = (time.perf_counter() - start) / iterations * 1e6
-    job_bytes = len(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+    # The size of what sign_job hashes: the message but its signature, in canonical JSON.
+    job_bytes = len(json.dumps(unsigned, sort_keys=True, separators=(",", ":")).encode())
     return job_us, job_bytes, record_us, len(raw.encode())
 
 
@@ -315,7 +356,7 @@ print(json.dumps({{"before": before / 1024, "after": after / 1024}}))
         try:
             out = subprocess.run(
                 [sys.executable, "-c", code, server.url],
-                capture_output=True,
+                stdout=subprocess.PIPE,  # its stderr is ours: a failure shows its traceback
                 text=True,
                 check=True,
                 cwd=ROOT,
@@ -331,8 +372,15 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--memory-records", type=int, default=100_000)
     parser.add_argument("--sign-iterations", type=int, default=20_000)
+    smoke.add_flag(parser)
     args = parser.parse_args()
+    concurrencies: tuple[int, ...] = (1, 2)
+    if args.smoke:
+        args.jobs, args.memory_records, args.sign_iterations = 5, 10, 10
+        concurrencies = (1,)
+        smoke.announce("dispatch", "5 jobs at -c 1, 10 sign iterations, 1 and 10 records")
     plain_rates: dict[int, float] = {}
+    message: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         # everysec, as compose.yaml runs Redis: fsync on every write would dominate both paths.
@@ -344,10 +392,10 @@ def main() -> None:
         try:
             tls_server.start()
             plain, tls = broker_of(server), broker_of(tls_server)
-            for concurrency in (1, 2):
+            for concurrency in concurrencies:
                 bare = bare_rate(server, work, args.jobs, concurrency)
-                ours = deltarun_rate(plain, work, args.jobs, concurrency)
-                secured = deltarun_rate(tls, work, args.jobs, concurrency)
+                ours, message = deltarun_rate(plain, work, args.jobs, concurrency)
+                secured, _ = deltarun_rate(tls, work, args.jobs, concurrency)
                 plain_rates[concurrency] = ours
                 print(
                     f"dispatch: -c {concurrency}: bare Celery no-op {bare:7.1f} jobs/s, "
@@ -361,7 +409,7 @@ def main() -> None:
         finally:
             tls_server.stop()
             server.stop()
-        job_us, job_bytes, record_us, record_bytes = signing_cost(work, args.sign_iterations)
+        job_us, job_bytes, record_us, record_bytes = signing_cost(message, args.sign_iterations)
     total_us = job_us + record_us
     shares = ", ".join(
         f"{total_us / (1e6 / rate) * 100:.2f}% of -c {c}'s {1e3 / rate:.2f} ms per job"

@@ -5,7 +5,9 @@ two fresh sandboxes (agent and verify), so the floor is half the raw rate.
 Both rates are measured in this run, on this machine; the printed ratio is
 trials/s divided by that floor (1.0 = as fast as two bare `docker run`s).
 
-    python bench/overhead.py [--tasks 20] [-j 2]
+    python bench/overhead.py [--tasks 20] [-j 2] [--smoke]
+
+``--smoke`` (``bench/smoke.py``): one trial against two raw runs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import smoke  # noqa: E402
 from runner.cli import main as _unused_main  # noqa: E402,F401  (imports the package as installed)
 from runner.executors.local import run_local  # noqa: E402
 from runner.inputs import LocalInputs  # noqa: E402
@@ -86,7 +89,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20)
     parser.add_argument("-j", "--parallel", type=int, default=2)
+    smoke.add_flag(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.tasks = 1
+        smoke.announce("overhead", "1 trial, 2 raw runs")
     raw = raw_rate(2 * args.tasks, args.parallel)
     trials = trial_rate(args.tasks, args.parallel)
     floor = raw / 2

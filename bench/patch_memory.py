@@ -7,7 +7,9 @@ is just under ``MAX_VERIFY_PATCH_BYTES`` (64 MiB, ~22 million lines), and the
 same trial with an empty patch as the baseline, and prints the peak resident
 memory of each and the difference against the cap.
 
-    python bench/patch_memory.py
+    python bench/patch_memory.py [--smoke]
+
+``--smoke`` (``bench/smoke.py``): 1,000 lines instead of a patch at the cap.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ import resource
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import smoke  # noqa: E402
 from runner.workspace import MAX_VERIFY_PATCH_BYTES  # noqa: E402
 from tests.helpers import make_suite, repo_task, write_agent  # noqa: E402
 
@@ -51,7 +55,10 @@ def child(lines: int) -> None:
             ],
             runtime={"limits": {"memory": "2g", "workspace": "1g"}, "verify_timeout_s": 300},
         )
-        trial = run_one(connect(), controls, "t1", "writer")
+        # A run id of its own: run_one checks that no sandbox of its run is left, and tests
+        # running at the same time use theirs.
+        run_id = f"bench-patch-memory-{uuid.uuid4().hex[:12]}"
+        trial = run_one(connect(), controls, "t1", "writer", run_id=run_id)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"outcome": trial.outcome.value, "reason": trial.reason, "peak": peak}))
 
@@ -59,7 +66,7 @@ def child(lines: int) -> None:
 def measure(lines: int) -> dict[str, object]:
     done = subprocess.run(
         [sys.executable, __file__, "--child", str(lines)],
-        capture_output=True,
+        stdout=subprocess.PIPE,  # its stderr is ours: a failure shows its traceback
         text=True,
         check=True,
         timeout=1200,
@@ -70,23 +77,27 @@ def measure(lines: int) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    smoke.add_flag(parser)
     args = parser.parse_args()
     if args.child is not None:
         child(args.child)
         return
     cap = MAX_VERIFY_PATCH_BYTES
     lines = (cap - HEADER) // 3  # each line of the new file is "+a\n" in the diff
+    if args.smoke:
+        lines = 1000
+        smoke.announce("patch memory", f"{lines:,} lines, far under the cap")
     base = measure(0)
     big = measure(lines)
     extra = int(big["peak"]) - int(base["peak"])  # type: ignore[call-overload]
     mib = 1 << 20
     print(
-        f"patch memory: {lines:,} two-byte lines, diff just under the verify cap of "
-        f"{cap // mib} MiB; outcome {big['outcome']}"
+        f"patch memory: {lines:,} two-byte lines, a diff of {(3 * lines + HEADER) / mib:.2f} "
+        f"MiB against the verify cap of {cap // mib} MiB; outcome {big['outcome']}"
     )
     print(
-        f"  peak RSS: empty patch {int(base['peak']) // mib} MiB, "  # type: ignore[call-overload]
-        f"capped patch {int(big['peak']) // mib} MiB; "  # type: ignore[call-overload]
+        f"patch memory: peak RSS: empty patch {int(base['peak']) // mib} MiB, "  # type: ignore[call-overload]
+        f"{lines:,}-line patch {int(big['peak']) // mib} MiB; "  # type: ignore[call-overload]
         f"extra {extra // mib} MiB = {extra / cap:.2f} x the cap"
     )
 

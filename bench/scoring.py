@@ -32,7 +32,9 @@ of the measured process are printed next to the wall-clock ones, and ``--runs N`
 keeps the fastest of N fresh processes. Goal: total under 5 s, peak under 500 MB.
 
     python bench/scoring.py [--records 100000] [--arms 10] [--tasks N] [--lean]
-                            [--bootstrap 0] [--runs 1] [--seed 0] [--digests]
+                            [--bootstrap 0] [--runs 1] [--seed 0] [--digests] [--smoke]
+
+``--smoke`` (``bench/smoke.py``): 20 records (10 arms, 2 tasks), one run.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import smoke  # noqa: E402
 from runner.models import Outcome, TaskKind, Trial  # noqa: E402
 from runner.plan import job_id  # noqa: E402
 from runner.rundir import RunDir  # noqa: E402
@@ -272,7 +275,7 @@ def child_baseline(run_path: Path) -> dict[str, Any]:
 def run_child(*args: object) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "--child", *map(str, args)],
-        capture_output=True,
+        stdout=subprocess.PIPE,  # its stderr is ours: a failure shows its traceback
         text=True,
         check=True,
         cwd=ROOT,
@@ -307,10 +310,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--digests", action="store_true", help="print each report's sha256")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    smoke.add_flag(parser)
     args = parser.parse_args()
     if args.child:
         child_main(args.child)
         return
+    if args.smoke:
+        args.records, args.arms, args.tasks, args.runs = 20, 10, None, 1
+        smoke.announce("scoring", "20 records, 10 arms, 2 tasks, one run")
 
     tasks = args.tasks or max(1, args.records // args.arms)
     with tempfile.TemporaryDirectory() as tmp:

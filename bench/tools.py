@@ -7,7 +7,9 @@ same file) in the same sandbox, measured in this run. Also measured: whole
 turns of the tool loop (a request to a scripted endpoint on 127.0.0.1, one
 `read_file`) per second, against the same baseline.
 
-    python bench/tools.py [--calls 200]
+    python bench/tools.py [--calls 200] [--smoke]
+
+``--smoke`` (``bench/smoke.py``): 2 calls of each kind and one turn of the loop.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import smoke  # noqa: E402
 from runner.agents.base import BASE_ENV, AgentContext  # noqa: E402
 from runner.agents.model.loop import ModelAgent  # noqa: E402
 from runner.agents.model.toolbox import Toolbox, ToolPolicy  # noqa: E402
@@ -86,9 +89,13 @@ def loop_rate(sandbox: DockerSandbox, turns: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
+    smoke.add_flag(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.calls = 2
+        smoke.announce("tools", "2 calls of each kind, 1 turn of the tool loop")
     factory = DockerSandboxFactory(connect())
     spec = SandboxSpec(
         image=PY_IMAGE,
@@ -99,13 +106,13 @@ def main() -> None:
     with factory.open(spec) as sandbox:
         assert isinstance(sandbox, DockerSandbox)
         sandbox.run(ExecRequest(argv=["sh", "-c", f"seq 1 2000 > {TARGET}"]))
-        raw_rate(sandbox, 10)  # warm-up
+        raw_rate(sandbox, min(10, args.calls))  # warm-up
         raw = raw_rate(sandbox, args.calls)
         checked = toolbox_rate(sandbox, args.calls)
-        turns = loop_rate(sandbox, args.calls // 2)
-    print(f"raw docker exec (head -c):     {raw:7.1f} /s")
-    print(f"checked read_file tool calls:  {checked:7.1f} /s  ratio {checked / raw:.2f}")
-    print(f"tool-loop turns (model+call):  {turns:7.1f} /s  ratio {turns / raw:.2f}")
+        turns = loop_rate(sandbox, max(1, args.calls // 2))
+    print(f"tools: raw docker exec (head -c):     {raw:7.1f} /s")
+    print(f"tools: checked read_file tool calls:  {checked:7.1f} /s  ratio {checked / raw:.2f}")
+    print(f"tools: tool-loop turns (model+call):  {turns:7.1f} /s  ratio {turns / raw:.2f}")
 
 
 if __name__ == "__main__":
