@@ -1,0 +1,76 @@
+"""The ``deltarun`` command line: arguments, progress and exit codes, nothing else.
+
+Commands by concern: ``suites`` (seal, build, init, validate, import swebench,
+schema), ``runs`` (run, status, report, compare, replay, export), ``fleet``
+(worker, gc); ``common`` holds what they share. Each command parses its
+arguments, calls the service that does the work (``runner.run_service`` for a
+run) and prints. Every deliberate error is a ``DeltarunError``: printed as one
+line on stderr, no traceback, with its exit code (1 user error, 2 usage, 3 digest
+or protocol mismatch, 4 no control arm, 130 interrupted).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from runner.cli.common import app, err
+from runner.errors import DeltarunError, UserError
+
+# Imported for their commands, which register on ``app`` in this order (that of --help).
+COMMAND_MODULES = tuple(
+    importlib.import_module(f"runner.cli.{name}") for name in ("suites", "runs", "fleet")
+)
+
+
+def main() -> None:
+    """Entry point: one line and an exit code for every deliberate error."""
+    try:
+        code = app(standalone_mode=False)
+    except DeltarunError as exc:
+        err.print(f"deltarun: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("deltarun: interrupted", highlight=False)
+        sys.exit(130)
+    except OSError as exc:  # a file or device problem the code did not foresee: still one line
+        err.print(f"deltarun: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort as exc:
+        err.print(f"deltarun: {exc}", highlight=False, markup=False)
+        sys.exit(2)
+    except Exception as exc:
+        _click_exit(exc)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_exit(exc: Exception) -> None:
+    """Exit for the command-line parser's own exceptions (click's, or the copy typer
+    vendors): a usage error is one line and exit 2; returns for anything else."""
+    for module in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            found = importlib.import_module(module)
+        except ImportError:
+            continue
+        if isinstance(exc, found.UsageError):
+            command = exc.ctx.command_path if exc.ctx is not None else "deltarun"
+            err.print(
+                f"deltarun: {exc.format_message()} (see `{command} --help`)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+            sys.exit(2)
+        if isinstance(exc, found.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, found.Exit):
+            sys.exit(exc.exit_code)
+
+
+__all__ = ["UserError", "app", "main"]

@@ -1,0 +1,172 @@
+"""What every command of the ``deltarun`` command line shares: the app, the two
+consoles, the broker and job-key options, and the drawing of a run's ``Events``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from runner.models import Trial
+from runner.report.markdown import headline_lines
+
+if TYPE_CHECKING:
+    from runner.distributed.credentials import Broker
+    from runner.prepare import PreparedRun
+    from runner.report.build import BuiltReport
+    from runner.run_service import Recording
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    help="Run coding agents on sealed suites in Docker sandboxes; report the delta vs a control.",
+)
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+# The broker and job-key options every distributed command shares
+# (runner/distributed/credentials.py says where each value is taken from).
+BrokerUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--broker",
+        help="Redis URL (redis:// or rediss:// for TLS); default $DELTARUN_BROKER_URL. "
+        "A password here shows in ps: use --broker-file",
+    ),
+]
+BrokerFile = Annotated[
+    Path | None,
+    typer.Option("--broker-file", help="File whose first line is the Redis URL (mode 0600)"),
+]
+BrokerCa = Annotated[
+    Path | None,
+    typer.Option("--broker-ca", help="CA (PEM) of Redis's TLS certificate [$DELTARUN_BROKER_CA]"),
+]
+BrokerCert = Annotated[
+    Path | None,
+    typer.Option("--broker-cert", help="Client certificate (PEM) [$DELTARUN_BROKER_CERT]"),
+]
+BrokerKey = Annotated[
+    Path | None,
+    typer.Option("--broker-key", help="The client certificate's key [$DELTARUN_BROKER_KEY]"),
+]
+JobKeyFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--job-key-file",
+        help="Key that signs jobs and records; default $DELTARUN_JOB_KEY, "
+        "$DELTARUN_JOB_KEY_FILE, else ~/.config/deltarun/job.key (made on first use)",
+    ),
+]
+
+
+class Shown:
+    """The run's ``Events`` on the terminal: a progress bar on a tty, one line per record
+    otherwise; a context manager that stops the bar."""
+
+    def __init__(self) -> None:
+        self.tty = err.is_terminal
+        self.progress = Progress(
+            TextColumn("passes {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            disable=not self.tty,
+        )
+        self.bar: TaskID | None = None
+        self.arms: list[str] = []
+
+    def __enter__(self) -> Shown:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.progress.stop()
+
+    def note(self, line: str) -> None:
+        self.progress.console.print(line, highlight=False, markup=False)
+
+    def started(self, prepared: PreparedRun, recording: Recording, total: int) -> None:
+        from runner.run_service import describe
+
+        self.arms = list(prepared.meta.arms)
+        self.progress.start()
+        self.bar = self.progress.add_task(
+            describe(self.arms, recording), total=total, completed=recording.recorded
+        )
+
+    def recorded(self, trial: Trial, recording: Recording, total: int) -> None:
+        from runner.run_service import describe
+
+        if self.bar is not None:
+            self.progress.update(self.bar, advance=1, description=describe(self.arms, recording))
+        if not self.tty:
+            extra = f" ({trial.error})" if trial.error else ""
+            err.print(
+                f"[{recording.recorded}/{total}] {trial.arm} {trial.task_id}: "
+                f"{trial.outcome.value} {trial.wall_s:.1f}s{extra}",
+                highlight=False,
+            )
+
+    def setup_warning(self, text: str) -> None:
+        self.progress.console.print(f"setup warning: {text}", highlight=False)
+
+
+def broker_of(
+    url: str | None,
+    file: Path | None,
+    ca: Path | None,
+    cert: Path | None,
+    key: Path | None,
+    required: bool = False,
+) -> Broker | None:
+    """The broker the options (or $DELTARUN_BROKER_URL) name, reached once, or None."""
+    from runner.distributed.credentials import BrokerOptions
+    from runner.run_service import find_broker
+
+    options = BrokerOptions(url, file, ca, cert, key)
+    return find_broker(options, os.environ, Lines(), required=required)
+
+
+def job_key_of(option: Path | None) -> bytes:
+    """The job key (``runner.run_service.job_key``), its creation said on stderr."""
+    from runner.run_service import job_key
+
+    return job_key(option, os.environ, Lines())
+
+
+class Lines:
+    """Notes as plain lines on stderr (commands without a progress bar)."""
+
+    def note(self, line: str) -> None:
+        err.print(line, highlight=False, markup=False)
+
+
+def print_headline(built: BuiltReport, paths: list[Path]) -> None:
+    """The summary line(s): withheld when two or more checklist rows fail."""
+    failing = [row.item for row in built.rows if not row.ok]
+    if built.withheld:
+        out.print(
+            f"headline withheld: {len(failing)} checklist rows fail ({'; '.join(failing)}); "
+            "see the report",
+            highlight=False,
+        )
+    else:
+        for line in headline_lines(built.scores):
+            out.print(line, highlight=False)
+        if failing:
+            out.print(f"verdict: demo (failing: {'; '.join(failing)})", highlight=False)
+    for path in paths:
+        out.print(f"report: {path}", highlight=False)
