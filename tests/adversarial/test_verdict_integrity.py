@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from runner.models import Outcome, Trial
+from tests.adversarial.support import write_files
 from tests.helpers import PY_IMAGE, make_suite, write_agent
 from tests.test_trial_docker import run_one
 
@@ -51,15 +52,6 @@ def appended(code: str) -> str:
     return f"cat >> calc/__init__.py <<'DELTARUN_EOF'\n{code}\nDELTARUN_EOF\n"
 
 
-def files(*pairs: tuple[str, str]) -> str:
-    lines = []
-    for path, content in pairs:
-        if "/" in path:
-            lines.append(f"mkdir -p '{path.rsplit('/', 1)[0]}'")
-        lines.append(f"cat > '{path}' <<'DELTARUN_EOF'\n{content}DELTARUN_EOF")
-    return "\n".join(lines) + "\n"
-
-
 # A module that passes whatever it is asked, and keeps pytest from noticing it is not the
 # file pytest meant to import.
 FAKE_TESTS = (
@@ -72,7 +64,7 @@ FAKE_TESTS = (
 SHADOWS: dict[str, tuple[str, str]] = {
     "package beside the hidden file": (
         "tests/test_hidden/__init__.py that passes test_add",
-        files(("tests/test_hidden/__init__.py", FAKE_TESTS)),
+        write_files(("tests/test_hidden/__init__.py", FAKE_TESTS)),
     ),
     "extension module beside it": (
         "tests/test_hidden.cpython-311-x86_64-linux-gnu.so",
@@ -80,11 +72,11 @@ SHADOWS: dict[str, tuple[str, str]] = {
     ),
     "symlink to a package": (
         "tests/test_hidden -> a package of passing tests",
-        files(("fakes/__init__.py", FAKE_TESTS)) + "ln -s ../fakes tests/test_hidden\n",
+        write_files(("fakes/__init__.py", FAKE_TESTS)) + "ln -s ../fakes tests/test_hidden\n",
     ),
     "module at the repository root": (
         "test_hidden.py at the root (an import root ahead of tests/ on some paths)",
-        files(("test_hidden.py", FAKE_TESTS)),
+        write_files(("test_hidden.py", FAKE_TESTS)),
     ),
 }
 
@@ -185,13 +177,13 @@ CANARY_ATTACKS: dict[str, tuple[str, str]] = {
 DECLARED_ATTACKS: dict[str, tuple[str, str]] = {
     "declared fixture test edited": (
         "fix add(); neuter tests/test_other.py::test_sub and break sub()",
-        FIX + files(("tests/test_other.py", "def test_sub():\n    pass\n")) + BREAK_SUB,
+        FIX + write_files(("tests/test_other.py", "def test_sub():\n    pass\n")) + BREAK_SUB,
     ),
     "declared fixture test deleted and replaced": (
         "fix add(); rm tests/test_other.py, a new one with a passing test_sub; break sub()",
         FIX
         + "rm tests/test_other.py\n"
-        + files(("tests/test_other.py", "def test_sub():\n    assert True\n"))
+        + write_files(("tests/test_other.py", "def test_sub():\n    assert True\n"))
         + BREAK_SUB,
     ),
     "declared fixture test rewritten at run time": (
@@ -243,7 +235,9 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 root,
                 "fixer-extras",
                 FIX
-                + files(("tests/test_hidden_data/data.txt", "x\n"), ("calc/util.py", "X = 1\n")),
+                + write_files(
+                    ("tests/test_hidden_data/data.txt", "x\n"), ("calc/util.py", "X = 1\n")
+                ),
             ),
         },
         {"name": "residual", "agent": write_agent(root, "residual", appended(residual))},
@@ -254,7 +248,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {
             "name": "pkg-shadow",
             "agent": write_agent(
-                root, "pkg-shadow", files(("tests/test_hidden/__init__.py", FAKE_TESTS))
+                root, "pkg-shadow", write_files(("tests/test_hidden/__init__.py", FAKE_TESTS))
             ),
         },
     ]
