@@ -277,20 +277,33 @@ def single_file_tar(name: str, data: bytes, *, uid: int, gid: int, mode: int = 0
     return buffer.getvalue()
 
 
+# What a capped read takes of a tar stream beyond the cap: the member's headers (a PAX
+# header for a long name or a size over 8 GiB) and whatever comes before it.
+TAR_SLACK = 1 << 20
+
+
 def read_capped_tar_file(stream: Iterable[bytes], name: str, cap: int) -> tuple[bytes, bool]:
     """Read one regular file named ``name`` from a tar stream (Docker's get_archive).
 
-    Returns (data, truncated). Anything but a regular file yields b"". Memory
-    stays bounded by ``cap`` plus one chunk of the stream.
+    Returns (data, truncated). Anything but a regular file yields b"". At most ``cap``
+    plus ``TAR_SLACK`` bytes of the stream are read, then it is closed, never drained:
+    memory and time are bounded by the cap, not by the file (a sparse file of
+    terabytes costs its writer nothing and would stream for hours).
     """
-    buffer = io.BytesIO()
-    limit = cap + (1 << 20)
-    for chunk in stream:
-        if buffer.tell() < limit:
-            buffer.write(chunk)
-    buffer.seek(0)
+    limit = cap + TAR_SLACK
+    buffer = bytearray()
+    chunks = iter(stream)
     try:
-        with tarfile.open(fileobj=buffer, mode="r|") as archive:
+        for chunk in chunks:
+            buffer += chunk[: limit - len(buffer)]
+            if len(buffer) >= limit:
+                break
+    finally:
+        close = getattr(chunks, "close", None)
+        if callable(close):
+            close()
+    try:
+        with tarfile.open(fileobj=io.BytesIO(buffer), mode="r|") as archive:
             for info in archive:
                 if posixpath.basename(info.name.rstrip("/")) != name or not info.isreg():
                     continue
@@ -298,7 +311,7 @@ def read_capped_tar_file(stream: Iterable[bytes], name: str, cap: int) -> tuple[
                 if handle is None:
                     return b"", False
                 data = handle.read(cap + 1)
-                return data[:cap], len(data) > cap
+                return data[:cap], len(data) > cap or info.size > cap
     except (tarfile.TarError, EOFError):
         return b"", True
     return b"", False

@@ -1,8 +1,11 @@
 """The Docker adapter of the ``Sandbox`` interface, through the Engine API only.
 
 Life of a sandbox: create volumes → create container → start → copy in → exec
-(in-container ``timeout`` plus a host watchdog) → copy out → kill → remove
-container and volumes, in ``finally``. Never ``containers.run``.
+(in-container ``timeout`` plus a host watchdog, ``exec_io``) → copy out (capped in
+bytes and time, ``copy_out``) → kill → remove container and volumes, in
+``finally``. Never ``containers.run``. A command the sandbox itself holds past
+both limits (its ``timeout`` stopped by the agent's uid) kills the container: the
+sandbox is dead from then on, and says so at once (``DockerSandbox.run``).
 
 Hardening defaults (see README "Security"): the container's main process is
 ``sleep <lifetime>`` as root with every capability dropped, so it ends by
@@ -24,15 +27,16 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import docker
 import docker.errors
 from docker.types import LogConfig, Mount, Ulimit
 
-from runner.archives import read_capped_tar_file
 from runner.distributed import telemetry
 from runner.errors import SandboxError, UserError
+from runner.sandbox import copy_out
 from runner.sandbox.base import (
     AGENT_DIR,
     AGENT_UID,
@@ -44,10 +48,11 @@ from runner.sandbox.base import (
     ExecResult,
     ModelAccess,
     ModelCall,
+    Running,
     SandboxSpec,
 )
 from runner.sandbox.engine import API_ERRORS, image_id
-from runner.sandbox.exec_io import Watchdog, collect_frames, feed, frames, raw_socket, stalled
+from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.model_gateway import GatewaySpec, ModelGateway
 from runner.sandbox.running import DockerRunning
 
@@ -71,6 +76,8 @@ HARNESS_CHECK = (
     f"find / -xdev -perm /6000 -type f 2>/dev/null | head -n {SETUID_SHOWN + 1} "
     '| while read -r path; do echo "setuid $path"; done; true'
 )
+# How every command ends in a sandbox whose container the watchdog killed (``DockerSandbox.run``).
+KILLED = ExecResult(exit_code=None, output=b"", output_truncated=False, timed_out=True)
 
 
 def process_identity(pid: int) -> str:
@@ -376,6 +383,16 @@ def _remove_container(client: docker.APIClient, container: str) -> None:
                 time.sleep(0.5 * (attempt + 1))
 
 
+class Ended:
+    """The ``Running`` of a command that never started: the container is already dead."""
+
+    def __init__(self, result: ExecResult) -> None:
+        self._result = result
+
+    def finish(self) -> ExecResult:
+        return self._result
+
+
 class DockerSandbox:
     """A started container; every method is bounded in time and output."""
 
@@ -391,6 +408,7 @@ class DockerSandbox:
         self.container = container
         self._digest = digest
         self._gateway = gateway
+        self._killed = False  # by the watchdog, after a command the sandbox held (``run``)
 
     @property
     def model_base_url(self) -> str | None:
@@ -409,6 +427,8 @@ class DockerSandbox:
         return self._digest
 
     def put_archive(self, dest: str, tar: bytes | Path) -> None:
+        if self._killed:
+            raise SandboxError(f"cannot copy files into {dest}: the sandbox was killed")
         try:
             # Read whole: the engine unpacks a body it has in full faster than a stream.
             data = tar.read_bytes() if isinstance(tar, Path) else tar
@@ -419,66 +439,51 @@ class DockerSandbox:
             raise SandboxError(f"Docker refused to copy files into {dest}")
 
     def read_file(self, path: str, cap: int) -> tuple[bytes | None, bool]:
-        try:
-            stream, _stat = self.client.get_archive(self.container, path)
-        except docker.errors.NotFound:
+        """Bounded in bytes and time (``runner.sandbox.copy_out``). After the container
+        was killed (``run``) nothing is left to read: every file is absent."""
+        if self._killed:
             return None, False
-        except API_ERRORS as exc:
-            raise SandboxError(f"Docker failed to copy {path} out: {exc}") from exc
-        data, truncated = read_capped_tar_file(stream, path.rsplit("/", 1)[-1], cap)
-        return data, truncated
+        return copy_out.read_file(self.client, self.container, path, cap)
 
     def run(self, request: ExecRequest) -> ExecResult:
+        """The command under ``timeout`` in the container and a host watchdog.
+
+        A command the sandbox held past both (its processes stopped, ``exec_io``) ends
+        with its container, as a timeout; from then on the sandbox is dead and every
+        later command ends at once the same way, without asking the engine.
+        """
+        if self._killed:
+            return KILLED
         timeout = max(1.0, request.timeout_s)
         argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{timeout:.3f}", *request.argv]
         started = time.monotonic()
-        # Started before the first call: a stalled engine is caught wherever it stalls.
         deadline = timeout + KILL_GRACE_S + WATCHDOG_GRACE_S
-        watchdog = Watchdog(self.client, self.container, deadline)
-        try:
-            exec_id = self.client.exec_create(
-                self.container,
-                argv,
-                user=request.user,
-                workdir=request.workdir,
-                environment=dict(request.env),
-                stdout=True,
-                stderr=True,
-                stdin=request.stdin is not None,
-            )["Id"]
-            raw = raw_socket(self.client.exec_start(exec_id, socket=True))
-            watchdog.attach(raw)
-            if request.stdin is not None:
-                feed(raw, request.stdin)
-            split = request.separate_stderr
-            output, truncated, stderr = collect_frames(
-                frames(raw), request.output_cap, request.stderr_cap if split else 0
+        streamed = stream_exec(self.client, self.container, request, argv, deadline)
+        if streamed.verdict is Verdict.HELD:
+            self._killed = True
+            return replace(
+                KILLED,
+                output=streamed.output,
+                output_truncated=streamed.truncated,
+                stderr=streamed.stderr,
             )
-        except API_ERRORS as exc:
-            if watchdog.fired:
-                raise SandboxError(stalled(deadline)) from exc
-            raise SandboxError(f"Docker failed while a command ran: {exc}") from exc
-        finally:
-            watchdog.cancel()
-        if watchdog.fired:
-            # The in-container `timeout` ends every command by its deadline; only a
-            # stalled engine lets one run past it. That is infrastructure, not the agent.
-            raise SandboxError(stalled(deadline))
         duration = time.monotonic() - started
-        exit_code = self._exit_code(exec_id)
+        exit_code = self._exit_code(streamed.exec_id)
         timed_out = exit_code in (124, 137) and duration >= timeout - 0.05
         killed = exit_code == 137 and not timed_out
         return ExecResult(
             exit_code=exit_code,
-            output=output,
-            output_truncated=truncated,
+            output=streamed.output,
+            output_truncated=streamed.truncated,
             timed_out=timed_out,
             oom_killed=killed and self.oom_kills() > 0,
-            stderr=stderr,
+            stderr=streamed.stderr,
         )
 
-    def start(self, request: ExecRequest) -> DockerRunning:
+    def start(self, request: ExecRequest) -> Running:
         """A command beside the next ones (``runner.sandbox.running``), bounded like ``run``."""
+        if self._killed:
+            return Ended(KILLED)
         timeout = max(1.0, request.timeout_s)
         argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{timeout:.3f}", *request.argv]
         deadline = timeout + KILL_GRACE_S + WATCHDOG_GRACE_S

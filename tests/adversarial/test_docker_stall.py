@@ -158,3 +158,88 @@ def test_stalled_engine_is_an_infra_error_and_the_worker_goes_on(
             all=True, filters={"label": "deltarun.run=run-under-test"}
         ):
             docker_api.remove_container(container["Id"], force=True, v=True)
+
+
+class FreezingProxy(StallingProxy):
+    """A whole engine that stalls: once the agent's command is frozen, no response of any
+    request reaches the client (the requests themselves still reach the engine) until
+    ``hold_s`` later, when the engine recovers and what it held back arrives."""
+
+    def __init__(self, path: Path, marker: bytes, hold_s: float) -> None:
+        super().__init__(path, marker)
+        self.hold_s = hold_s
+        self.thawed = threading.Event()
+
+    def _pump_down(self, src: socket.socket, dst: socket.socket, state: dict[str, bool]) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                if state.get("frozen"):
+                    continue
+                if self.stalled and not self.thawed.is_set():
+                    self.thawed.wait()  # the engine answers nothing, on any connection
+                if state.get("want_id"):
+                    found = re.search(rb'"Id":"([0-9a-f]{64})"', data)
+                    if found:
+                        self._marked.add(found.group(1).decode())
+                        state["want_id"] = False
+                dst.sendall(data)
+                if state.get("freeze_after_first"):
+                    state["frozen"] = True
+                    self.stalled += 1
+                    threading.Timer(self.hold_s, self.thawed.set).start()
+        if not state.get("frozen"):
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+
+def test_an_engine_that_answers_nothing_is_an_infra_error_not_a_timeout(
+    tmp_path: Path, docker_api: Any, held: Callable[[str, str, str], None]
+) -> None:
+    """The watchdog asks the engine how the command stands before it blames anyone: an
+    engine silent to that question too is infrastructure, whatever the command did: here
+    it stops its `timeout`, which an engine that answered would make a timeout."""
+    agent = write_agent(tmp_path, "worker-agent", "echo started\nkill -STOP -1\nsleep 600\n")
+    controls_path = make_suite(
+        tmp_path,
+        [repo_task("t1", timeout_s=DEADLINE)],
+        [
+            {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+            {"name": "agent", "agent": agent},
+        ],
+    )
+    # Past the watchdog (the limit, `timeout`'s kill grace, its own grace) and its question.
+    hold_s = DEADLINE + 2 + 10 + 5 + 8
+    proxy = FreezingProxy(tmp_path / "docker.sock", b"/opt/agent/run.sh", hold_s)
+    try:
+        client = docker.APIClient(base_url=f"unix://{proxy.path}", version="auto", timeout=30)
+        loaded = load_controls(controls_path)
+        suite = load_suite(loaded.suite_path, loaded.controls.suite.sha256)
+        env = TrialEnv(loaded.controls, LocalInputs(suite), DockerSandboxFactory(client), "test")
+        spec = next(a for a in loaded.controls.arms if a.name == "agent")
+        agent_impl = make_agent(spec.agent, agent_members(spec.agent, loaded.base))
+        job = Job(
+            job_id="freeze-0",
+            run_id="run-under-test-freeze",
+            protocol_sha256="p" * 64,
+            task_id="t1",
+            arm="agent",
+            repeat=0,
+        )
+        proxy.stall.set()
+        start = time.monotonic()
+        trial = execute_trial(job, suite.task("t1"), agent_impl, env)
+        elapsed = time.monotonic() - start
+        held(
+            "Docker engine silent",
+            "the engine answers nothing (not even the watchdog's question) mid-command",
+            f"{trial.outcome.value} after {elapsed:.0f}s ({(trial.error or '')[:40]}...)",
+        )
+        assert proxy.stalled >= 1
+        assert trial.outcome is Outcome.ERROR and "did not end a command" in (trial.error or "")
+        assert elapsed < hold_s + 60
+    finally:
+        proxy.close()
+        for container in docker_api.containers(
+            all=True, filters={"label": "deltarun.run=run-under-test-freeze"}
+        ):
+            docker_api.remove_container(container["Id"], force=True, v=True)
