@@ -53,13 +53,13 @@ from runner.sandbox.base import (
 )
 from runner.sandbox.engine import API_ERRORS, image_id
 from runner.sandbox.exec_io import Verdict, stream_exec
+from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 from runner.sandbox.model_gateway import GatewaySpec, ModelGateway
 from runner.sandbox.running import DockerRunning
 
 # Prints each argument that is not a command on PATH (the agent's own PATH).
 LOOKUP = 'for c in "$@"; do command -v "$c" >/dev/null 2>&1 || echo "$c"; done'
 AGENT_PATH = "/usr/local/bin:/usr/bin:/bin"  # the agent's PATH (runner.agents.base.BASE_ENV)
-LABEL_PREFIX = "deltarun."
 KILL_GRACE_S = 2.0
 WATCHDOG_GRACE_S = 10.0
 REMOVE_ATTEMPTS = 5
@@ -78,30 +78,6 @@ HARNESS_CHECK = (
 )
 # How every command ends in a sandbox whose container the watchdog killed (``DockerSandbox.run``).
 KILLED = ExecResult(exit_code=None, output=b"", output_truncated=False, timed_out=True)
-
-
-def process_identity(pid: int) -> str:
-    """``pid:start-time``: tells a live owner from a reused pid (a restarted worker container)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return f"{pid}:{fields[19]}"  # field 22 of stat: start time since boot
-    except (OSError, IndexError):
-        return f"{pid}:0"
-
-
-def host_identity() -> str:
-    """This machine's boot and this process's PID namespace: two processes whose identities
-    are equal see the same pids, so one may tell whether the other's owner is still alive.
-    A worker in a container has a PID namespace of its own, so a gc on the host never
-    judges its sandboxes by the host's pids."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
-            boot = handle.read().strip()
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
-    return f"{boot}/{namespace}"
 
 
 class DockerSandboxFactory:

@@ -19,7 +19,7 @@ import time
 import docker
 import docker.errors
 
-from runner.sandbox.docker import LABEL_PREFIX, host_identity, process_identity
+from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 
 
 def owner_gone(labels: dict[str, str], here: str) -> bool:
