@@ -14,12 +14,26 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from runner.agents.model.policy import TOOL_NAMES
 from runner.archives import DEFAULT_CAPS, ArchiveCaps
 from runner.models import Strict
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+# The tools a model-driven agent can be given (``runner.agents.model.policy`` defines each
+# one's schema and checks, in this order; a test keeps the two in step).
+TOOL_NAMES = (
+    "read_file",
+    "list_dir",
+    "search",
+    "write_file",
+    "apply_patch",
+    "run_command",
+    "run_tests",
+    "run_hidden_test",
+    "submit",
+    "abstain",
+)
 
 
 def parse_size(text: str | int) -> int:

@@ -112,7 +112,6 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
     },
 }
-TOOL_NAMES = tuple(SCHEMAS)
 # Which arguments of each tool are repository paths, and their default.
 _PATH_ARGS: dict[str, tuple[str, str | None]] = {
     "read_file": ("path", None),
