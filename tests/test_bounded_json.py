@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import json
 import math
-import time
 from typing import Any
 
 import pydantic_core
@@ -332,18 +331,17 @@ def test_size_and_items_at_the_bound_pass_and_one_over_fails() -> None:
         "depth-33",
     ],
 )
-def test_a_mebibyte_is_parsed_or_refused_well_under_a_second(
-    unit: bytes, reason: str | None
-) -> None:
+@pytest.mark.timeout(30)  # a hang guard: a superlinear parse of a MiB takes far longer
+def test_a_mebibyte_is_parsed_or_refused_in_bounded_time(unit: bytes, reason: str | None) -> None:
+    """No pathological input: a mebibyte of each shape is parsed or refused at once (the
+    timeout ends a quadratic parse; no wall-clock figure is asserted, bench/ measures it)."""
     data = b"[" + unit * ((MiB - 2) // len(unit))
     data = data.rstrip(b",") + b"]"
     assert MiB - len(unit) - 2 <= len(data) <= MiB
-    started = time.perf_counter()
     if reason is None:
         loads_bounded(data)
     else:
         assert refused(data) == reason
-    assert time.perf_counter() - started < 0.5
 
 
 @pytest.mark.parametrize(
@@ -370,11 +368,10 @@ def test_a_mebibyte_is_parsed_or_refused_well_under_a_second(
         "commas",
     ],
 )
+@pytest.mark.timeout(30)  # a hang guard: the quadratic scan this catches took minutes
 def test_pathological_mebibytes_are_refused_in_linear_time(data: bytes, reason: str) -> None:
     # An unterminated string once made the scan restart at every later quote: quadratic.
-    started = time.perf_counter()
     assert refused(data) == reason
-    assert time.perf_counter() - started < 0.5
 
 
 def test_json_bounds_refuses_limits_the_reader_cannot_honour() -> None:
@@ -473,10 +470,9 @@ def test_sanitize_cuts_long_reprs_and_survives_hostile_ones() -> None:
     assert sanitize(Long()) == "\ufffd" * 200
 
 
+@pytest.mark.timeout(30)  # a hang guard, not a speed figure
 def test_sanitize_does_not_recurse_with_the_depth_of_its_input() -> None:
-    started = time.perf_counter()
     assert sanitize(nest(1, 100_000), JsonBounds(max_depth=2)) == [["<deeper than 2 levels>"]]
-    assert time.perf_counter() - started < 1.0
 
 
 # ----------------------------------------------------------------------------- the ledger

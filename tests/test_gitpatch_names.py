@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -404,14 +403,13 @@ def test_a_bare_header_names_its_path_whatever_spaces_it_holds(name: str) -> Non
     assert git_header_name(b"a/" + raw + b" b/" + raw + b"x") is None
 
 
+@pytest.mark.timeout(60)  # a hang guard: the quadratic reading took hours, not a speed figure
 def test_a_long_header_line_is_read_in_linear_time() -> None:
     """A model-written header full of spaces must not cost quadratic time: comparing the
     halves at every space of this 1 MiB line copies some 250 GB; one pass takes ~0.2 s."""
     raw = b" " * (1 << 19)
-    started = time.perf_counter()
     assert git_header_name(b"a/" + raw + b" b/" + raw) == raw
     assert git_header_name(b"a/" + raw + b" b" + raw) is None
-    assert time.perf_counter() - started < 5
 
 
 # --- the policy screens quoted names as it screens bare ones --------------------------------
