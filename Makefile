@@ -71,8 +71,12 @@ swebench: setup images  ## SWE-bench-format example: instances + 2 predictions f
 	$(VENV)/bin/deltarun run examples/swebench/suite/controls.yaml \
 		--out runs/swebench-$$(date -u +%Y%m%dT%H%M%SZ) -j $(J)
 
+# Test workers (pytest-xdist): the Docker tests mostly wait on the engine, so more workers than
+# cores; tests that watch or remove engine-wide state run alone (tests/conftest.py engine_lock).
+TEST_WORKERS ?= 3
+
 test: setup redis registry compose chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
-	$(PY) -m pytest -q --durations=25 tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25 tests
 
 adversarial: setup images  ## the adversarial suite alone, with its table (attack, tried, happened, held)
 	$(PY) -m pytest -q tests/adversarial

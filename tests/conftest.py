@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,60 @@ import pytest
 from tests.helpers import PY_IMAGE
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# The Docker engine, its sandboxes and this host are shared by every test of every session
+# on this machine (pytest-xdist workers, another engineer's run): the lock files of
+# ``engine_lock`` live beside them, not in a session's temporary directory.
+_LOCKS = Path(tempfile.gettempdir()) / f"deltarun-tests-{os.getuid()}"
+
+
+@contextmanager
+def engine_lock(exclusive: bool) -> Iterator[None]:
+    """Shared by every test, exclusive for an ``@pytest.mark.exclusive`` one: an exclusive
+    test starts once the tests running have ended, and none starts before it ends.
+
+    A readers-writer lock on two files (``flock``, released by the kernel if a process
+    dies): a test waiting for the exclusive lock holds the turnstile, so tests that arrive
+    after it queue behind it instead of starving it.
+    """
+    _LOCKS.mkdir(mode=0o700, exist_ok=True)
+    with open(_LOCKS / "turnstile", "a") as turnstile, open(_LOCKS / "engine", "a") as engine:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(engine, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(engine, fcntl.LOCK_UN)
+
+
+@contextmanager
+def path_lock(name: str) -> Iterator[None]:
+    """One holder at a time of ``name`` on this machine: for a path outside tmp_path that
+    tests write (a builder writing examples/ in place while another test reads it)."""
+    _LOCKS.mkdir(mode=0o700, exist_ok=True)
+    with open(_LOCKS / f"path-{name}", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """Each test holds ``engine_lock`` from its set-up (the module and session fixtures it
+    starts included) to its teardown."""
+    exclusive = item.get_closest_marker("exclusive") is not None
+    with engine_lock(exclusive):
+        _EXCLUSIVE[0] = exclusive
+        try:
+            return (yield)
+        finally:
+            _EXCLUSIVE[0] = False
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -81,6 +138,7 @@ def docker_api() -> Iterator[object]:
 
 
 _TEST_STARTED = [0.0]
+_EXCLUSIVE = [False]  # whether the test running holds the exclusive engine_lock
 
 
 @pytest.fixture(autouse=True)
@@ -99,14 +157,28 @@ def _since_test_start(created: int | str) -> bool:
     return created >= int(_TEST_STARTED[0])
 
 
-def leftover_sandboxes(api: object, run: str | None = None) -> tuple[list[str], list[str]]:
-    """Labelled containers and volumes that outlived a trial of this test (of ``run``).
+def _label(run: str | None, owner: str | None) -> str:
+    """The label filter of ``leftover_sandboxes``: the run's, the owner's, or every sandbox's
+    (only an exclusive test sees no other session's sandboxes)."""
+    if run is not None:
+        return f"deltarun.run={run}"
+    if owner is not None:
+        return f"deltarun.pid={owner}"
+    assert _EXCLUSIVE[0], "name the run or the owner, or mark the test exclusive"
+    return "deltarun.deadline"
+
+
+def leftover_sandboxes(
+    api: object, run: str | None = None, owner: str | None = None
+) -> tuple[list[str], list[str]]:
+    """Labelled containers and volumes that outlived a trial of this test: of ``run``, or of
+    the process ``owner`` (``CliResult.owner``: its preflight and gateways too).
 
     Only what was created since the test began counts: a sandbox a killed earlier
     session left behind (removed by ``deltarun gc`` once past its deadline) is not
     this test's leak, and one leak fails one test, not every later one.
     """
-    label = "deltarun.deadline" if run is None else f"deltarun.run={run}"
+    label = _label(run, owner)
     containers = [
         c["Id"][:12]
         for c in api.containers(all=True, filters={"label": label})  # type: ignore[attr-defined]
@@ -120,41 +192,74 @@ def leftover_sandboxes(api: object, run: str | None = None) -> tuple[list[str], 
     return containers, volumes
 
 
-def leftover_networks(api: object) -> list[str]:
-    """Labelled networks created since the test began that are still there."""
+def leftover_networks(api: object, run: str | None = None, owner: str | None = None) -> list[str]:
+    """Labelled networks created since the test began that are still there (as above)."""
+    label = _label(run, owner)
     return [
         n["Name"]
-        for n in api.networks(filters={"label": "deltarun.deadline"})  # type: ignore[attr-defined]
+        for n in api.networks(filters={"label": label})  # type: ignore[attr-defined]
         if _since_test_start(n["Created"])
     ]
 
 
+class CliResult(subprocess.CompletedProcess[str]):
+    """A finished `deltarun` command and ``owner``, the ``deltarun.pid`` label (pid and start
+    time) of what it created: a leak check of its own, whatever other tests run."""
+
+    owner: str
+
+
 def run_cli(
     *args: str, cwd: Path | None = None, timeout: float = 600, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
+) -> CliResult:
     """Run the real `deltarun` command in a subprocess."""
+    from runner.sandbox.labels import process_identity
+
     exe = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "deltarun"
     command = [str(exe)] if exe.exists() else ["deltarun"]
-    return subprocess.run(
+    with subprocess.Popen(
         [*command, *args],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
-        timeout=timeout,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )
+    ) as process:
+        owner = process_identity(process.pid)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise
+    result = CliResult(process.args, process.returncode, stdout, stderr)
+    result.owner = owner
+    return result
 
 
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory, docker_api: object) -> dict[str, object]:
-    """The local executor's report on the deterministic suite of the distribution tests."""
+    """The local executor's report on the deterministic suite of the distribution tests:
+    made once per session, by the first of its pytest-xdist workers to need it."""
+    import json
+
     from tests.distributed_support import essence, slow_suite
 
-    root = tmp_path_factory.mktemp("reference")
-    controls = slow_suite(root, sleep_s=0.5)
-    result = run_cli("run", str(controls), "--out", str(root / "run"), "-j", "2")
-    assert result.returncode == 0, result.stderr
-    return essence(root / "run")
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's directory, above each worker's own
+    with open(shared / "reference.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = shared / "reference.json"
+        if made.exists():
+            return dict(json.loads(made.read_text()))
+        root = tmp_path_factory.mktemp("reference")
+        controls = slow_suite(root, sleep_s=0.5)
+        result = run_cli("run", str(controls), "--out", str(root / "run"), "-j", "2")
+        assert result.returncode == 0, result.stderr
+        report = essence(root / "run")
+        made.write_text(json.dumps(report))
+        return report
 
 
 _ROOT = Path(__file__).resolve().parents[1]

@@ -163,6 +163,18 @@ class Proc:
         except ProcessLookupError:
             pass
 
+    def group_gone(self) -> bool:
+        """Whether every process of its group (its own children too) has ended: a zombie
+        is gone, as ``runner.sandbox.reaper`` judges an owner."""
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text(errors="replace").rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[2] == str(self.process.pid) and fields[0] not in ("Z", "X"):
+                return False
+        return True
+
     def stop(self) -> None:
         self.kill(signal.SIGKILL, group=True)
         try:
@@ -205,20 +217,60 @@ def start_coordinator(server: RedisServer, controls: Path, out: Path, *extra: st
     )
 
 
-def slow_suite(root: Path, tasks: int = 4, sleep_s: float = 2.0) -> Path:
-    """Deterministic: the control misses every task, the candidate fixes each after a pause."""
-    slow = write_agent(root, "slow", f"sleep {sleep_s}\nsed -i 's/a - b/a + b/' calc/__init__.py\n")
+# The gate of ``slow_suite(gated=True)``: files in the agent sandbox's /tmp.
+GATE_WAITING = "/tmp/deltarun-test-gate.waiting"
+GATE_OPEN = "/tmp/deltarun-test-gate.open"
+
+
+def slow_suite(root: Path, tasks: int = 4, sleep_s: float = 2.0, gated: bool = False) -> Path:
+    """Deterministic: the control misses every task, the candidate fixes each after a pause.
+
+    ``gated``: instead of the pause, the candidate's agent waits at a gate until the test
+    opens it (``open_gate``), and the task's time limit is long: a trial cannot end before
+    the test lets it.
+    """
+    pause = f"sleep {sleep_s}\n"
+    if gated:
+        pause = f"touch {GATE_WAITING}\nwhile [ ! -e {GATE_OPEN} ]; do sleep 0.2; done\n"
+    slow = write_agent(root, "slow", f"{pause}sed -i 's/a - b/a + b/' calc/__init__.py\n")
     (root / "gold").mkdir(exist_ok=True)
     for i in range(tasks):
         (root / "gold" / f"t{i}.diff").write_text(ADD_GOLD)
     return make_suite(
         root,
-        [repo_task(f"t{i}") for i in range(tasks)],
+        [repo_task(f"t{i}", timeout_s=900 if gated else 60) for i in range(tasks)],
         [
             {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
             {"name": "slow", "agent": slow},
         ],
     )
+
+
+def _in_sandbox(api: Any, container: str, *argv: str) -> bool:
+    """Whether ``argv`` exits 0 in the container (False once it is gone or stopped)."""
+    import docker.errors
+
+    try:
+        exec_id = api.exec_create(container, list(argv))["Id"]
+        api.exec_start(exec_id)
+        return bool(api.exec_inspect(exec_id)["ExitCode"] == 0)
+    except docker.errors.APIError:
+        return False
+
+
+def at_gate(api: Any, worker: str, job: str | None = None) -> tuple[str, str] | None:
+    """(container, job id) of a sandbox of ``worker`` (of ``job``) whose agent waits at the
+    gate of ``slow_suite(gated=True)``, or None for now."""
+    labels = [f"deltarun.worker={worker}", *([f"deltarun.job={job}"] if job else [])]
+    for container in api.containers(filters={"label": labels}):
+        if _in_sandbox(api, container["Id"], "test", "-e", GATE_WAITING):
+            return container["Id"], container["Labels"]["deltarun.job"]
+    return None
+
+
+def open_gate(api: Any, container: str) -> None:
+    """Let the agent waiting at the gate in ``container`` go on."""
+    assert _in_sandbox(api, container, "touch", GATE_OPEN), f"the gate of {container[:12]}"
 
 
 def wait_for(predicate: Any, timeout: float, what: str) -> Any:

@@ -11,6 +11,7 @@ import pytest
 from runner.config.loader import load_controls, missing_api_keys
 from runner.config.model import OpenAIAgent
 from runner.suite import load_suite
+from tests.conftest import path_lock
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "openai"
 QUICKSTART = EXAMPLES.parent / "quickstart"
@@ -19,12 +20,13 @@ QUICKSTART = EXAMPLES.parent / "quickstart"
 @pytest.fixture(scope="module", autouse=True)
 def built_quickstart() -> None:
     """Build ../quickstart/suite (git-ignored, not committed) as `make examples` does."""
-    result = subprocess.run(
-        [sys.executable, str(QUICKSTART / "build_suite.py")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    with path_lock("examples-quickstart"):  # tests/test_quickstart.py builds it too
+        result = subprocess.run(
+            [sys.executable, str(QUICKSTART / "build_suite.py")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     assert result.returncode == 0, result.stderr
     assert (QUICKSTART / "suite" / "tasks.jsonl").is_file()
 

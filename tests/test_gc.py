@@ -17,6 +17,8 @@ from tests.helpers import PY_IMAGE
 pytestmark = pytest.mark.docker
 
 
+# Alone: any `gc` would remove its expired sandbox.
+@pytest.mark.exclusive
 def test_gc_removes_only_expired(docker_api: Any) -> None:
     def make(deadline: float) -> str:
         return str(
@@ -45,6 +47,8 @@ def test_gc_removes_only_expired(docker_api: Any) -> None:
                 pass
 
 
+# Alone: any `gc` would remove its expired sandboxes.
+@pytest.mark.exclusive
 def test_leak_checks_ignore_what_an_earlier_session_left(docker_api: Any) -> None:
     """A sandbox left by a killed earlier run is `gc`'s to remove, not a leak of this test."""
     run = f"stale-{uuid.uuid4().hex[:8]}"

@@ -111,8 +111,8 @@ def test_command_agent_reaches_the_model_through_the_gateway(
     for path in out.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
-    assert leftover_sandboxes(docker_api) == ([], [])
-    assert leftover_networks(docker_api) == []
+    assert leftover_sandboxes(docker_api, owner=result.owner) == ([], [])
+    assert leftover_networks(docker_api, owner=result.owner) == []
 
 
 def test_another_model_behind_the_route_is_a_route_mismatch(
@@ -199,4 +199,4 @@ def test_a_missing_egress_network_is_one_line_before_anything_runs(
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "runtime.model_network" in lines[0], result.stderr
     assert not (tmp_path / "run").exists()
-    assert leftover_sandboxes(docker_api) == ([], [])
+    assert leftover_sandboxes(docker_api, owner=result.owner) == ([], [])

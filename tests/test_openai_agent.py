@@ -12,14 +12,15 @@ tests/test_model_loop_fake.py.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runner.agents.factory import make_agent
-from runner.agents.model.policy import TOOL_NAMES
 from runner.config.loader import load_controls
+from runner.config.model import TOOL_NAMES
 from runner.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
@@ -64,6 +65,11 @@ def suite_for(
     )
 
 
+def unique_run() -> str:
+    """A run id of this trial alone: the leak check never sees a parallel test's sandboxes."""
+    return f"openai-under-test-{uuid.uuid4().hex[:12]}"
+
+
 def run_model(docker_api: Any, controls_path: Path, task_id: str = "t1") -> Trial:
     loaded = load_controls(controls_path)
     suite = load_suite(loaded.suite_path, loaded.controls.suite.sha256)
@@ -71,7 +77,7 @@ def run_model(docker_api: Any, controls_path: Path, task_id: str = "t1") -> Tria
     env = TrialEnv(loaded.controls, LocalInputs(suite), DockerSandboxFactory(docker_api), "test")
     job = Job(
         job_id=f"job-{task_id}",
-        run_id="openai-under-test",
+        run_id=unique_run(),
         protocol_sha256="p" * 64,
         task_id=task_id,
         arm="model",
@@ -79,7 +85,7 @@ def run_model(docker_api: Any, controls_path: Path, task_id: str = "t1") -> Tria
     )
     agent = make_agent(arm.agent, None, None, loaded.controls)
     trial = execute_trial(job, suite.task(task_id), agent, env)
-    assert leftover_sandboxes(docker_api, run="openai-under-test") == ([], [])
+    assert leftover_sandboxes(docker_api, run=job.run_id) == ([], [])
     return trial
 
 
@@ -200,14 +206,14 @@ def _run_with_symlinks(docker_api: Any, controls_path: Path) -> Trial:
     env = TrialEnv(loaded.controls, LocalInputs(suite), DockerSandboxFactory(docker_api), "test")
     job = Job(
         job_id="job-sym",
-        run_id="openai-under-test",
+        run_id=unique_run(),
         protocol_sha256="p" * 64,
         task_id="t1",
         arm="model",
         repeat=0,
     )
     trial = execute_trial(job, suite.task("t1"), Planting(), env)
-    assert leftover_sandboxes(docker_api, run="openai-under-test") == ([], [])
+    assert leftover_sandboxes(docker_api, run=job.run_id) == ([], [])
     return trial
 
 

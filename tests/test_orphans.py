@@ -75,6 +75,8 @@ def killed_run(tmp_path: Path, api: Any) -> tuple[int, tuple[list[str], list[str
     return process.pid, owned_by(api, process.pid)
 
 
+# Alone: any run's start-up reaper would remove the killed run's sandboxes first.
+@pytest.mark.exclusive
 def test_a_killed_runs_sandboxes_go_at_once_by_gc_or_the_next_run(
     tmp_path: Path, docker_api: Any
 ) -> None:
@@ -122,6 +124,8 @@ def test_live_owners_and_owners_elsewhere_are_kept(docker_api: Any) -> None:
             docker_api.remove_container(container, force=True)
 
 
+# Alone: any run's start-up reaper would remove the killed worker's sandboxes first.
+@pytest.mark.exclusive
 def test_gc_removes_what_a_killed_worker_left(
     tmp_path: Path, docker_api: Any, redis_server: Any
 ) -> None:

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from runner.suite import load_suite
-from tests.conftest import run_cli
+from tests.conftest import path_lock, run_cli
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
 
@@ -47,7 +47,8 @@ def build_quickstart(out: Path | None = None) -> None:
     command = [sys.executable, str(QUICKSTART / "build_suite.py")]
     if out is not None:
         command += ["--out", str(out)]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    with path_lock("examples-quickstart"):  # tests/test_examples_openai.py builds it too
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,11 @@ pytestmark = pytest.mark.docker
 
 
 def run_one(
-    docker_api: Any, controls_path: Path, task_id: str, arm: str, run_id: str = "run-under-test"
+    docker_api: Any, controls_path: Path, task_id: str, arm: str, run_id: str | None = None
 ) -> Trial:
+    """One trial on the engine; its run id (``trial.run_id``) is unique unless given, so that
+    the leak check sees this trial's sandboxes only, never a parallel test's."""
+    run_id = run_id or f"run-under-test-{uuid.uuid4().hex[:12]}"
     loaded = load_controls(controls_path)
     suite = load_suite(loaded.suite_path, loaded.controls.suite.sha256)
     spec = next(a for a in loaded.controls.arms if a.name == arm)
@@ -100,7 +104,7 @@ def test_sleeping_agent_times_out_and_leaves_nothing(tmp_path: Path, docker_api:
     assert trial.outcome is Outcome.TIMEOUT
     assert trial.timeout and not trial.passed and trial.error is None
     assert trial.wall_s < 60
-    assert leftover_sandboxes(docker_api, run="run-under-test") == ([], [])
+    assert leftover_sandboxes(docker_api, run=trial.run_id) == ([], [])
 
 
 def test_abstention_is_read_from_the_abstain_file(tmp_path: Path, docker_api: Any) -> None:
@@ -204,7 +208,8 @@ def test_background_processes_do_not_outlive_the_phase(tmp_path: Path, docker_ap
     assert evaded.outcome is Outcome.MISS and evaded.error is None
     ignored = run_one(docker_api, controls, "t1", "stubborn")
     assert ignored.outcome is Outcome.TIMEOUT and ignored.wall_s < 60
-    assert leftover_sandboxes(docker_api, run="run-under-test") == ([], [])
+    assert leftover_sandboxes(docker_api, run=evaded.run_id) == ([], [])
+    assert leftover_sandboxes(docker_api, run=ignored.run_id) == ([], [])
 
 
 @pytest.mark.parametrize("nested_git", [False, True], ids=["staged", "in-sandbox"])
@@ -225,6 +230,7 @@ def test_the_baseline_finds_untouched_files_clean_and_edits_changed(
     if nested_git:
         files["vendor/.git/HEAD"] = "ref: refs/heads/main\n"
     fixture = [Member(path, False, data.encode(), False) for path, data in files.items()]
+    run = f"baseline-test-{uuid.uuid4().hex[:12]}"
     staging = Staging(CacheDir(tmp_path / "cache"))
     workspace = staging.workspace("tar:test", lambda: fixture, ())
     kit = staging.baseline("tar:test", lambda: fixture, ())
@@ -233,7 +239,7 @@ def test_the_baseline_finds_untouched_files_clean_and_edits_changed(
         image="deltarun/sandbox-python:bookworm",
         limits=Limits(memory_bytes=512 << 20, nano_cpus=10**9, pids=128, workspace_bytes=64 << 20),
         lifetime_s=120,
-        labels={"run": "baseline-test"},
+        labels={"run": run},
     )
     with DockerSandboxFactory(docker_api).open(spec) as sandbox:
         copy_in(sandbox, workspace)
@@ -254,4 +260,4 @@ def test_the_baseline_finds_untouched_files_clean_and_edits_changed(
     text = patch.decode()
     assert text.count("diff --git") == 3, text
     assert "+x = 8" in text and "+new" in text and "deleted file mode" in text
-    assert leftover_sandboxes(docker_api, run="baseline-test") == ([], [])
+    assert leftover_sandboxes(docker_api, run=run) == ([], [])

@@ -52,4 +52,4 @@ def test_detached_processes_do_not_survive(
     )
     assert trial.outcome is Outcome.MISS and trial.error is None
     assert survivors.stdout.strip() == ""
-    assert leftover_sandboxes(docker_api, run="run-under-test") == ([], [])
+    assert leftover_sandboxes(docker_api, run=trial.run_id) == ([], [])

@@ -72,7 +72,7 @@ def test_model_leaves_a_process_behind(
     script = [reply(call("run_command", {"command": command})), reply(call("submit", {}))]
     with FakeModel(script) as fake:
         trial = run_model(docker_api, suite_for(tmp_path, fake.base_url))
-    left = leftover_sandboxes(docker_api, run="openai-under-test")
+    left = leftover_sandboxes(docker_api, run=trial.run_id)
     held(
         "model: outlive the trial",
         "setsid nohup and a subshell sleeper through run_command, then submit",

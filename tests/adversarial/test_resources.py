@@ -54,6 +54,8 @@ def test_fork_bomb_is_held_and_the_neighbour_finishes(
     assert neighbour.outcome is Outcome.SUCCESS
 
 
+# Alone: the host's swap is measured.
+@pytest.mark.exclusive
 def test_memory_bomb_is_recorded_as_oom(
     tmp_path: Path, docker_api: Any, held: Callable[[str, str, str], None]
 ) -> None:
@@ -78,6 +80,8 @@ def _swap_used() -> int:
     return total - free
 
 
+# Alone: the host's disk is measured.
+@pytest.mark.exclusive
 def test_disk_fill_is_bounded_everywhere(
     tmp_path: Path, docker_api: Any, held: Callable[[str, str, str], None]
 ) -> None:

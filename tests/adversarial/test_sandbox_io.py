@@ -9,6 +9,7 @@ whatever the engine client's read timeout.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def hostile(
         runtime=runtime,
     )
     return run_one(
-        docker_api, controls, task["id"], "hostile", run_id=f"sandbox-io-{tmp_path.name}"
+        docker_api, controls, task["id"], "hostile", run_id=f"sandbox-io-{uuid.uuid4().hex[:12]}"
     )
 
 
@@ -150,7 +151,7 @@ def test_silence_past_the_clients_read_timeout_is_no_error(
         ],
         hidden={"t1": {**ADD_HIDDEN, **SILENT_HIDDEN}},
     )
-    trial = run_one(client, controls, "t1", "quiet", run_id=f"sandbox-io-{tmp_path.name}")
+    trial = run_one(client, controls, "t1", "quiet", run_id=f"sandbox-io-{uuid.uuid4().hex[:12]}")
     held(
         "silence",
         "agent and hidden test silent for 14 s under a 10 s client read timeout",
