@@ -33,8 +33,8 @@ from runner.distributed.credentials import (  # noqa: E402
 )
 from runner.distributed.worker import register, serve  # noqa: E402
 from runner.models import Job, Outcome, Task, Trial  # noqa: E402
-from runner.record import bare_record  # noqa: E402
-from runner.trial import TrialEnv  # noqa: E402
+from runner.trial.execute import TrialEnv  # noqa: E402
+from runner.trial.record import bare_record  # noqa: E402
 from tests.helpers import PY_IMAGE  # noqa: E402
 
 BENCH_TASK = "deltarun.bench_trial_without_docker"

@@ -67,9 +67,9 @@ from runner.distributed.signing import (  # noqa: E402
 )
 from runner.executors.celery import run_celery  # noqa: E402
 from runner.models import Job, Outcome, TaskKind  # noqa: E402
-from runner.prepare import prepare  # noqa: E402
-from runner.record import bare_record  # noqa: E402
+from runner.run.prepare import prepare  # noqa: E402
 from runner.sandbox.engine import connect, image_id  # noqa: E402
+from runner.trial.record import bare_record  # noqa: E402
 from tests.distributed_support import FAST_ENV, RedisServer, make_secrets  # noqa: E402
 from tests.helpers import ADD_GOLD, make_suite  # noqa: E402
 
@@ -315,7 +315,7 @@ import os, resource, sys, tempfile, json
 from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
 from bench.dispatch import answer_suite
-from runner.prepare import prepare
+from runner.run.prepare import prepare
 from runner.executors.celery import run_celery
 from runner.distributed import keys
 from runner.distributed.signing import sign_record

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import smoke  # noqa: E402
-from runner.workspace import MAX_VERIFY_PATCH_BYTES  # noqa: E402
+from runner.trial.workspace import MAX_VERIFY_PATCH_BYTES  # noqa: E402
 from tests.helpers import make_suite, repo_task, write_agent  # noqa: E402
 
 HEADER = 200  # bytes of the diff's headers, a generous estimate

@@ -56,8 +56,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench import smoke  # noqa: E402
 from runner.models import Outcome, TaskKind, Trial  # noqa: E402
-from runner.plan import job_id  # noqa: E402
-from runner.rundir import RunDir  # noqa: E402
+from runner.run.rundir import RunDir  # noqa: E402
+from runner.suite.plan import job_id  # noqa: E402
 
 GOAL_S = 5.0
 GOAL_MB = 500.0
@@ -213,11 +213,11 @@ def child_generate(
 
 def child_report(run_path: Path, bootstrap: int) -> dict[str, Any]:
     """Parse the ledger, score and render as ``build_report`` does: seconds and memory."""
+    from runner.evidence.scoring import score
     from runner.report.html import render_html
     from runner.report.jsonform import dumps_json, to_json
     from runner.report.markdown import render_markdown
     from runner.report.model import Pins, build
-    from runner.scoring import score
 
     meta = json.loads((run_path / META).read_text(encoding="utf-8"))
     task_ids = [t["id"] for t in meta["tasks"]]

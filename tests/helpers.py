@@ -115,7 +115,7 @@ def make_suite(
     path.write_text(yaml.safe_dump(controls, sort_keys=False))
     if seal:
         from runner.config.loader import load_controls
-        from runner.sealing import seal_target
+        from runner.suite.sealing import seal_target
 
         seal_target(path, load_controls)
     return path
@@ -135,7 +135,7 @@ def pin_validation(controls: Path) -> None:
     scored` runs about something else (validation itself: tests/test_validate.py)."""
     from runner.config.loader import load_controls
     from runner.hashing import sha256_file
-    from runner.sealing import seal_target
+    from runner.suite.sealing import seal_target
 
     tasks = load_controls(controls).suite_path
     ids = [json.loads(line)["id"] for line in tasks.read_text().splitlines() if line.strip()]

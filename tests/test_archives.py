@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.archives import ArchiveCaps, Member, build_tar, read_members
 from runner.errors import ArchiveError
+from runner.fixtures.archives import ArchiveCaps, Member, build_tar, read_members
 from runner.paths import is_forbidden
 
 

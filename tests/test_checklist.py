@@ -8,9 +8,9 @@ from typing import Any
 
 from runner.config.loader import parse_controls
 from runner.config.model import Controls
+from runner.evidence.scoring import score
 from runner.models import Outcome, TaskKind, Trial
 from runner.report.checklist import Row, evaluate, verdict, withhold_headline
-from runner.scoring import score
 from tests.test_scoring import trial
 
 SCORED = """\
@@ -333,7 +333,7 @@ def test_the_report_of_a_small_hostile_run_says_the_errors_follow_the_arm(
     """The issue's run, end to end: a run directory of three tasks in which the arm errs
     on each and the control on none; report.md and report.html fail the row and say why."""
     from runner.report.build import build_report
-    from runner.rundir import RunDir
+    from runner.run.rundir import RunDir
     from tests.test_report_input import make_run
 
     hostile = {f"t{i}": (Outcome.MISS, Outcome.ERROR) for i in range(3)}

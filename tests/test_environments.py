@@ -18,9 +18,12 @@ from typing import IO, Any
 
 import pytest
 
-from runner.archives import members_from_dir, tree_digest
 from runner.config.model import Runtime
-from runner.environments import (
+from runner.errors import DigestMismatch, UserError
+from runner.fixtures.archives import members_from_dir, tree_digest
+from runner.hashing import sha256_file
+from runner.models import environment_tag
+from runner.suite.environments import (
     CONTEXT_LABEL,
     BuildRequest,
     ImageInfo,
@@ -34,10 +37,7 @@ from runner.environments import (
     pin_lines,
     write_context_tar,
 )
-from runner.errors import DigestMismatch, UserError
-from runner.hashing import sha256_file
-from runner.models import environment_tag
-from runner.suite import read_tasks
+from runner.suite.load import read_tasks
 from tests.conftest import run_cli
 from tests.helpers import ADD_FIXTURE, ADD_HIDDEN, PY_IMAGE, make_suite, repo_task, write_tar
 

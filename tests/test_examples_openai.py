@@ -10,7 +10,7 @@ import pytest
 
 from runner.config.loader import load_controls, missing_api_keys
 from runner.config.model import OpenAIAgent
-from runner.suite import load_suite
+from runner.suite.load import load_suite
 from tests.conftest import path_lock
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "openai"

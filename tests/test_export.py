@@ -21,9 +21,9 @@ import yaml
 from runner.config.loader import load_controls
 from runner.errors import ProtocolMismatch, UserError
 from runner.hashing import sha256_bytes
-from runner.prepare import prepare
-from runner.reverify import reverify_inputs
-from runner.rundir import RunDir
+from runner.run.prepare import prepare
+from runner.run.rundir import RunDir
+from runner.trial.reverify import reverify_inputs
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.helpers import ADD_GOLD, make_suite, repo_task
 

@@ -1,4 +1,4 @@
-"""runner.fixture_view and runner.staging.StagedFixture: a trial whose fixture is staged
+"""runner.fixtures.view and runner.fixtures.staging.StagedFixture: a trial whose fixture is staged
 reads none of its members, and gets the same answers as one that reads them all."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from runner.archives import ArchiveCaps, Member, build_tar
-from runner.cache import CacheDir
-from runner.fixture_view import BLOCK, FixtureView
-from runner.pytest_grading import runner_config
+from runner.fixtures.archives import ArchiveCaps, Member, build_tar
+from runner.fixtures.cache import CacheDir
+from runner.fixtures.staging import StagedFixture, Staging
+from runner.fixtures.view import BLOCK, FixtureView
+from runner.grading.declared import runner_config
 from runner.sandbox.base import AGENT_UID
-from runner.staging import StagedFixture, Staging
 
 FILES = {
     "pyproject.toml": b'[tool.pytest.ini_options]\naddopts = "-q"\n',

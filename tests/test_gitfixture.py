@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from runner.archives import ArchiveCaps
-from runner.cache import CacheDir
 from runner.config.loader import load_controls, protocol_hash
 from runner.errors import ArchiveError, DigestMismatch, UserError
-from runner.gitfixture import GitStore, blob_id
-from runner.inputs import LocalInputs, MemberCache
+from runner.fixtures.archives import ArchiveCaps
+from runner.fixtures.cache import CacheDir
+from runner.fixtures.gitfixture import GitStore, blob_id
+from runner.fixtures.inputs import LocalInputs, MemberCache
 from runner.models import RepoTask
-from runner.sealing import seal_target
-from runner.suite import load_suite, seal
+from runner.suite.load import load_suite, seal
+from runner.suite.sealing import seal_target
 from tests.helpers import ADD_FIXTURE, ADD_GOLD, ADD_HIDDEN, PY_IMAGE, make_suite
 
 GIT_ENV = {
@@ -249,7 +249,7 @@ def test_cache_evicts_least_recently_used_and_clears(tmp_path: Path) -> None:
 
 
 def test_member_cache_keeps_memory_within_its_budget() -> None:
-    from runner.archives import Member
+    from runner.fixtures.archives import Member
 
     cache = MemberCache(budget=1000)
     loads: list[str] = []

@@ -1,4 +1,4 @@
-"""runner.gitobjects and runner.staging's baseline, checked by the real git (no Docker).
+"""runner.fixtures.gitobjects and runner.fixtures.staging's baseline, checked by the real git (no Docker).
 
 The baseline git directory deltarun writes without git must be one git itself
 accepts (fsck, verify-pack), with the tree id ``git add -A`` would give, and an
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from runner import gitobjects
-from runner.archives import Member
-from runner.cache import CacheDir
+from runner.fixtures import gitobjects
+from runner.fixtures.archives import Member
+from runner.fixtures.cache import CacheDir
+from runner.fixtures.staging import Staging
 from runner.sandbox.base import AGENT_UID
-from runner.staging import Staging
 
 # Names chosen for git's tree order: "a-b" < "a.b" < "a/" (directories sort with a slash)
 # < "a0", and non-ASCII bytes.

@@ -26,12 +26,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner import gitpatch, harness_git
+from runner import gitpatch
+from runner.fixtures import harness_git
 from runner.gitpatch import FileDiff, PatchError
 from runner.gitpatch.names import git_header_name
-from runner.grading_policy import Ground, screen
+from runner.grading.policy import Ground, screen
 
-# What runner.workspace.take_patch runs (after "add -A").
+# What runner.trial.workspace.take_patch runs (after "add -A").
 DIFF = ("diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-textconv")
 NO_RENAMES = (*DIFF, "--no-renames", "HEAD")
 RENAMES = (*DIFF, "-M", "-C", "--find-copies-harder", "HEAD")
@@ -120,7 +121,7 @@ def binary(index: int) -> bytes:
 
 
 def git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    """git as deltarun runs it (runner.harness_git's settings), in a config of its own."""
+    """git as deltarun runs it (runner.fixtures.harness_git's settings), in a config of its own."""
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(repo.parent),

@@ -1,4 +1,4 @@
-"""The grading policy (``runner.grading_policy``): examples of each rule and properties.
+"""The grading policy (``runner.grading.policy``): examples of each rule and properties.
 
 Sections are built directly as ``FileDiff`` values; Hypothesis draws fixtures,
 hidden files and changes over a small alphabet of names that hit every rule.
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.gitpatch import FileDiff
-from runner.grading_policy import (
+from runner.grading.policy import (
     Ground,
     path_rule,
     screen,

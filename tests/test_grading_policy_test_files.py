@@ -1,6 +1,6 @@
 """The grading policy and the test files the harness owns: hidden and declared tests.
 
-Two properties of ``runner.grading_policy``: nothing a patch adds takes the import
+Two properties of ``runner.grading.policy``: nothing a patch adds takes the import
 name of a hidden or declared test module or of a package on its path, wherever it
 is put; and a fixture file that holds declared tests (SWE-bench's PASS_TO_PASS) is
 the harness's, so a change to it is dropped and counted.
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.gitpatch import FileDiff
-from runner.grading_policy import Ground, screen_files
-from runner.pytest_grading import holds_declared
+from runner.grading.declared import holds_declared
+from runner.grading.policy import Ground, screen_files
 
 MODULES = frozenset({"json", "os", "pytest"})
 # tests/ is an import root (no __init__.py); tests/pkg is a package inside it.

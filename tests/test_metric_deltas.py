@@ -56,7 +56,7 @@ def test_no_answer_tasks_no_rows() -> None:
 
 def test_the_report_shows_each_metric_under_its_module_and_digest(tmp_path: Path) -> None:
     from runner.report.build import build_report
-    from runner.rundir import RunDir
+    from runner.run.rundir import RunDir
     from tests.test_report_input import make_run
 
     path = make_run(tmp_path, outcomes={"q": (Outcome.MISS, Outcome.SUCCESS)})

@@ -11,8 +11,8 @@ import yaml
 
 from runner.config.model import MetricsSpec
 from runner.errors import DigestMismatch, UserError
+from runner.grading.metric_modules import load_metrics
 from runner.hashing import sha256_bytes
-from runner.metric_modules import load_metrics
 from runner.models import AnswerTask
 from tests.conftest import run_cli
 from tests.helpers import make_suite

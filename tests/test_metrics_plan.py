@@ -8,10 +8,10 @@ import pytest
 from pydantic import ValidationError
 
 from runner.config.loader import parse_controls
-from runner.metrics import json_schema_ok, score_answer
+from runner.grading.metrics import json_schema_ok, score_answer
+from runner.grading.outcomes import classify
 from runner.models import AnswerTask, Outcome, TaskKind, task_timeout
-from runner.outcomes import classify
-from runner.plan import job_id, plan_jobs
+from runner.suite.plan import job_id, plan_jobs
 
 TASK = AnswerTask.model_validate(
     {

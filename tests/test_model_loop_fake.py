@@ -18,13 +18,13 @@ from typing import Any
 
 from runner.agents.factory import make_agent
 from runner.config.loader import load_controls
-from runner.inputs import LocalInputs
+from runner.fixtures.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
-from runner.run_service import trial_env
+from runner.run.service import trial_env
 from runner.sandbox.base import ExecRequest, ExecResult
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Verdict, exec_result
-from runner.suite import load_suite
-from runner.trial import execute_trial
+from runner.suite.load import load_suite
+from runner.trial.execute import execute_trial
 from tests.fake_openai import FakeModel, Step, call, error, reply
 from tests.helpers import ADD_GOLD, repo_task
 from tests.test_openai_agent import MODEL, suite_for
@@ -66,7 +66,7 @@ def posix_parent(path: str) -> str:
 
 def sandboxes(verdict: Verdict = "fail") -> FakeSandboxFactory:
     """A fake with an image ID new to this process, so the module probe runs every time
-    (``runner.image_facts`` caches per ID): opened = agent, probe, verify."""
+    (``runner.grading.image_facts`` caches per ID): opened = agent, probe, verify."""
     return FakeSandboxFactory(toolbox_in_memory, f"sha256:{uuid.uuid4().hex}", verdict=verdict)
 
 

@@ -21,11 +21,11 @@ import pytest
 from runner.agents.factory import make_agent
 from runner.config.loader import load_controls
 from runner.config.model import TOOL_NAMES
-from runner.inputs import LocalInputs
+from runner.fixtures.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
-from runner.suite import load_suite
-from runner.trial import TrialEnv, execute_trial
+from runner.suite.load import load_suite
+from runner.trial.execute import TrialEnv, execute_trial
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.fake_openai import FakeModel, Step, call, reply
 from tests.helpers import ADD_GOLD, make_suite, pin_validation, repo_task

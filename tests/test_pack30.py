@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from runner.config.loader import load_controls, scored_channel_problems
-from runner.suite import load_suite
+from runner.suite.load import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 PACK = ROOT / "examples" / "pack30"

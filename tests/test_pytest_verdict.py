@@ -1,4 +1,4 @@
-"""runner.pytest_verdict: the channel's records and the verdict on them (pure).
+"""runner.grading.verdict: the channel's records and the verdict on them (pure).
 
 The sessions here are written as the harness's plugin writes them; each attack
 changes one thing an honest session never does, and the verdict must say so.
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from runner.pytest_verdict import Canary, canaries, grade, read_channel
+from runner.grading.verdict import Canary, canaries, grade, read_channel
 
 SELECT = ["tests/test_a.py::test_one", "tests/test_b.py::test_two"]
 ROOT = "/workspace"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from runner.suite import load_suite
+from runner.suite.load import load_suite
 from tests.conftest import path_lock, run_cli
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"

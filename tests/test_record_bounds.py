@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-import runner.trial as trial_module
+import runner.trial.execute as trial_module
 from runner.agents.base import AgentResult
 from runner.config.loader import parse_controls
 from runner.models import Job, Outcome, RepoTask, Trial
-from runner.record import Facts, build_record, patch_of
-from runner.rundir import RunDir, RunMeta
-from runner.trial import TrialEnv, execute_trial
+from runner.run.rundir import RunDir, RunMeta
+from runner.trial.execute import TrialEnv, execute_trial
+from runner.trial.record import Facts, build_record, patch_of
 
 CONTROLS = parse_controls(
     "protocol_id: p\nsuite: {file: t.jsonl}\narms:\n"

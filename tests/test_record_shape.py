@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from runner.models import Job, Outcome, ScoredTrial, TaskKind, Trial
-from runner.record import bare_record
+from runner.trial.record import bare_record
 
 
 def utc() -> datetime:

@@ -6,9 +6,9 @@ from itertools import combinations
 
 import pytest
 
+from runner.evidence.stats import clustered_se
 from runner.models import Outcome
 from runner.report.repeats import repeat_stats
-from runner.stats import clustered_se
 from tests.test_scoring import trial
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from runner.config.loader import parse_controls, protocol_hash
 from runner.models import Outcome
-from runner.rundir import RunDir, RunMeta
+from runner.run.rundir import RunDir, RunMeta
 from tests.conftest import run_cli
 from tests.test_scoring import trial
 

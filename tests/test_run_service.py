@@ -1,4 +1,4 @@
-"""The run's recording and stop rule (``runner.run_service``), without Docker.
+"""The run's recording and stop rule (``runner.run.service``), without Docker.
 
 A ``PreparedRun`` is built by ``prepare`` over a small suite, with the image
 digest given and no preflight (no sandbox starts); records are written into its
@@ -15,10 +15,10 @@ import pytest
 
 from runner.errors import RouteMismatch
 from runner.models import Job, Outcome, TaskKind, Trial
-from runner.prepare import PreparedRun, prepare
-from runner.record import bare_record
-from runner.run_service import Recording, describe, stop_reason
-from runner.rundir import DUPLICATES
+from runner.run.prepare import PreparedRun, prepare
+from runner.run.rundir import DUPLICATES
+from runner.run.service import Recording, describe, stop_reason
+from runner.trial.record import bare_record
 from tests.helpers import PY_IMAGE, make_suite, pin_validation, repo_task
 
 ARMS: list[dict[str, Any]] = [

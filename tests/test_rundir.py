@@ -9,7 +9,7 @@ import pytest
 
 from runner.errors import ProtocolMismatch, UserError
 from runner.models import Outcome, TaskKind, Trial
-from runner.rundir import RunDir, RunMeta
+from runner.run.rundir import RunDir, RunMeta
 
 
 def meta(protocol: str = "p") -> RunMeta:

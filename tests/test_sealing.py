@@ -18,8 +18,8 @@ import pytest
 from runner.config.loader import load_controls, parse_controls
 from runner.errors import UserError
 from runner.hashing import sha256_file
-from runner.sealing import pin_suite_digest, seal_target
-from runner.suite import load_suite, seal
+from runner.suite.load import load_suite, seal
+from runner.suite.sealing import pin_suite_digest, seal_target
 from tests.conftest import run_cli
 from tests.helpers import make_suite, repo_task
 

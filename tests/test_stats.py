@@ -1,4 +1,4 @@
-"""Tests for runner.stats against independent implementations (SciPy, statsmodels, brute force)."""
+"""Tests for runner.evidence.stats against independent implementations (SciPy, statsmodels, brute force)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
-from runner.stats import (
+from runner.evidence.stats import (
     Z95,
     MeanInterval,
     clustered_se,

@@ -1,10 +1,10 @@
-"""runner.status: planned jobs, per-arm progress and the oldest running trial (pure);
+"""runner.run.status: planned jobs, per-arm progress and the oldest running trial (pure);
 the command against real runs is in tests/test_orphans.py (local and Celery)."""
 
 from __future__ import annotations
 
-from runner.plan import job_id
-from runner.status import Running, arm_status, lines, planned_jobs
+from runner.run.status import Running, arm_status, lines, planned_jobs
+from runner.suite.plan import job_id
 
 
 def test_planned_jobs_have_the_plans_ids() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from runner.errors import ArchiveError, DigestMismatch, UserError
 from runner.hashing import sha256_file
-from runner.suite import load_suite, read_tasks, seal
+from runner.suite.load import load_suite, read_tasks, seal
 from tests.helpers import make_suite, repo_task
 
 ARMS = [{"name": "c", "control": True, "agent": {"type": "scripted", "action": "noop"}}]
@@ -90,9 +90,9 @@ def test_duplicate_ids(tmp_path: Path) -> None:
 def test_hidden_in_fixture_finds_a_hidden_file_the_agent_would_have() -> None:
     """What run.json records for the checklist's hidden-test row: same path and bytes, and
     not a forbidden path (removed before the agent starts)."""
-    from runner.archives import Member
-    from runner.prepare import _exposures
-    from runner.suite import Suite, hidden_in_fixture
+    from runner.fixtures.archives import Member
+    from runner.run.prepare import _exposures
+    from runner.suite.load import Suite, hidden_in_fixture
 
     def file(path: str, data: bytes) -> Member:
         return Member(path, False, data, False)
@@ -110,7 +110,7 @@ def test_hidden_in_fixture_finds_a_hidden_file_the_agent_would_have() -> None:
 
 def test_load_suite_finds_a_hidden_test_shipped_in_the_fixture(tmp_path: Path) -> None:
     from runner.config.loader import load_controls
-    from runner.suite import load_suite
+    from runner.suite.load import load_suite
     from tests.helpers import ADD_FIXTURE, ADD_HIDDEN, make_suite, repo_task
 
     arms = [{"name": "c", "control": True, "agent": {"type": "scripted", "action": "noop"}}]

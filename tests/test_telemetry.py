@@ -1,4 +1,4 @@
-"""Worker metrics for Prometheus (``runner.distributed.telemetry``): values recorded in
+"""Worker metrics for Prometheus (``runner.telemetry``): values recorded in
 forked processes are summed by the collector; off, every recording function is a no-op;
 a real worker's ``--metrics-port`` agrees with its run's ledger."""
 
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from runner.distributed import telemetry
+from runner import telemetry
 from tests.conftest import run_cli
 from tests.distributed_support import (
     ROOT,
@@ -124,7 +124,7 @@ def test_off_every_recording_is_a_no_op(tmp_path: Path) -> None:
     # The local executor's path never even imports prometheus_client.
     code = (
         "import sys\n"
-        "import runner.trial, runner.staging, runner.sandbox.docker, runner.distributed.worker\n"
+        "import runner.trial.execute, runner.fixtures.staging, runner.sandbox.docker, runner.distributed.worker\n"
         "from runner.distributed import telemetry as t\n"
         "t.trial_started(); t.trial_finished('error'); t.infrastructure_error('infra')\n"
         "t.sandbox_started(1.0); t.lease_renewed(False); t.cache_lookup('blobs', hit=True)\n"

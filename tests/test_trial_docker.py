@@ -10,12 +10,12 @@ import pytest
 
 from runner.agents.factory import agent_members, make_agent
 from runner.config.loader import load_controls
-from runner.inputs import LocalInputs
+from runner.fixtures.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
-from runner.run_service import trial_env
+from runner.run.service import trial_env
 from runner.sandbox.docker import DockerSandboxFactory
-from runner.suite import load_suite
-from runner.trial import execute_trial
+from runner.suite.load import load_suite
+from runner.trial.execute import execute_trial
 from tests.conftest import leftover_sandboxes
 from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task, write_agent
 
@@ -216,15 +216,15 @@ def test_background_processes_do_not_outlive_the_phase(tmp_path: Path, docker_ap
 def test_the_baseline_finds_untouched_files_clean_and_edits_changed(
     tmp_path: Path, docker_api: Any, nested_git: bool
 ) -> None:
-    """The staged baseline (made on the host, ``runner.staging``) and the one the sandbox
+    """The staged baseline (made on the host, ``runner.fixtures.staging``) and the one the sandbox
     makes itself (a fixture path git refuses, here a nested ``.git``) give the same
     result: git finds every untouched file clean by its stat data alone, and an edit,
     a new file and a deletion are in the patch."""
-    from runner.archives import Member
-    from runner.cache import CacheDir
+    from runner.fixtures.archives import Member
+    from runner.fixtures.cache import CacheDir
+    from runner.fixtures.staging import Staging
     from runner.sandbox.base import BASELINE_DIR, ROOT_USER, ExecRequest, Limits, SandboxSpec
-    from runner.staging import Staging
-    from runner.workspace import _GIT_ENV, GIT, STAT_CHECK, baseline, copy_in, take_patch
+    from runner.trial.workspace import _GIT_ENV, GIT, STAT_CHECK, baseline, copy_in, take_patch
 
     files = {f"pkg/m{i:03d}.py": f"x = {i}\n" for i in range(300)} | ADD_FIXTURE
     if nested_git:

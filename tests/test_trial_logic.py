@@ -14,14 +14,14 @@ from typing import Any
 from runner.agents.factory import agent_members, make_agent
 from runner.config.loader import load_controls
 from runner.errors import SandboxError
+from runner.fixtures.inputs import LocalInputs
 from runner.hashing import sha256_bytes
-from runner.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
-from runner.run_service import trial_env
+from runner.run.service import trial_env
 from runner.sandbox.base import ExecRequest, ExecResult
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Script, Verdict, exec_result
-from runner.suite import load_suite
-from runner.trial import execute_trial
+from runner.suite.load import load_suite
+from runner.trial.execute import execute_trial
 from tests.helpers import ADD_GOLD, HIDDEN_TEST, make_suite, repo_task, write_agent
 
 CONTROL = {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}}
@@ -38,7 +38,7 @@ CONFTEST = (
 
 def factory(script: Script | None = None, verdict: Verdict = "fail") -> FakeSandboxFactory:
     """A fake whose image ID is new to this process: the image's module list is cached per
-    ID (``runner.image_facts``), so every trial opens agent, module probe, verify."""
+    ID (``runner.grading.image_facts``), so every trial opens agent, module probe, verify."""
     return FakeSandboxFactory(script, f"sha256:{uuid.uuid4().hex}", verdict=verdict)
 
 

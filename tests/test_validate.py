@@ -1,6 +1,6 @@
 """``deltarun validate``: tasks broken in each way get their verdict, on the real engine.
 
-The classification itself (``runner.validation.classify``) is pure and is checked
+The classification itself (``runner.grading.validation.classify``) is pure and is checked
 first on scripted checks; then one suite holds a task of every broken kind, and a
 second a task flaky by design, each validated through real sandboxes.
 """
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from runner.grading.validation import Check, classify
 from runner.hashing import sha256_file
 from runner.models import RepoTask
-from runner.validation import Check, classify
 from tests.conftest import run_cli
 from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task
 

@@ -13,7 +13,7 @@ import pytest
 from runner.config.loader import load_controls
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_file
-from runner.prepare import prepare
+from runner.run.prepare import prepare
 from tests.conftest import run_cli
 from tests.helpers import make_suite, repo_task
 

@@ -105,7 +105,7 @@ def collect_outputs(sandbox: Sandbox, base: AgentResult, cap: int) -> AgentResul
     """Read the abstain and answer files an agent may have written into /io.
 
     Both are read even after an abstention: an arm that abstains *and* answers has
-    not abstained cleanly (``runner.outcomes``), and the record keeps the answer."""
+    not abstained cleanly (``runner.grading.outcomes``), and the record keeps the answer."""
     reason, _ = sandbox.read_file(ABSTAIN_FILE, 4096)
     if reason is not None:
         base = replace(

@@ -19,8 +19,8 @@ from runner.agents.base import (
     AgentResult,
     collect_outputs,
 )
-from runner.archives import Member, build_tar
 from runner.config.model import Route, Toggles
+from runner.fixtures.archives import Member, build_tar
 from runner.sandbox.base import AGENT_DIR, ExecRequest, ModelCall
 
 GUARD_REPORT = re.compile(rb"deltarun-guard: mode=(\w+) (exit|signal|terminated|error)=(\w+)")

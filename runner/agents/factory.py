@@ -11,7 +11,6 @@ from runner.agents.model.loop import ModelAgent
 from runner.agents.model.toolbox import ToolPolicy
 from runner.agents.replay import Replay
 from runner.agents.scripted import Scripted
-from runner.archives import Member, members_from_dir
 from runner.config.model import (
     AgentSpec,
     CommandAgent,
@@ -21,6 +20,7 @@ from runner.config.model import (
     ScriptedAgent,
     Toggles,
 )
+from runner.fixtures.archives import Member, members_from_dir
 
 
 def make_agent(

@@ -3,7 +3,7 @@
 Commands by concern: ``suites`` (seal, build, init, validate, import swebench,
 schema), ``runs`` (run, status, report, compare, replay, export), ``fleet``
 (worker, gc); ``common`` holds what they share. Each command parses its
-arguments, calls the service that does the work (``runner.run_service`` for a
+arguments, calls the service that does the work (``runner.run.service`` for a
 run) and prints. Every deliberate error is a ``DeltarunError``: printed as one
 line on stderr, no traceback, with its exit code (1 user error, 2 usage, 3 digest
 or protocol mismatch, 4 no control arm, 130 interrupted).

@@ -23,9 +23,9 @@ from runner.report.markdown import headline_lines
 
 if TYPE_CHECKING:
     from runner.distributed.credentials import Broker
-    from runner.prepare import PreparedRun
     from runner.report.build import BuiltReport
-    from runner.run_service import Recording
+    from runner.run.prepare import PreparedRun
+    from runner.run.service import Recording
 
 app = typer.Typer(
     add_completion=False,
@@ -99,7 +99,7 @@ class Shown:
         self.progress.console.print(line, highlight=False, markup=False)
 
     def started(self, prepared: PreparedRun, recording: Recording, total: int) -> None:
-        from runner.run_service import describe
+        from runner.run.service import describe
 
         self.arms = list(prepared.meta.arms)
         self.progress.start()
@@ -108,7 +108,7 @@ class Shown:
         )
 
     def recorded(self, trial: Trial, recording: Recording, total: int) -> None:
-        from runner.run_service import describe
+        from runner.run.service import describe
 
         if self.bar is not None:
             self.progress.update(self.bar, advance=1, description=describe(self.arms, recording))
@@ -134,15 +134,15 @@ def broker_of(
 ) -> Broker | None:
     """The broker the options (or $DELTARUN_BROKER_URL) name, reached once, or None."""
     from runner.distributed.credentials import BrokerOptions
-    from runner.run_service import find_broker
+    from runner.run.service import find_broker
 
     options = BrokerOptions(url, file, ca, cert, key)
     return find_broker(options, os.environ, Lines(), required=required)
 
 
 def job_key_of(option: Path | None) -> bytes:
-    """The job key (``runner.run_service.job_key``), its creation said on stderr."""
-    from runner.run_service import job_key
+    """The job key (``runner.run.service.job_key``), its creation said on stderr."""
+    from runner.run.service import job_key
 
     return job_key(option, os.environ, Lines())
 

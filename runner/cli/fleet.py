@@ -127,7 +127,7 @@ def gc(
 ) -> None:
     """Remove deltarun containers and volumes left past their deadline."""
     if cache:
-        from runner.cache import CacheDir
+        from runner.fixtures.cache import CacheDir
 
         store = CacheDir()
         if dry_run:

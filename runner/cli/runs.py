@@ -78,7 +78,7 @@ def run(
     that lack one pull it by digest, keeping it only with the pinned image ID.
     """
     from runner.report.build import write_report
-    from runner.run_service import RunOptions, RunService
+    from runner.run.service import RunOptions, RunService
 
     with Shown() as events:
         found = broker_of(broker, broker_file, broker_ca, broker_cert, broker_key)
@@ -123,7 +123,7 @@ def status(
     queues and any queue of the run that no live worker consumes."""
     import time
 
-    from runner.status_sources import gather
+    from runner.run.status_sources import gather
 
     found = broker_of(broker, broker_file, broker_ca, broker_cert, broker_key)
     for line in gather(run_dir, found.url if found is not None else None, time.time()):
@@ -136,7 +136,7 @@ def report(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> No
     programs: runner/schemas/report.schema.json) and report.html (one self-contained
     page with plots) into RUN_DIR, then print the headline."""
     from runner.report.build import write_report
-    from runner.rundir import RunDir
+    from runner.run.rundir import RunDir
 
     built, paths = write_report(RunDir(run_dir))
     print_headline(built, paths)
@@ -190,14 +190,14 @@ def replay(
 ) -> None:
     """Re-check the stored digests and rebuild the report byte for byte (exit 3 if it differs)."""
     from runner.report.build import replay as do_replay
-    from runner.rundir import RunDir
+    from runner.run.rundir import RunDir
 
     if controls is not None and not reverify:
         raise UsageError("--controls says where the suite is for --reverify; add --reverify")
     run = RunDir(run_dir)
     inputs = None
     if reverify:
-        from runner.reverify import reverify_inputs
+        from runner.trial.reverify import reverify_inputs
 
         inputs = reverify_inputs(run, controls)  # the suite found and checked before anything
     built = do_replay(run, accept_edits=accept_edits)
@@ -205,9 +205,9 @@ def replay(
     state = "rebuilt, stamped as edited" if accept_edits else "identical"
     out.print(f"replay of {run_dir}: {state}", highlight=False)
     if reverify:
-        from runner.reverify import reverify_run
         from runner.sandbox.docker import DockerSandboxFactory
         from runner.sandbox.engine import connect
+        from runner.trial.reverify import reverify_run
 
         checked, changed = reverify_run(
             run,
@@ -244,8 +244,8 @@ def export(
     ] = None,
 ) -> None:
     """Write a kit a stranger can rerun: controls, suite, agents, evidence and replay.sh."""
-    from runner.export import export_kit
-    from runner.rundir import RunDir
+    from runner.run.export import export_kit
+    from runner.run.rundir import RunDir
 
     made = export_kit(RunDir(run_dir), kit, controls)
     out.print(

@@ -28,7 +28,7 @@ from runner.models import Trial
 
 if TYPE_CHECKING:
     from runner.distributed.credentials import Broker
-    from runner.validate_run import Validation
+    from runner.run.validate import Validation
 
 
 @app.command()
@@ -44,7 +44,7 @@ def seal(
 ) -> None:
     """Check every task and archive, write their digests, print the suite digest."""
     from runner.config.loader import load_controls
-    from runner.sealing import seal_target
+    from runner.suite.sealing import seal_target
 
     digest, written = seal_target(
         target, load_controls, lambda line: err.print(line), strip_top_folder
@@ -81,9 +81,9 @@ def build(
     """
     import time
 
-    from runner.environments import build as build_environments
     from runner.sandbox.engine import connect
     from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
+    from runner.suite.environments import build as build_environments
 
     if network not in ("default", "none"):
         raise UsageError(f"--network {network!r}: choose default (the engine's) or none")
@@ -133,8 +133,8 @@ def init(
     import subprocess
 
     from runner.config.loader import load_controls
-    from runner.scaffold import scaffold
-    from runner.sealing import seal_target
+    from runner.suite.scaffold import scaffold
+    from runner.suite.sealing import seal_target
 
     scaffold(directory)
     built = subprocess.run(
@@ -196,8 +196,8 @@ def _validate(
     job_key_file: Path | None = None,
 ) -> Validation:
     """Plan, run and conclude a validation; print its table. (``validate``, ``import``.)"""
-    from runner import validate_run
-    from runner.run_service import RunService
+    from runner.run import validate as validate_run
+    from runner.run.service import RunService
 
     key = job_key_of(job_key_file) if broker is not None else None
     with Shown() as events:
@@ -301,7 +301,7 @@ def import_swebench(
             highlight=False,
         )
         return
-    from runner.run_service import RunService
+    from runner.run.service import RunService
     from runner.swebench.workflow import seal_and_validate
 
     with Shown() as events:

@@ -17,7 +17,6 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from runner.archives import members_from_dir, tree_digest
 from runner.config.model import (
     Arm,
     CommandAgent,
@@ -27,6 +26,7 @@ from runner.config.model import (
     Route,
 )
 from runner.errors import ArchiveError, UserError
+from runner.fixtures.archives import members_from_dir, tree_digest
 from runner.hashing import sha256_json
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from runner.archives import DEFAULT_CAPS, ArchiveCaps
+from runner.fixtures.archives import DEFAULT_CAPS, ArchiveCaps
 from runner.models import Strict
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)

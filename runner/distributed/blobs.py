@@ -12,10 +12,11 @@ from pathlib import Path
 
 import redis
 
+from runner import telemetry
 from runner.atomic import write_atomic
-from runner.cache import CacheDir, default_root
-from runner.distributed import keys, telemetry
+from runner.distributed import keys
 from runner.errors import DigestMismatch, InfraError
+from runner.fixtures.cache import CacheDir, default_root
 from runner.hashing import sha256_bytes, sha256_file
 
 

@@ -19,22 +19,29 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from runner import __version__
+from runner import __version__, telemetry
 from runner.agents.base import Agent
 from runner.agents.factory import agent_members, agents_for
-from runner.archives import DEFAULT_CAPS, ArchiveCaps, Member, build_tar, read_members, tree_digest
-from runner.cache import CacheDir
 from runner.config.loader import LoadedControls, protocol_hash
 from runner.config.model import Controls
-from runner.distributed import keys, telemetry
+from runner.distributed import keys
 from runner.distributed.blobs import BlobStore
 from runner.errors import DigestMismatch, ProtocolMismatch
-from runner.gitfixture import GitStore
-from runner.inputs import MEMORY_BUDGET, MemberCache, tree_members
-from runner.metric_modules import load_metrics, read_module
-from runner.metrics import Metric
+from runner.fixtures.archives import (
+    DEFAULT_CAPS,
+    ArchiveCaps,
+    Member,
+    build_tar,
+    read_members,
+    tree_digest,
+)
+from runner.fixtures.cache import CacheDir
+from runner.fixtures.gitfixture import GitStore
+from runner.fixtures.inputs import MEMORY_BUDGET, MemberCache, tree_members
+from runner.grading.metric_modules import load_metrics, read_module
+from runner.grading.metrics import Metric
 from runner.models import GitRepo, RepoTask, Task
-from runner.suite import Suite, parse_task_line
+from runner.suite.load import Suite, parse_task_line
 
 
 class UnknownProtocol(ProtocolMismatch):

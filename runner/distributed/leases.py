@@ -19,7 +19,8 @@ from typing import Any
 
 import redis
 
-from runner.distributed import keys, telemetry
+from runner import telemetry
+from runner.distributed import keys
 from runner.distributed.signing import sign_record
 from runner.models import Trial
 

@@ -35,9 +35,10 @@ from celery.signals import (
     worker_shutting_down,
 )
 
+from runner import telemetry
 from runner.agents.base import Agent
 from runner.distributed import bundle as bundles
-from runner.distributed import keys, registry, telemetry
+from runner.distributed import keys, registry
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import VISIBILITY_TIMEOUT_S, make_app
 from runner.distributed.connection import connect_redis
@@ -48,8 +49,8 @@ from runner.distributed.signing import fingerprint, job_refusal
 from runner.errors import DeltarunError, DigestMismatch, UsageError
 from runner.models import Job, Trial
 from runner.models import Task as SuiteTask
-from runner.run_service import stop_reason, trial_env
-from runner.trial import TrialEnv, execute_trial
+from runner.run.service import stop_reason, trial_env
+from runner.trial.execute import TrialEnv, execute_trial
 
 log = logging.getLogger("deltarun.worker")
 

@@ -48,9 +48,9 @@ from runner.distributed.signing import fingerprint, record_signed, sign_job
 from runner.errors import DeltarunError, UserError
 from runner.executors.local import Interrupted
 from runner.models import Job, Trial, task_timeout
-from runner.prepare import PreparedRun
-from runner.record import error_record
-from runner.trial import SANDBOX_LIFETIME_MARGIN_S, image_of
+from runner.run.prepare import PreparedRun
+from runner.trial.execute import SANDBOX_LIFETIME_MARGIN_S, image_of
+from runner.trial.record import error_record
 
 log = logging.getLogger("deltarun.coordinator")
 CURSOR_FILE = "stream.cursor"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from runner.models import Job, Trial
-from runner.prepare import PreparedRun
+from runner.run.prepare import PreparedRun
 
 RunOne = Callable[[Job], Trial]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from runner.config.loader import parse_controls, protocol_hash
 from runner.config.model import Controls
 from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
+from runner.evidence.scoring import Scores, paired_delta, score
 from runner.models import Record, ScoredTrial
 from runner.report.checklist import Row, evaluate, withhold_headline
 from runner.report.compare import RunSide, arm_pairs, compare_arms, labels, render
@@ -17,8 +18,7 @@ from runner.report.jsonform import dumps_json, to_json
 from runner.report.markdown import render_markdown
 from runner.report.model import MetricsPin, Pins, RoutePin, build
 from runner.report.setup import setup_warnings
-from runner.rundir import RunDir, RunMeta
-from runner.scoring import Scores, paired_delta, score
+from runner.run.rundir import RunDir, RunMeta
 
 EDITS_FILE = "edits.json"
 

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from runner.config.model import Controls
+from runner.evidence.scoring import Scores
+from runner.evidence.stats import sign_test_greater, sign_test_min_pairs
 from runner.models import Outcome, Record
-from runner.scoring import Scores
-from runner.stats import sign_test_greater, sign_test_min_pairs
 
 WITHHOLD_AT = 2
 # A publishable headline needs a pack of at least this many ordinary and negative tasks.

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from runner.errors import DigestMismatch, UserError
+from runner.evidence.scoring import Scores, paired_delta, summarise
 from runner.models import Record, TaskKind
 from runner.report.markdown import headline_lines
 from runner.report.model import EXPLORATORY_STAMP
-from runner.scoring import Scores, paired_delta, summarise
 
 SHOWN_IDS = 5  # task ids named in the pairing note before "and N more"
 

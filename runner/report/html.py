@@ -117,7 +117,7 @@ def _pins(report: dict[str, Any]) -> list[str]:
         "control_arm": "control arm", "ledger_sha256": "ledger sha256",
         "image_digests": "image", "agent_dir_digests": "agent dir of",
         "deltarun_version": "deltarun version", "python_version": "Python version",
-        "builtin_metrics_sha256": "built-in metrics (runner/metrics.py) sha256",
+        "builtin_metrics_sha256": "built-in metrics (runner/grading/metrics.py) sha256",
     }  # fmt: skip
     for key in [*names, *sorted(k for k in pins if k not in names)]:
         if pins.get(key) in (None, "", {}, []):

@@ -10,9 +10,9 @@ from __future__ import annotations
 from json.encoder import encode_basestring
 from typing import Any
 
+from runner.evidence.scoring import ArmSummary, PairedDelta, gc_paused
 from runner.report.metric_deltas import MetricDelta
 from runner.report.model import SCHEMA_VERSION, Report, metric_source, rate_json, rounded
-from runner.scoring import ArmSummary, PairedDelta, gc_paused
 
 
 @gc_paused()

@@ -6,6 +6,7 @@ Every section renders from the one ``Report``; numbers are formatted here
 
 from __future__ import annotations
 
+from runner.evidence.scoring import PairedDelta, Rate, Scores
 from runner.report.format import (
     REFUSAL_NOT_MEASURED,
     cost_line,
@@ -16,7 +17,6 @@ from runner.report.format import (
     signed_pp,
 )
 from runner.report.model import EXPLORATORY_STAMP, Report, metric_source, rounded
-from runner.scoring import PairedDelta, Rate, Scores
 
 
 def headline(d: PairedDelta) -> str:

@@ -18,12 +18,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from runner.evidence.scoring import PairedDelta, Rate, Scores, gc_paused
+from runner.evidence.stats import paired_bootstrap_interval
 from runner.models import Outcome, Record, TaskKind
 from runner.report.checklist import Row, verdict, withhold_headline
 from runner.report.metric_deltas import MetricDelta, metric_deltas
 from runner.report.repeats import repeat_stats
-from runner.scoring import PairedDelta, Rate, Scores, gc_paused
-from runner.stats import paired_bootstrap_interval
 
 SCHEMA_VERSION = 2
 EXPLORATORY_STAMP = "exploratory — not for publication"
@@ -66,7 +66,7 @@ class Pins(BaseModel):
     deltarun_version: str
     python_version: str
     metrics: MetricsPin | None = None
-    builtin_metrics_sha256: str = ""  # runner/metrics.py as run ("" in runs made before)
+    builtin_metrics_sha256: str = ""  # runner/grading/metrics.py as run ("" in runs made before)
     timeout_s: float | None = None  # runtime.timeout_s (tasks may set their own)
     seed: int | None = None  # runtime.seed
     routes: dict[str, RoutePin] = {}  # arm → the model its route pins
@@ -199,7 +199,7 @@ def covariates(trials: Sequence[Record], tasks: Sequence[Mapping[str, str]]) -> 
 
 def metric_source(name: str, pins: Pins) -> tuple[str, str]:
     """The module and SHA-256 a metric's code came from: the pinned user module, or
-    deltarun's built-ins (``runner/metrics.py``, digest recorded when the run began)."""
+    deltarun's built-ins (``runner/grading/metrics.py``, digest recorded when the run began)."""
     if pins.metrics is not None and name in pins.metrics.functions:
         return pins.metrics.module, pins.metrics.sha256
     return "runner/metrics.py (built-in)", pins.builtin_metrics_sha256

@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from runner.evidence.stats import clustered_se, pass_at_k, pass_hat_k
 from runner.models import Outcome, Record, TaskKind
-from runner.stats import clustered_se, pass_at_k, pass_hat_k
 
 
 def repeat_stats(trials: Sequence[Record]) -> dict[str, Any] | None:

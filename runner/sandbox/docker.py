@@ -34,7 +34,7 @@ import docker
 import docker.errors
 from docker.types import LogConfig, Mount, Ulimit
 
-from runner.distributed import telemetry
+from runner import telemetry
 from runner.errors import SandboxError, UserError
 from runner.sandbox import copy_out
 from runner.sandbox.base import (

@@ -36,9 +36,9 @@ from typing import Any
 
 import yaml
 
-from runner.archives import Member, build_tar
 from runner.atomic import write_atomic
 from runner.errors import UserError
+from runner.fixtures.archives import Member, build_tar
 from runner.gitpatch import PatchError, touched_paths
 from runner.swebench.instances import Instance, instance_of, parse_instances
 from runner.swebench.predictions import parse_predictions

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.config.loader import load_controls
-from runner.run_service import RunService
-from runner.sealing import seal_target
+from runner.grading.validation import Verdict
+from runner.run.service import RunService
+from runner.run.validate import validate
+from runner.suite.sealing import seal_target
 from runner.swebench.importer import write_exclude
-from runner.validate_run import validate
-from runner.validation import Verdict
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ import pytest
 
 from runner.agents.factory import agent_members, make_agent
 from runner.config.loader import load_controls
-from runner.inputs import LocalInputs
+from runner.fixtures.inputs import LocalInputs
 from runner.models import Job, Outcome
 from runner.sandbox.docker import DockerSandboxFactory
-from runner.suite import load_suite
-from runner.trial import TrialEnv, execute_trial
+from runner.suite.load import load_suite
+from runner.trial.execute import TrialEnv, execute_trial
 from tests.helpers import ADD_GOLD, make_suite, repo_task, write_agent
 
 pytestmark = pytest.mark.docker

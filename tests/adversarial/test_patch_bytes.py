@@ -18,13 +18,13 @@ import pytest
 
 from runner import gitpatch
 from runner.config.loader import load_controls
+from runner.fixtures.inputs import LocalInputs
 from runner.hashing import sha256_bytes
-from runner.inputs import LocalInputs
 from runner.models import Outcome, RepoTask
-from runner.record import patch_of
 from runner.sandbox.docker import DockerSandboxFactory
-from runner.suite import load_suite
-from runner.trial import TrialEnv, reverify
+from runner.suite.load import load_suite
+from runner.trial.execute import TrialEnv, reverify
+from runner.trial.record import patch_of
 from tests.helpers import make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one
 

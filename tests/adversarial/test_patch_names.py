@@ -21,7 +21,7 @@ import pytest
 
 from runner import gitpatch
 from runner.models import Outcome
-from runner.record import patch_of
+from runner.trial.record import patch_of
 from tests.helpers import make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one
 

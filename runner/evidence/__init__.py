@@ -1,0 +1,1 @@
+"""Statistics and the scoring of records: pure, checked against SciPy and statsmodels."""

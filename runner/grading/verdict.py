@@ -1,0 +1,331 @@
+"""The verdict on declared tests: canaries, the channel's records, pass or miss. Pure.
+
+The harness's pytest plugin (``sandbox_scripts/deltarun_results.py``) sends one
+JSON record per line on a socket whose only reader is the collector, of another
+uid (``sandbox_scripts/collector.py``); the host reads what the collector got,
+after every process of the test's uid is dead. So an outcome, once reported, is
+final: the test process cannot read it back or rewrite it, only add lines, and
+every line it adds is visible here. The records, in order::
+
+    start                         run_pytest.py, before any code of the workspace runs
+    collected {items, modules}    after collection: the kept items (canaries included)
+                                  and the file each test module was imported from
+    collect_error {n}             during collection
+    report {n, w, o}              one per test phase (setup, call, teardown)
+    finish {status}               pytest's exit status, at the end of the session
+
+*Tampering* (a miss and a tool violation): a second record of the same kind where
+one is expected (the same test phase reported twice, two ``collected``, two
+``finish``), a report before ``collected`` or of a test it did not list, anything
+after ``finish``, a line the plugin did not write (when the session finished), a
+declared test module imported from another file than its own, and the canaries
+(``canaries``): in each declared test file the harness adds tests that must pass
+(run first) and tests that must fail (run last), named like the declared ones and
+known only to the harness. A must-fail canary that passes, or a must-pass canary
+that fails while every declared test passed, means something in the test process
+rewrote outcomes or patched pytest.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import posixpath
+import random
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.grading.declared import TEST_FILE_PATTERNS, matches, test_files
+
+CHANNEL_CAP = 16 << 20
+PASSING = frozenset({"passed", "xpassed"})
+_RANK = {"passed": 0, "xpassed": 0, "skipped": 1, "xfailed": 1, "failed": 2, "error": 3}
+_WHEN = frozenset({"setup", "call", "teardown"})
+_WORD = re.compile(r"[a-z][a-z0-9]*")
+# Words for canary names when the declared names give too few of their own.
+_FALLBACK_WORDS = (
+    "basic", "case", "check", "default", "empty", "error", "format", "input", "invalid",
+    "large", "missing", "none", "order", "parse", "result", "simple", "single", "value",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Canary:
+    """One test the harness adds to a declared test file: it must pass, or must fail."""
+
+    file: str  # repository-relative, as the node id's file part
+    name: str
+    fail: bool
+    left: int
+    right: int  # the test asserts ``left == right``: equal for must-pass, not for must-fail
+
+    @property
+    def nodeid(self) -> str:
+        return f"{self.file}::{self.name}"
+
+    def spec(self) -> dict[str, Any]:
+        """What the plugin needs to add it (``deltarun_results._canary``)."""
+        return {
+            "file": self.file,
+            "name": self.name,
+            "fail": self.fail,
+            "left": self.left,
+            "right": self.right,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A declared-tests verdict and, for a miss, why."""
+
+    passed: bool
+    reason: str | None
+    executed: int = 0
+    tampered: bool = False
+
+
+def canaries(
+    selected: Sequence[str], hidden_files: Iterable[str], rng: random.Random
+) -> list[Canary]:
+    """A must-pass and a must-fail canary for each declared test file: the declared files
+    themselves, and the hidden test modules under a declared directory. ``rng`` should be
+    unpredictable to the agent (``secrets.SystemRandom``)."""
+    hidden = sorted(hidden_files)
+    files: list[str] = []
+    for part in test_files(selected):
+        if part.endswith(".py"):
+            files.append(part)
+            continue
+        prefix = part.rstrip("/") + "/"
+        files += [h for h in hidden if h.startswith(prefix) and _is_test_module(h)]
+    found: list[Canary] = []
+    for file in dict.fromkeys(files):
+        words = _words(entry for entry in selected if entry.split("::", 1)[0] == file)
+        taken: set[str] = set()
+        for fail in (False, True):
+            name = _name(words, taken, rng)
+            taken.add(name)
+            left = rng.randrange(2, 1000)
+            right = left + rng.randrange(1, 50) if fail else left
+            found.append(Canary(file, name, fail, left, right))
+    return found
+
+
+def _is_test_module(path: str) -> bool:
+    return any(fnmatch.fnmatchcase(posixpath.basename(path), p) for p in TEST_FILE_PATTERNS)
+
+
+def _words(entries: Iterable[str]) -> list[str]:
+    """The words of the declared tests' names (``test_parse_dates[1]`` → parse, dates)."""
+    words: dict[str, None] = {}
+    for entry in entries:
+        name = entry.rsplit("::", 1)[-1].split("[", 1)[0].lower()
+        for word in _WORD.findall(name.replace("_", " ")):
+            if word != "test" and len(word) > 1:
+                words.setdefault(word)
+    return list(words)
+
+
+def _name(words: list[str], taken: set[str], rng: random.Random) -> str:
+    pool = words if len(words) >= 3 else [*words, *_FALLBACK_WORDS]
+    while True:
+        first, second = rng.sample(pool, 2)
+        name = f"test_{first}_{second}_{rng.randrange(2, 100)}"
+        if name not in taken:
+            return name
+
+
+# --- the channel ---------------------------------------------------------------------
+
+
+@dataclass
+class Records:
+    """What the channel said, in order, and every sign of tampering it showed."""
+
+    started: bool = False
+    items: list[str] | None = None
+    modules: dict[str, str] = field(default_factory=dict)
+    collect_errors: list[str] = field(default_factory=list)
+    phases: dict[tuple[str, str], str] = field(default_factory=dict)
+    status: int | None = None
+    foreign: int = 0  # lines after start that are no record of the plugin's
+    tampering: list[str] = field(default_factory=list)
+
+    def outcomes(self) -> dict[str, str]:
+        """Each test's outcome: its worst phase (a failing teardown fails a passing test)."""
+        found: dict[str, str] = {}
+        for (nodeid, _when), outcome in self.phases.items():
+            previous = found.get(nodeid)
+            if previous is None or _RANK[outcome] > _RANK[previous]:
+                found[nodeid] = outcome
+        return found
+
+
+def read_channel(data: bytes) -> Records:
+    """The records of the channel's bytes (whatever came before ``start`` is ignored)."""
+    found = Records()
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        record = _record(line)
+        if not found.started:
+            found.started = record is not None and record["t"] == "start"
+            continue
+        if record is None:
+            found.foreign += 1
+            continue
+        _take(found, record)
+    return found
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+# The shape of each kind of record the plugin writes.
+_SHAPES: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "start": lambda r: True,
+    "collected": lambda r: (
+        _strings(r.get("items"))
+        and isinstance(r.get("modules"), dict)
+        and _strings(list(r["modules"].values()))
+    ),
+    "collect_error": lambda r: isinstance(r.get("n"), str),
+    "report": lambda r: isinstance(r.get("n"), str) and r.get("w") in _WHEN and r.get("o") in _RANK,
+    "finish": lambda r: isinstance(r.get("status"), int),
+}
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    """A record the plugin could have written, or None."""
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or value.get("t") not in _SHAPES:
+        return None
+    return value if _SHAPES[value["t"]](value) else None
+
+
+def _take(found: Records, record: dict[str, Any]) -> None:
+    """One record into ``found``; what no honest session sends is noted as tampering."""
+    kind = record["t"]
+    if found.status is not None:
+        found.tampering.append(f"a {kind} record after the session finished")
+    elif kind == "start":
+        found.tampering.append("a second start record")
+    elif kind == "collected":
+        if found.items is not None:
+            found.tampering.append("a second list of collected tests")
+        else:
+            found.items = list(record["items"])
+            found.modules = {str(k): str(v) for k, v in record["modules"].items()}
+    elif kind == "collect_error":
+        found.collect_errors.append(record["n"])
+    elif kind == "report":
+        key = (record["n"], record["w"])
+        if found.items is None:
+            found.tampering.append(f"a report of {key[0]} before collection ended")
+        elif key[0] not in found.items:
+            found.tampering.append(f"a report of {key[0]}, which was not collected")
+        elif key in found.phases:
+            found.tampering.append(f"{key[0]} ({key[1]}) reported twice")
+        else:
+            found.phases[key] = record["o"]
+    elif kind == "finish":
+        found.status = record["status"]
+
+
+# --- the verdict ---------------------------------------------------------------------
+
+
+def grade(
+    selected: Sequence[str],
+    planted: Sequence[Canary],
+    channel: bytes,
+    exit_code: int | None,
+    *,
+    rootdir: str = "/workspace",
+    overflowed: bool = False,
+) -> Verdict:
+    """The verdict on what the collector received after the test process ended."""
+    records = read_channel(channel)
+    if overflowed:
+        return Verdict(False, f"the test process sent more than {CHANNEL_CAP} bytes of results")
+    if not records.started:
+        return Verdict(False, f"the test process ended (exit {exit_code}) before pytest reported")
+    outcomes = records.outcomes()
+    items = records.items or []
+    ran = [c for c in planted if c.nodeid in items]
+    tampered = _tampering(records, selected, planted, outcomes, rootdir)
+    if tampered is not None:
+        return Verdict(False, f"test process tampered: {tampered}", tampered=True)
+    if records.status is None:
+        return Verdict(False, f"the test process ended (exit {exit_code}) before pytest reported")
+    canary_ids = {c.nodeid for c in planted}
+    tests = {k: v for k, v in outcomes.items() if k not in canary_ids}
+    executed = sum(1 for v in tests.values() if v != "skipped")
+    bad = sorted(k for k, v in tests.items() if v in ("failed", "error"))
+    if bad:
+        return Verdict(False, f"{len(bad)} test(s) failed or errored, first {bad[0]}", executed)
+    if records.collect_errors:
+        return Verdict(False, f"collection failed for {records.collect_errors[0]}", executed)
+    for entry in selected:
+        named = [k for k in tests if matches(k, entry)]
+        if not named:
+            return Verdict(False, f"declared test {entry} did not run", executed)
+        missed = [k for k in named if tests[k] not in PASSING]
+        if missed:
+            return Verdict(False, f"{missed[0]}: {tests[missed[0]]}", executed)
+    broken = [c.nodeid for c in ran if not c.fail and outcomes.get(c.nodeid) not in PASSING]
+    if broken:
+        why = f"a test that must pass did not ({broken[0]}) while every declared test passed"
+        return Verdict(False, f"test process tampered: {why}", executed, tampered=True)
+    if executed == 0:
+        return Verdict(False, "no test ran", executed)
+    expected = 1 if any(c.fail for c in ran) else 0
+    if records.status != expected or exit_code != expected:
+        why = f"pytest exit status {records.status}, process exit {exit_code}"
+        return Verdict(False, f"{why} (the harness expects {expected})", executed)
+    return Verdict(True, None, executed)
+
+
+def _tampering(
+    records: Records,
+    selected: Sequence[str],
+    planted: Sequence[Canary],
+    outcomes: dict[str, str],
+    rootdir: str,
+) -> str | None:
+    """The first sign of tampering, or None."""
+    if records.tampering:
+        return records.tampering[0]
+    if records.foreign and records.status is not None:
+        return f"{records.foreign} line(s) on the results channel the harness did not write"
+    items = set(records.items or [])
+    collected = {item.split("::", 1)[0] for item in items}
+    for file in sorted(set(test_files(selected)) & collected):
+        imported = records.modules.get(file)
+        if imported != posixpath.join(rootdir, file):
+            return f"test module {file} was imported from {imported or 'nowhere said'}"
+    # Any failure may end the session (-x, --maxfail), a must-fail canary's too: then the
+    # tests after it, canaries included, never report. Without one, every canary must.
+    ended_early = bool(records.collect_errors) or any(
+        v in ("failed", "error") for v in outcomes.values()
+    )
+    for canary in planted:
+        if canary.file in collected and canary.nodeid not in items:
+            return f"a test the harness added to {canary.file} was not collected"
+        outcome = outcomes.get(canary.nodeid)
+        if canary.fail and outcome in PASSING:
+            return f"a test that must fail passed ({canary.nodeid})"
+        if (
+            records.status is not None
+            and not ended_early
+            and canary.nodeid in items
+            and outcome is None
+        ):
+            return f"a test the harness added did not report ({canary.nodeid})"
+    return None

@@ -1,0 +1,404 @@
+"""Phase B, the verdict: the screened patch and the hidden tests in a fresh sandbox.
+
+The agent never saw this sandbox, and nothing it left decides how grading runs:
+
+1. Layer one, in the test's uid: the full fixture (unpacked by the image's tar as
+   that uid, ``runner.trial.workspace.unpack_as_agent``); root-owned: the harness's
+   directory ``.deltarun-<random>/`` (an empty git directory whose attributes
+   switch every workspace attribute off, the screened patch). ``/workspace``
+   itself is root-owned and sticky.
+2. ``git apply`` of the screened patch as the test's uid, then the tree's size:
+   a patch that does not apply, or a tree larger than ``runtime.limits.workspace``
+   however small the patch looked (a compressed binary patch), is a miss with the
+   reason. The sandbox's workspace holds the limit *plus* room for what the
+   harness writes (``sandbox_bytes``), so the harness's files never compete with
+   the agent's for space.
+3. Layer two, root-owned: the hidden files over whatever is at their paths, the
+   fixture's pristine files that hold declared tests, every directory on their
+   paths, the fixture's pristine ``__init__.py`` and ``conftest.py`` in those
+   directories, the fixture's runner settings as a copy pytest reads with ``-c``,
+   the pytest launcher, plugin and collector. The test's uid can no longer change
+   any of them, nor rename a directory they are in.
+4. The test: ``hidden_tests`` through the harness's pytest (``run_pytest.py``,
+   with canaries; each outcome sent as it happens to the collector, root, on a
+   socket; verdict ``runner.grading.verdict``), or the ``hidden_test`` command
+   (verdict from its exit status). Bytecode is neither written nor read from
+   where the code under test could plant it (``PYTHONPYCACHEPREFIX`` points at an
+   empty root-owned directory), plugin autoloading is off, pytest's settings
+   come from the pristine copy.
+5. Every process of the test's uid is killed before the results are read.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import random
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from runner.errors import InfraError
+from runner.fixtures import harness_git
+from runner.fixtures.archives import Entry, Member, owned_tar
+from runner.fixtures.view import BLOCK, FixtureView, footprint
+from runner.grading.declared import holds_declared, runner_config, test_files
+from runner.grading.verdict import CHANNEL_CAP, Canary, canaries, grade
+from runner.models import RepoTask
+from runner.sandbox.base import AGENT_UID, ROOT_USER, WORKSPACE, ExecRequest, ExecResult, Sandbox
+from runner.sandbox_scripts import source
+from runner.trial.workspace import unpack_as_agent
+
+PATH = "/usr/local/bin:/usr/bin:/bin"
+SCRIPTS = ("run_pytest.py", "deltarun_results.py", "guard.py", "collector.py")
+# Room for what the harness writes besides the listed files: directories, the settings copy.
+SLACK_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class VerifyOutcome:
+    """What the verify phase found."""
+
+    passed: bool
+    timed_out: bool = False
+    exit_code: int | None = None
+    log: str = ""
+    log_truncated: bool = False
+    oom_killed: bool = False
+    reason: str | None = None  # why it is not a pass, when the harness knows
+    tampered: bool = False  # the test process rewrote outcomes (runner.grading.verdict)
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """The controls the verify phase uses."""
+
+    timeout_s: float
+    output_cap: int
+    workspace_bytes: int
+
+
+def sandbox_bytes(
+    settings: VerifySettings, fixture: FixtureView, hidden: list[Member], patch: bytes
+) -> int:
+    """The size of the verify sandbox's workspace: the limit the patched tree must fit in,
+    plus room for everything the harness writes there, so that never runs short."""
+    harness = sum(len(source(name)) for name in SCRIPTS) + len(patch)
+    files = [*hidden, *fixture.pristine.values()]
+    return (
+        settings.workspace_bytes
+        + 2 * sum(footprint(m) for m in files)
+        + harness
+        + BLOCK * (len(files) + 64)
+        + SLACK_BYTES
+    )
+
+
+def verify(
+    sandbox: Sandbox,
+    task: RepoTask,
+    fixture: FixtureView,
+    workspace: Path | bytes | None,
+    hidden: list[Member],
+    patch: bytes,
+    settings: VerifySettings,
+    rng: random.Random | None = None,
+) -> VerifyOutcome:
+    """Run phase B in ``sandbox`` (fresh, ``workspace_root_owned``, its workspace
+    ``sandbox_bytes`` large) on a screened patch.
+
+    ``workspace`` is the fixture's tar as the test's uid (``runner.fixtures.staging``, usually made
+    once per machine), None when there is no fixture; ``fixture`` is what else the phase
+    needs of it (``runner.fixtures.view``); ``rng`` names the canaries (unpredictable to
+    the agent by default)."""
+    size = fixture.footprint + sum(footprint(m) for m in hidden)
+    if patch and size + 2 * len(patch) + (1 << 20) > settings.workspace_bytes:
+        return VerifyOutcome(
+            False, reason="the patched tree would not fit in runtime.limits.workspace"
+        )
+    config = runner_config(list(fixture.pristine.values()))
+    place = _Place(f".deltarun-{secrets.token_hex(8)}", config.suffix)
+    # The fixture, in the test's uid, by the image's tar; then what root owns.
+    if workspace is not None:
+        unpack_as_agent(sandbox, WORKSPACE, workspace)
+    first = _layer_one(place.harness, patch)
+    second = _layer_two(task, fixture, hidden, place.harness, place.config, config.data)
+    # Without a patch nothing runs between the layers: one copy, later entries win.
+    sandbox.put_archive(WORKSPACE, owned_tar(first if patch else first + second))
+    if patch:
+        problem = _apply(sandbox, place, settings, _footprint(first))
+        if problem is not None:
+            return VerifyOutcome(False, reason=problem)
+        sandbox.put_archive(WORKSPACE, owned_tar(second))
+    if task.hidden_tests is None:
+        result = sandbox.run(_command_request(task, place, settings))
+        found = _found(result, settings)
+        if result.timed_out or result.exit_code == 0:
+            return replace(found, passed=not result.timed_out)
+        return replace(found, reason=f"the hidden test exited {result.exit_code}")
+    planted = canaries(
+        task.hidden_tests, [m.path for m in hidden if not m.is_dir], rng or secrets.SystemRandom()
+    )
+    collector = sandbox.start(_collector_request(place, settings))
+    try:
+        result = sandbox.run(_pytest_request(task, place, settings, planted))
+    finally:
+        channel = collector.finish()
+    found = _found(result, settings, planted)
+    if result.timed_out:
+        return found
+    account = _account(channel)
+    if not account.get("peer_pid"):
+        tail = result.output[-300:].decode("utf-8", "replace").strip()
+        raise InfraError(f"the harness's pytest never reported to its collector: {tail}")
+    verdict = grade(
+        task.hidden_tests,
+        planted,
+        channel.output,
+        result.exit_code,
+        rootdir=WORKSPACE,
+        overflowed=bool(account.get("truncated")),
+    )
+    if verdict.passed:  # the status of the declared tests: the must-fail canaries aside
+        found = replace(found, exit_code=0)
+    return replace(found, passed=verdict.passed, reason=verdict.reason, tampered=verdict.tampered)
+
+
+def _found(
+    result: ExecResult, settings: VerifySettings, planted: Sequence[Canary] = ()
+) -> VerifyOutcome:
+    """What the test command's end says before any verdict: its log, exit, timeout."""
+    log = result.output[-settings.output_cap :].decode("utf-8", "replace")
+    failing = [c.nodeid for c in planted if c.fail]
+    if failing:
+        log += (
+            f"\n[deltarun] {len(planted)} canary tests were added to the declared test files; "
+            f"these must fail and their failure is expected: {', '.join(failing)}\n"
+        )
+    found = VerifyOutcome(
+        False,
+        exit_code=result.exit_code,
+        log=log,
+        log_truncated=result.output_truncated,
+        oom_killed=result.oom_killed,
+    )
+    if result.timed_out:
+        return replace(found, timed_out=True, exit_code=None, reason="the hidden tests timed out")
+    return found
+
+
+def _account(channel: ExecResult) -> dict[str, object]:
+    """The collector's own account (its last stderr line), {} when it gave none."""
+    lines = channel.stderr.decode("utf-8", "replace").strip().splitlines()
+    try:
+        value = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _footprint(entries: list[Entry]) -> int:
+    return sum(-(-len(e.data or b"") // BLOCK) * BLOCK + BLOCK for e in entries)
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where the harness's files go in one verify sandbox (a fresh random name each)."""
+
+    harness: str  # .deltarun-<random>, at the workspace root
+    suffix: str  # of the runner settings' copy: pytest reads it by its suffix
+
+    @property
+    def home(self) -> str:
+        return f"{WORKSPACE}/{self.harness}"
+
+    @property
+    def config(self) -> str:
+        return f"{self.harness}{self.suffix}"
+
+    @property
+    def channel(self) -> str:
+        return f"{self.home}/channel/results.sock"
+
+
+def _apply(
+    sandbox: Sandbox, place: _Place, settings: VerifySettings, harness_bytes: int
+) -> str | None:
+    """``git apply`` the screened patch as the test's uid, then measure the tree it left;
+    the reason when it does not apply or does not fit in ``runtime.limits.workspace``."""
+    git = " ".join(harness_git.argv("apply", "--whitespace=nowarn", f"{place.home}/agent.patch"))
+    applied = sandbox.run(
+        ExecRequest(
+            argv=["sh", "-c", f'{git} || exit $?; exec stat -f -c "%S %b %f" {WORKSPACE}'],
+            env=_git_env(place.home),
+            timeout_s=min(120.0, settings.timeout_s),
+            output_cap=1 << 16,
+            separate_stderr=True,
+        )
+    )
+    if applied.exit_code != 0 or applied.timed_out:
+        why = (applied.stderr or applied.output)[-400:].decode("utf-8", "replace").strip()
+        return f"the patch does not apply: {why}"
+    try:
+        block, total, free = (int(v) for v in applied.output.split())
+    except ValueError:
+        raise InfraError(
+            f"the verify sandbox's size could not be read: {applied.output!r}"
+        ) from None
+    used = (total - free) * block - harness_bytes
+    if used > settings.workspace_bytes:
+        return (
+            f"the patched tree takes {used} bytes, more than runtime.limits.workspace "
+            f"({settings.workspace_bytes})"
+        )
+    return None
+
+
+def _test_env(place: _Place) -> dict[str, str]:
+    """The test's environment: the harness's, nothing of the agent's."""
+    return {
+        "HOME": "/home/agent",
+        "PATH": PATH,
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPYCACHEPREFIX": f"{place.home}/pycache",
+        "PYTHONNOUSERSITE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
+
+
+def _fixed_args(place: _Place) -> list[str]:
+    return ["-c", f"{WORKSPACE}/{place.config}", "--rootdir", WORKSPACE, "-p", "no:cacheprovider"]
+
+
+def _command_request(task: RepoTask, place: _Place, settings: VerifySettings) -> ExecRequest:
+    """The task's own ``hidden_test`` command, under the harness's environment and settings."""
+    assert task.hidden_test is not None
+    env = _test_env(place) | {
+        "PYTEST_ADDOPTS": " ".join(_fixed_args(place)),
+        "DELTARUN_HIDDEN_TEST": task.hidden_test,
+    }
+    return ExecRequest(
+        argv=["sh", "-c", 'exec sh -c "$DELTARUN_HIDDEN_TEST"'],
+        env=env,
+        timeout_s=settings.timeout_s,
+        output_cap=settings.output_cap,
+    )
+
+
+def _collector_request(place: _Place, settings: VerifySettings) -> ExecRequest:
+    """The collector, root: the one reader of the results channel (``collector.py``)."""
+    return ExecRequest(
+        argv=["python3", "-I", "-S", f"{place.home}/collector.py", place.channel, str(AGENT_UID)],
+        user=ROOT_USER,
+        env={"PATH": PATH, "LANG": "C.UTF-8"},
+        timeout_s=settings.timeout_s + 60.0,
+        output_cap=CHANNEL_CAP,
+        separate_stderr=True,
+    )
+
+
+def _pytest_request(
+    task: RepoTask, place: _Place, settings: VerifySettings, planted: Sequence[Canary]
+) -> ExecRequest:
+    """The harness's pytest on the declared tests, with the canaries."""
+    assert task.hidden_tests is not None
+    spec = {
+        "channel": place.channel,
+        "rootdir": WORKSPACE,
+        "select": task.hidden_tests,
+        "canaries": [c.spec() for c in planted],
+        "args": ["-q", *task.pytest_args, *_fixed_args(place), *test_files(task.hidden_tests)],
+    }
+    # The sweep runs in the same exec, right after pytest: no process of the test's uid is
+    # left to hold the channel open when the collector's account is read.
+    home = place.home
+    return ExecRequest(
+        argv=[
+            "sh",
+            "-c",
+            f"python3 -B -s {home}/run_pytest.py; code=$?; "
+            f"python3 -I -S {home}/guard.py sweep >/dev/null 2>&1; exit $code",
+        ],
+        env=_test_env(place),
+        timeout_s=settings.timeout_s,
+        output_cap=settings.output_cap,
+        stdin=json.dumps(spec).encode("utf-8"),
+    )
+
+
+def _git_env(home: str) -> dict[str, str]:
+    return {
+        "GIT_DIR": f"{home}/git",
+        "GIT_WORK_TREE": WORKSPACE,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "HOME": "/home/agent",
+        "PATH": PATH,
+    }
+
+
+def _dirs_of(paths: list[str]) -> list[str]:
+    """Every directory above the paths, parents first ("" excluded)."""
+    found: dict[str, None] = {}
+    for path in paths:
+        parts = path.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            found.setdefault("/".join(parts[:i]))
+    return sorted(found, key=lambda d: (d.count("/"), d))
+
+
+def _layer_one(harness: str, patch: bytes) -> list[Entry]:
+    """The harness's root-owned directory (the fixture is already in place)."""
+    git = f"{harness}/git"
+    entries = [
+        Entry(harness, None, 0, 0o755),
+        Entry(git, None, 0, 0o755),
+        Entry(f"{git}/objects", None, 0, 0o755),
+        Entry(f"{git}/refs", None, 0, 0o755),
+        Entry(f"{git}/info", None, 0, 0o755),
+        Entry(f"{git}/HEAD", b"ref: refs/heads/main\n", 0, 0o444),
+        Entry(f"{git}/config", b"[core]\n\trepositoryformatversion = 0\n", 0, 0o444),
+        Entry(f"{git}/info/attributes", harness_git.NEUTRAL_ATTRIBUTES.encode(), 0, 0o444),
+    ]
+    if patch:
+        entries.append(Entry(f"{harness}/agent.patch", patch, 0, 0o444))
+    return entries
+
+
+def _layer_two(
+    task: RepoTask,
+    fixture: FixtureView,
+    hidden: list[Member],
+    harness: str,
+    config_name: str,
+    config: bytes,
+) -> list[Entry]:
+    """What root owns for the test: hidden files, the fixture's files that hold declared
+    tests, their directories, the pristine harness files beside them, the runner settings,
+    the launcher, the plugin and the collector."""
+    hidden_files = [m for m in hidden if not m.is_dir]
+    hidden_paths = {m.path for m in hidden_files}
+    declared = [
+        m
+        for path, m in sorted(fixture.pristine.items())
+        if path not in hidden_paths and holds_declared(path, task.hidden_tests or ())
+    ]
+    written = sorted([*declared, *hidden_files], key=lambda m: m.path)
+    dirs = _dirs_of([m.path for m in written]) + sorted(m.path for m in hidden if m.is_dir)
+    pristine = fixture.pristine
+    entries = [Entry(d, None, 0, 0o755) for d in dict.fromkeys(dirs)]
+    for directory in ["", *dict.fromkeys(dirs)]:
+        for name in ("__init__.py", "conftest.py"):
+            member = pristine.get(posixpath.join(directory, name))
+            if member is not None:
+                entries.append(Entry(member.path, member.data, 0, 0o644))
+    entries += [Entry(m.path, m.data, 0, 0o755 if m.executable else 0o644) for m in written]
+    entries += [
+        Entry(config_name, config, 0, 0o444),
+        Entry(f"{harness}/channel", None, 0, 0o755),
+        Entry(f"{harness}/pycache", None, 0, 0o555),
+    ]
+    entries += [Entry(f"{harness}/{name}", source(name), 0, 0o444) for name in SCRIPTS]
+    return entries

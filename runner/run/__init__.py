@@ -1,0 +1,3 @@
+"""A run: preparation, the run service, the run directory, status, validation runs, the
+replay kit.
+"""

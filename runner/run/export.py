@@ -1,0 +1,625 @@
+"""``deltarun export RUN_DIR --kit DIR``: a kit a stranger can rerun.
+
+    DIR/controls.yaml       the run's stored controls, byte for byte
+    DIR/<suite.file>        tasks.jsonl, and every fixture and hidden archive it names
+    DIR/<agent dir>/...     every agent directory (patch and command arms)
+    DIR/<metrics.module>    the metrics module, when the controls name one
+    DIR/run/                the evidence: run.json, controls.yaml, trials.jsonl, report.*
+                            (and edits.json when the run has accepted ledger edits)
+    DIR/replay.sh           checks every digest, then reruns (default) or re-verifies
+    DIR/README.md           what each file is, and the two ways to run replay.sh
+
+**Where the inputs come from.** The originals are found from the folder of the
+controls the run was made with: run.json's ``controls_path``, or ``--controls``
+when they have moved. Only that folder is taken from there: the controls
+written into the kit are the run directory's stored copy.
+
+**Layout: the same relative paths.** ``suite.file``, every agent ``dir`` and
+``metrics.module`` are strings inside the controls, so they enter the protocol
+hash; the archive paths are strings inside tasks.jsonl, so they enter the suite
+digest. None of them can be rewritten. Each file therefore goes where its
+string leads from the kit's controls.yaml, resolved lexically (the kit holds
+no symbolic links, so lexical resolution is what ``load_controls`` and
+``load_suite`` will do in it). When a path climbs out of the controls' folder
+(``../shared/tasks.jsonl``), the simplest layout that keeps it working is
+chosen: controls.yaml goes down as many folders as the deepest climb, named
+after the original's own folders, so the kit mirrors the original tree
+(``/home/me/exp/controls.yaml`` naming ``../shared/tasks.jsonl`` becomes
+``DIR/exp/controls.yaml`` and ``DIR/shared/tasks.jsonl``; replay.sh names the
+right controls). Refused, each in one line naming the path (exit 1): an
+absolute path (the hash pins it, so it cannot move), a climb above the
+filesystem root, a path that lands on the kit's own ``run/``, ``replay.sh``,
+``README.md`` or ``rerun-*``, an agent directory that would be the kit's
+top folder (its digest would then cover those files), and two inputs that
+need different bytes at one path.
+
+**Checks.** Every file is copied into a staging folder beside DIR and hashed as
+it is copied: tasks.jsonl against run.json's suite digest, each archive against
+its pin in tasks.jsonl, each agent directory against run.json's
+``agent_dir_digests``, the metrics module against ``metrics.sha256``. A
+difference stops the export with exit 3 naming the file, and the staging
+folder is removed, so DIR never holds unverified bytes. At the end the kit's
+controls.yaml is loaded with ``load_controls`` and must hash to the run's
+``protocol_sha256`` (exit 3 otherwise), and its suite is loaded with
+``load_suite`` against the run's suite digest; only then is the staging folder
+renamed to DIR.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from runner.config.loader import load_controls, parse_controls
+from runner.config.model import CommandAgent, Controls, PatchAgent
+from runner.errors import DigestMismatch, ProtocolMismatch, UserError
+from runner.fixtures.archives import members_from_dir, tree_digest
+from runner.hashing import sha256_bytes
+from runner.models import GitRepo, RepoTask, Task
+from runner.run.rundir import LEDGER, RUN_FILE, RunDir, RunMeta
+from runner.suite.load import load_suite, parse_task_line
+
+EVIDENCE = "run"
+SCRIPT = "replay.sh"
+README = "README.md"
+RESERVED = (EVIDENCE, SCRIPT, README)
+EVIDENCE_FILES = (
+    RUN_FILE,
+    "controls.yaml",
+    LEDGER,
+    "report.md",
+    "report.json",
+    "report.html",
+    "edits.json",
+)
+REQUIRED_EVIDENCE = (RUN_FILE, "controls.yaml", LEDGER)
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Kit:
+    """What ``export_kit`` wrote."""
+
+    path: Path
+    controls: str  # kit-relative path of controls.yaml
+    run_id: str
+    protocol_sha256: str
+    suite_sha256: str
+    files: int  # files listed in replay.sh's digest list
+
+
+@dataclass(frozen=True)
+class _Ref:
+    """One input the controls lead to: its path from the controls' folder, the original."""
+
+    what: str  # for messages: "suite.file", "task 't1' repo", "arms[1].agent.dir", ...
+    rel: str  # lexically normalised, relative to the controls' folder
+    original: Path
+    pin: str
+    is_dir: bool = False
+
+
+@dataclass
+class _Staging:
+    root: Path
+    written: dict[str, str] = field(default_factory=dict)  # kit-relative path → sha256
+
+    def claim(self, rel: str, digest: str, what: str) -> bool:
+        """False when ``rel`` already holds these bytes; refuses other bytes at one path."""
+        have = self.written.get(rel)
+        if have is None:
+            self.written[rel] = digest
+            return True
+        if have != digest:
+            raise UserError(
+                f"{what}: {rel} is also another input of the kit with other bytes; two inputs "
+                "cannot share one path"
+            )
+        return False
+
+    def target(self, rel: str) -> Path:
+        path = self.root / rel
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"{rel}: cannot lay it out in the kit ({exc})") from exc
+        return path
+
+    def put_bytes(self, rel: str, data: bytes, what: str, *, executable: bool = False) -> None:
+        if not self.claim(rel, sha256_bytes(data), what):
+            return
+        path = self.target(rel)
+        try:
+            path.write_bytes(data)
+            path.chmod(0o755 if executable else 0o644)
+        except OSError as exc:
+            raise UserError(f"{rel}: cannot write it into the kit ({exc})") from exc
+
+    def copy_verified(self, ref: _Ref, rel: str) -> None:
+        """Copy ``ref.original`` to ``rel``, hashing while copying; exit 3 on another digest."""
+        path = self.target(rel)
+        digest = hashlib.sha256()
+        tmp = path.with_name(path.name + ".export-tmp")
+        try:
+            with ref.original.open("rb") as source, tmp.open("wb") as sink:
+                while chunk := source.read(_CHUNK):
+                    digest.update(chunk)
+                    sink.write(chunk)
+        except FileNotFoundError as exc:
+            tmp.unlink(missing_ok=True)
+            raise UserError(
+                f"{ref.original}: {ref.what} not found; restore it (or pass --controls where "
+                "the run's inputs now are)"
+            ) from exc
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise UserError(f"{ref.original}: cannot copy {ref.what} ({exc})") from exc
+        actual = digest.hexdigest()
+        if actual != ref.pin:
+            tmp.unlink(missing_ok=True)
+            raise DigestMismatch(
+                f"{ref.original}: digest mismatch for {ref.what}: pinned {ref.pin}, file has "
+                f"{actual}; restore the file (no kit was written)"
+            )
+        if not self.claim(rel, actual, ref.what):
+            tmp.unlink()
+            return
+        tmp.chmod(0o644)
+        os.replace(tmp, path)
+
+
+def export_kit(run_dir: RunDir, kit: Path, controls_path: Path | None = None) -> Kit:
+    """Write the kit of ``run_dir`` into ``kit`` (new or empty); see the module docstring."""
+    meta = run_dir.meta()
+    stored = run_dir.path / "controls.yaml"
+    try:
+        controls_bytes = stored.read_bytes()
+        controls = parse_controls(controls_bytes.decode("utf-8"), str(stored))
+    except FileNotFoundError as exc:
+        raise UserError(f"{stored}: missing; a run directory keeps the controls as run") from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{stored}: not UTF-8 ({exc})") from exc
+    for name in REQUIRED_EVIDENCE:
+        if not (run_dir.path / name).is_file():
+            raise UserError(f"{run_dir.path / name}: missing; restore it from a copy of the run")
+    _check_target(kit)
+    base = _origin(run_dir, meta, controls_path)
+    suite_ref, tasks_bytes = _read_suite(controls, base, meta)
+    tasks = _parse_tasks(tasks_bytes, suite_ref.original)
+    refs = [suite_ref, *_archive_refs(suite_ref, tasks), *_other_refs(controls, base, meta)]
+    sub = _controls_folder(base, refs)
+    layout = [(ref, _in_kit(sub, ref)) for ref in refs]
+    controls_rel = posixpath.join(sub, "controls.yaml") if sub else "controls.yaml"
+    for ref, rel in layout:
+        _check_place(ref, rel)
+        if ref.is_dir and kit.resolve().is_relative_to(ref.original):
+            raise UserError(
+                f"{kit}: inside {ref.what} ({ref.original}), whose digest it would change; "
+                "choose a --kit directory outside the run's inputs"
+            )
+    _check_place(_Ref("the kit's controls.yaml", "controls.yaml", stored, ""), controls_rel)
+
+    kit = kit.absolute()
+    kit.parent.mkdir(parents=True, exist_ok=True)
+    staging = _Staging(kit.parent / f".{kit.name}.export-{secrets.token_hex(4)}")
+    staging.root.mkdir()
+    try:
+        staging.put_bytes(controls_rel, controls_bytes, "the kit's controls.yaml")
+        staging.put_bytes(layout[0][1], tasks_bytes, suite_ref.what)
+        for ref, rel in layout[1:]:
+            if ref.is_dir:
+                _copy_agent_dir(staging, ref, rel)
+            else:
+                staging.copy_verified(ref, rel)
+        _check_kit(staging.root / controls_rel, kit / controls_rel, meta)
+        evidence = _copy_evidence(staging, run_dir)
+        sums = sorted(staging.written.items())
+        staging.put_bytes(SCRIPT, replay_script(meta, controls_rel, sums).encode(), SCRIPT)
+        os.chmod(staging.root / SCRIPT, 0o755)
+        staging.put_bytes(README, kit_readme(meta, controls_rel, layout, evidence).encode(), README)
+        if kit.exists():
+            kit.rmdir()  # checked empty above
+        os.replace(staging.root, kit)
+    except BaseException:
+        shutil.rmtree(staging.root, ignore_errors=True)
+        raise
+    return Kit(kit, controls_rel, meta.run_id, meta.protocol_sha256, meta.suite_sha256, len(sums))
+
+
+def _check_target(kit: Path) -> None:
+    if kit.is_symlink():
+        raise UserError(f"{kit}: is a symbolic link; choose a new --kit directory")
+    if kit.exists() and not kit.is_dir():
+        raise UserError(f"{kit}: exists and is not a directory; choose a new --kit directory")
+    if kit.is_dir() and any(kit.iterdir()):
+        raise UserError(f"{kit}: exists and is not empty; choose a new or empty --kit directory")
+
+
+def _origin(run_dir: RunDir, meta: RunMeta, controls_path: Path | None) -> Path:
+    """The folder the run's controls were in (resolved): ``--controls`` or run.json's."""
+    if controls_path is not None:
+        if not controls_path.is_file():
+            raise UserError(
+                f"{controls_path}: --controls: not a file; pass the run's controls.yaml"
+            )
+        return controls_path.resolve().parent
+    recorded = meta.controls_path
+    if not recorded:
+        raise UserError(
+            f"{run_dir.path / RUN_FILE}: no controls_path recorded; pass --controls PATH "
+            "(the run's controls.yaml beside its suite)"
+        )
+    if not Path(recorded).is_file():
+        raise UserError(
+            f"{run_dir.path / RUN_FILE}: controls_path {recorded} does not exist here; pass "
+            "--controls PATH (the run's controls.yaml where its suite now is)"
+        )
+    return Path(recorded).resolve().parent
+
+
+def _relative(what: str, value: str) -> str:
+    """``value`` lexically normalised; an absolute path cannot move with the kit."""
+    if PurePosixPath(value).is_absolute():
+        raise UserError(
+            f"{what}: {value} is an absolute path; its string is pinned by the protocol hash "
+            "or the suite digest, so a kit cannot move it (make it relative and run again)"
+        )
+    return posixpath.normpath(value)
+
+
+def _read_suite(controls: Controls, base: Path, meta: RunMeta) -> tuple[_Ref, bytes]:
+    """tasks.jsonl's bytes, checked against the run's suite digest."""
+    rel = _relative("suite.file", controls.suite.file)
+    original = (base / controls.suite.file).resolve()
+    ref = _Ref("suite.file (tasks.jsonl)", rel, original, meta.suite_sha256)
+    try:
+        data = original.read_bytes()
+    except FileNotFoundError as exc:
+        raise UserError(
+            f"{original}: tasks file not found; restore the suite or pass --controls where "
+            "the run's controls and suite now are"
+        ) from exc
+    actual = sha256_bytes(data)
+    if actual != meta.suite_sha256:
+        raise DigestMismatch(
+            f"{original}: digest mismatch: the run's suite digest is {meta.suite_sha256}, "
+            f"the file has {actual}; restore the suite the run was made with (no kit was written)"
+        )
+    return ref, data
+
+
+def _parse_tasks(data: bytes, source: Path) -> list[Task]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{source}: not UTF-8 ({exc})") from exc
+    return [
+        parse_task_line(line, f"{source}:{number}")
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip()
+    ]
+
+
+def _fixture_file(task: RepoTask) -> str:
+    """The file a task's fixture is: its tar or its git bundle (pinned by repo_sha256)."""
+    if not isinstance(task.repo, GitRepo):
+        return task.repo
+    if not task.repo_sha256:
+        raise UserError(
+            f"task {task.id!r}: its fixture is a bare repository directory, which a kit cannot "
+            "carry; name a bundle instead (git bundle create FILE --all) and re-seal"
+        )
+    return task.repo.git
+
+
+def _archive_refs(suite: _Ref, tasks: list[Task]) -> list[_Ref]:
+    """Every fixture and hidden archive, once per path (pinned alike by every task)."""
+    refs: dict[str, _Ref] = {}
+    folder = posixpath.dirname(suite.rel)
+    for task in tasks:
+        if not isinstance(task, RepoTask):
+            continue
+        named = [("repo", _fixture_file(task), task.repo_sha256)]
+        if task.hidden is not None:
+            named.append(("hidden", task.hidden, task.hidden_sha256))
+        if task.environment is not None:
+            # The build context is pinned by the task line (environment_sha256), a tree digest.
+            what = f"task {task.id!r} environment {task.environment!r}"
+            value = f"environments/{task.environment}"
+            rel = posixpath.normpath(posixpath.join(folder, value))
+            original = (suite.original.parent / value).resolve()
+            refs.setdefault(rel, _Ref(what, rel, original, task.environment_sha256, is_dir=True))
+        for field_name, value, pin in named:
+            what = f"task {task.id!r} {field_name}"
+            rel = posixpath.normpath(posixpath.join(folder, _relative(what, value)))
+            ref = _Ref(what, rel, (suite.original.parent / value).resolve(), pin)
+            seen = refs.setdefault(rel, ref)
+            if seen.pin != pin:
+                raise DigestMismatch(
+                    f"{suite.original}: {what} and {seen.what} name {value} with different "
+                    "digests; restore the suite the run was made with"
+                )
+    return list(refs.values())
+
+
+def _other_refs(controls: Controls, base: Path, meta: RunMeta) -> list[_Ref]:
+    """Every agent directory (pinned by run.json) and the metrics module (pinned in controls)."""
+    refs: list[_Ref] = []
+    for index, arm in enumerate(controls.arms):
+        if not isinstance(arm.agent, PatchAgent | CommandAgent):
+            continue
+        what = f"arms[{index}].agent.dir of arm {arm.name!r}"
+        pin = meta.agent_dir_digests.get(arm.name, "")
+        if not pin:
+            raise DigestMismatch(
+                f"{RUN_FILE}: agent_dir_digests has no digest of arm {arm.name!r}; the run "
+                "directory does not match its controls"
+            )
+        rel = _relative(what, arm.agent.dir)
+        refs.append(_Ref(what, rel, (base / arm.agent.dir).resolve(), pin, is_dir=True))
+    spec = controls.metrics
+    if spec is not None:
+        if not spec.sha256:
+            raise UserError("controls.yaml: metrics.sha256 is empty; the module is not pinned")
+        rel = _relative("metrics.module", spec.module)
+        refs.append(_Ref("metrics.module", rel, (base / spec.module).resolve(), spec.sha256))
+    return refs
+
+
+def _climb(rel: str) -> int:
+    parts = rel.split("/")
+    return next((i for i, part in enumerate(parts) if part != ".."), len(parts))
+
+
+def _controls_folder(base: Path, refs: list[_Ref]) -> str:
+    """Where controls.yaml goes in the kit: as deep as the deepest ``../``, named after the
+    original's folders, so every path resolves in the kit as it did there."""
+    depth = max(_climb(ref.rel) for ref in refs)
+    if depth == 0:
+        return ""
+    names = base.parts[1:]  # without the root
+    if depth > len(names):
+        worst = max(refs, key=lambda ref: _climb(ref.rel))
+        raise UserError(
+            f"{worst.what}: {worst.rel} climbs above the filesystem root from {base}; "
+            "a kit cannot lay it out"
+        )
+    return "/".join(names[len(names) - depth :])
+
+
+def _in_kit(sub: str, ref: _Ref) -> str:
+    return posixpath.normpath(posixpath.join(sub, ref.rel)) if sub else ref.rel
+
+
+def _check_place(ref: _Ref, rel: str) -> None:
+    """A kit path must stay inside the kit and off the kit's own files."""
+    first = rel.split("/")[0]
+    if rel == "." and ref.is_dir:
+        raise UserError(
+            f"{ref.what}: {ref.rel} would be the kit's top folder, whose run/, replay.sh and "
+            "README.md would change its digest; move the agent directory into a subfolder"
+        )
+    if first in RESERVED or first.startswith("rerun-") or first == "..":
+        raise UserError(
+            f"{ref.what}: {ref.rel} would land on {first} of the kit (its run/, replay.sh, "
+            "README.md and rerun-* are the kit's own); rename that folder and run again"
+        )
+
+
+def _copy_agent_dir(staging: _Staging, ref: _Ref, rel: str) -> None:
+    """Read the directory, check its tree digest (paths, executable bits, bytes), write it."""
+    if not ref.original.is_dir():
+        raise UserError(
+            f"{ref.original}: {ref.what} is not a directory; restore it (or pass --controls "
+            "where the run's inputs now are)"
+        )
+    members = members_from_dir(ref.original)
+    actual = tree_digest(members)
+    if actual != ref.pin:
+        raise DigestMismatch(
+            f"{ref.original}: digest mismatch for {ref.what}: the run pins {ref.pin}, the "
+            f"directory has {actual}; restore it as it was run (no kit was written)"
+        )
+    try:
+        (staging.root / rel).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{rel}: cannot lay it out in the kit ({exc})") from exc
+    for member in members:
+        path = posixpath.join(rel, member.path)
+        if member.is_dir:
+            try:
+                (staging.root / path).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UserError(f"{path}: cannot lay it out in the kit ({exc})") from exc
+        else:
+            staging.put_bytes(path, member.data, ref.what, executable=member.executable)
+
+
+def _check_kit(controls: Path, shown: Path, meta: RunMeta) -> None:
+    """The kit's controls hash to the run's protocol, and its suite to the run's digest."""
+    loaded = load_controls(controls)
+    if loaded.protocol_sha256 != meta.protocol_sha256:
+        raise ProtocolMismatch(
+            f"{shown}: the kit's controls hash to protocol {loaded.protocol_sha256}, not the "
+            f"run's {meta.protocol_sha256}; no kit was written"
+        )
+    load_suite(loaded.suite_path, meta.suite_sha256, loaded.controls.runtime.archive_caps)
+
+
+def _copy_evidence(staging: _Staging, run_dir: RunDir) -> list[str]:
+    copied: list[str] = []
+    for name in EVIDENCE_FILES:
+        source = run_dir.path / name
+        if not source.is_file():
+            continue
+        staging.put_bytes(f"{EVIDENCE}/{name}", source.read_bytes(), f"{source}")
+        copied.append(name)
+    return copied
+
+
+def _sums_line(rel: str, digest: str) -> str:
+    """One line of ``sha256sum -c`` input (GNU escaping of backslash and newline)."""
+    if any(ord(ch) < 32 and ch != "\n" for ch in rel):
+        raise UserError(f"{rel!r}: a control character in a file name; rename the file")
+    if "\\" in rel or "\n" in rel:
+        return "\\" + digest + "  " + rel.replace("\\", "\\\\").replace("\n", "\\n")
+    return f"{digest}  {rel}"
+
+
+def _sh_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def replay_script(meta: RunMeta, controls_rel: str, sums: list[tuple[str, str]]) -> str:
+    """replay.sh: POSIX sh; check every digest, then rerun and compare, or re-verify."""
+    listing = "\n".join(_sums_line(rel, digest) for rel, digest in sums)
+    return f"""#!/bin/sh
+# Replay kit of run {meta.run_id}
+# protocol {meta.protocol_sha256}
+# suite {meta.suite_sha256}
+# Written by `deltarun export`. Usage:
+#   sh replay.sh                check every digest, rerun the whole run into rerun-<timestamp>/
+#                               (Docker and the sandbox images needed), then compare it with run/
+#   sh replay.sh --verify-only  check every digest, then re-run the hidden tests on the patches
+#                               recorded in run/ and list every verdict that changed (exit 1 if any)
+# Environment: DELTARUN (the deltarun executable; default: deltarun on PATH), J (trials at once, 2).
+# Exit: 0 ok; 1 deltarun missing or a verdict changed; 2 usage; 3 a digest or protocol mismatch;
+# otherwise deltarun's own exit code.
+set -eu
+
+PROTOCOL={meta.protocol_sha256}
+CONTROLS={_sh_quote(controls_rel)}
+
+mode=rerun
+if [ $# -gt 1 ]; then
+    echo "replay.sh: too many arguments; use: sh replay.sh [--verify-only]" >&2
+    exit 2
+fi
+case "${{1:-}}" in
+    "") ;;
+    --verify-only) mode=verify ;;
+    -h|--help) sed -n '2,/^set -eu$/p' "$0" | grep '^#'; exit 0 ;;
+    *) echo "replay.sh: unknown argument $1; use: sh replay.sh [--verify-only]" >&2; exit 2 ;;
+esac
+
+DELTARUN=${{DELTARUN:-deltarun}}
+case $DELTARUN in
+    /*) ;;
+    */*) DELTARUN=$(pwd)/$DELTARUN ;;
+esac
+cd -- "$(dirname -- "$0")"
+
+# (a) every file of the kit against the digest it had when exported (the inputs were checked
+# against the run's pins then); executable bits and empty folders of the agent directories
+# are covered by the protocol hash, which both modes below check again.
+if command -v sha256sum >/dev/null 2>&1; then
+    check() {{ sha256sum -c --quiet; }}
+elif command -v shasum >/dev/null 2>&1; then
+    check() {{ shasum -a 256 -c --quiet; }}
+else
+    echo "replay.sh: needs sha256sum (GNU coreutils) or shasum to check the digests" >&2
+    exit 1
+fi
+if ! check <<'DELTARUN_SUMS'
+{listing}
+DELTARUN_SUMS
+then
+    echo "replay.sh: digest mismatch: the files marked FAILED above differ from" \\
+        "the run's pins; restore the kit" >&2
+    exit 3
+fi
+echo "replay.sh: all digests match (protocol $PROTOCOL)"
+
+if ! command -v "$DELTARUN" >/dev/null 2>&1; then
+    echo "replay.sh: $DELTARUN not found; install deltarun or set DELTARUN=/path/to/deltarun" >&2
+    exit 1
+fi
+
+if [ "$mode" = verify ]; then
+    # (c) the hidden tests again on every recorded patch; the controls must hash to the protocol.
+    log=$(mktemp)
+    trap 'rm -f "$log"' EXIT
+    status=0
+    "$DELTARUN" replay run --reverify --controls "$CONTROLS" -j "${{J:-2}}" >"$log" || status=$?
+    cat "$log"
+    if [ "$status" -ne 0 ]; then
+        exit "$status"
+    fi
+    if ! grep -q '^reverify: [0-9]* verdicts re-run, 0 changed$' "$log"; then
+        echo "replay.sh: verdicts changed on re-verification (listed above)" >&2
+        exit 1
+    fi
+    exit 0
+fi
+
+# (b) the whole run again, under the same protocol, then paired with the recorded run.
+out=rerun-$(date -u +%Y%m%dT%H%M%SZ)
+"$DELTARUN" run "$CONTROLS" --out "$out" --expect-protocol "$PROTOCOL" -j "${{J:-2}}"
+"$DELTARUN" compare run "$out"
+echo "replay.sh: rerun in $out (recorded run in run/)"
+"""
+
+
+def kit_readme(
+    meta: RunMeta, controls_rel: str, layout: list[tuple[_Ref, str]], evidence: list[str]
+) -> str:
+    """The kit's README.md: what each file is and the two ways to run replay.sh."""
+    suite, rest = layout[0], layout[1:]
+    archives = [rel for ref, rel in rest if not ref.is_dir and ref.what.startswith("task ")]
+    rows = [f"| `{suite[1]}` | {suite[0].what} |"]
+    if archives:
+        folders = ", ".join(f"`{f}/`" for f in sorted({posixpath.dirname(a) for a in archives}))
+        rows.append(f"| {folders} | the {len(archives)} fixture and hidden archives it names |")
+    rows += [
+        f"| `{rel}{'/' if ref.is_dir else ''}` | {ref.what} |"
+        for ref, rel in rest
+        if rel not in archives
+    ]
+    inputs = "\n".join(rows)
+    shown = ", ".join(f"`{name}`" for name in evidence)
+    return f"""# Replay kit of run `{meta.run_id}`
+
+Written by `deltarun export`.
+
+- protocol: `{meta.protocol_sha256}`
+- suite: `{meta.suite_sha256}`
+- arms: {", ".join(f"`{arm}`" for arm in meta.arms)} (control: `{meta.control_arm}`)
+- run with deltarun {meta.deltarun_version} on Python {meta.python_version}
+
+| path | what it is |
+|---|---|
+| `{controls_rel}` | the controls exactly as run (byte for byte the run's stored copy) |
+{inputs}
+| `run/` | the evidence to compare against: {shown} |
+| `replay.sh` | checks every digest, then reruns or re-verifies (below) |
+| `README.md` | this file |
+
+Every input sits at the path the controls (or tasks.jsonl) name relative to
+`{controls_rel}`; those strings are part of the protocol hash and the suite
+digest, so they were not rewritten. Each was checked against its pin when the
+kit was written, and `{controls_rel}` hashes to the run's protocol.
+
+## Running it
+
+Needs deltarun (on PATH, or `DELTARUN=/path/to/deltarun`), Docker and the
+sandbox images the tasks name (run.json `image_digests` lists the ones used;
+pinned images must have the same IDs). `J` sets the trials at once (default 2).
+Both ways first check every file against the digest list inside replay.sh
+(exit 3 naming the file on a difference) and work from any directory.
+
+```sh
+sh replay.sh                 # rerun everything into rerun-<timestamp>/ under
+                             # --expect-protocol, then `deltarun compare run rerun-<timestamp>`
+sh replay.sh --verify-only   # re-run the hidden tests on the patches recorded in run/
+                             # (`deltarun replay run --reverify --controls {controls_rel}`);
+                             # exit 1 when any verdict changed
+```
+"""
+
+
+__all__ = ["Kit", "export_kit", "kit_readme", "replay_script"]

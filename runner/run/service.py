@@ -1,0 +1,395 @@
+"""The run service: one object that carries a run from its controls to its last record.
+
+``deltarun run``, ``deltarun validate``, ``deltarun import swebench --validate`` and
+the benchmarks all go through ``RunService``:
+
+1. ``prepare`` (``runner.run.prepare``): every check before the first sandbox, and the
+   plan; a local run's start-up sandbox (``Preflight``);
+2. ``executor``: the local pool (``executors.local``), after reaping what a killed
+   run on this host left; or Celery on Redis (``executors.celery``), after pushing
+   the run's images to a registry when asked;
+3. ``execute``: the executor runs the jobs still to do and hands back each batch;
+   ``Recording`` appends the first record of each job to the run directory (later
+   ones are kept aside as duplicates, never counted) and applies the stop rule;
+   an ``Events`` listener hears of each record and setup warning.
+
+Then the caller writes the report. The CLI only parses arguments, draws
+``Events`` and maps errors to exit codes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from runner.config.model import Controls
+from runner.errors import RouteMismatch, RunInterrupted, UsageError, UserError
+from runner.executors.local import Interrupted
+from runner.fixtures.cache import CacheDir
+from runner.fixtures.inputs import LocalInputs
+from runner.fixtures.staging import Staging
+from runner.grading.metrics import Metric
+from runner.models import Job, Trial
+from runner.run.prepare import PreparedRun
+from runner.sandbox.base import SandboxFactory
+from runner.trial.execute import TrialEnv, TrialInputs, execute_trial
+
+if TYPE_CHECKING:
+    from docker import APIClient
+
+    from runner.distributed.credentials import Broker, BrokerOptions
+
+RecordBatch = Callable[[list[Trial], list[Trial]], None]
+
+
+class Executor(Protocol):
+    """Runs jobs and hands back their records as they finish.
+
+    ``record(fresh, duplicates)`` gets each batch; an exception it raises stops
+    the run (the executor stops taking jobs and lets it propagate).
+    """
+
+    def run(self, prepared: PreparedRun, record: RecordBatch) -> None: ...
+
+
+def stop_reason(trial: Trial, controls: Controls) -> str | None:
+    """Why this record stops the whole run, or None: in the scored channel, a reply from
+    another model than the route pins (the route lock) stops the run."""
+    if trial.route_mismatch and controls.channel == "scored":
+        return f"{trial.arm} on {trial.task_id}: {trial.error}"
+    return None
+
+
+def trial_env(
+    controls: Controls,
+    inputs: TrialInputs,
+    sandboxes: SandboxFactory,
+    worker: str,
+    metrics: Mapping[str, Metric] | None = None,
+    pins: Mapping[str, str] | None = None,
+) -> TrialEnv:
+    """The environment every executor (and ``replay --reverify``) runs trials in: fixtures
+    are staged once per machine in the cache (``runner.fixtures.staging``); ``pins``
+    (image tag → ID) makes every sandbox from the run's pinned image."""
+    staging = Staging(CacheDir())
+    pinned = dict(pins or {})
+    if metrics is None:
+        return TrialEnv(controls, inputs, sandboxes, worker, staging=staging, pins=pinned)
+    return TrialEnv(
+        controls, inputs, sandboxes, worker, metrics=metrics, staging=staging, pins=pinned
+    )
+
+
+def local_runner(
+    prepared: PreparedRun, sandboxes: SandboxFactory, worker: str
+) -> Callable[[Job], Trial]:
+    """``execute_trial`` for the jobs of a prepared run, on this machine."""
+    env = trial_env(
+        prepared.loaded.controls,
+        LocalInputs(prepared.suite, prepared.loaded.controls.runtime.archive_caps),
+        sandboxes,
+        worker,
+        prepared.metrics,
+        prepared.meta.image_digests,
+    )
+
+    def run_one(job: Job) -> Trial:
+        return execute_trial(job, prepared.tasks[job.task_id], prepared.agents[job.arm], env)
+
+    return run_one
+
+
+@dataclass
+class Recording:
+    """Records each batch into the run directory; counts passes per arm; stops a scored run
+    at a route mismatch (the record is kept). ``on_trial`` sees every counted record."""
+
+    prepared: PreparedRun
+    on_trial: Callable[[Trial], None] = lambda trial: None
+    finished: Counter[str] = field(default_factory=Counter)
+    passes: Counter[str] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        for trial in self.prepared.run_dir.scored_trials():
+            self.finished[trial.arm] += 1
+            self.passes[trial.arm] += int(trial.passed)
+
+    @property
+    def recorded(self) -> int:
+        return sum(self.finished.values())
+
+    def batch(self, fresh: list[Trial], duplicates: list[Trial]) -> None:
+        """Append a batch, fsync'd: ``fresh`` records are the first of their job (the
+        executor knows: the local pool runs each job once, the Celery coordinator keeps the
+        set of pending jobs); ``duplicates`` are kept aside for audit, never counted."""
+        self.prepared.run_dir.write_records(fresh, duplicates)
+        for trial in fresh:
+            self._count(trial)
+
+    def _count(self, trial: Trial) -> None:
+        reason = stop_reason(trial, self.prepared.loaded.controls)
+        if reason is not None:
+            raise RouteMismatch(
+                f"{reason}; a scored run stops at a reply from another model than the route "
+                f"pins (the record is kept in {self.prepared.run_dir.ledger_path})"
+            )
+        self.finished[trial.arm] += 1
+        self.passes[trial.arm] += int(trial.passed)
+        self.on_trial(trial)
+
+
+def describe(arms: Sequence[str], recording: Recording) -> str:
+    """Passes per arm so far: ``ctrl 3/12 · cand 7/12``."""
+    return " · ".join(f"{arm} {recording.passes[arm]}/{recording.finished[arm]}" for arm in arms)
+
+
+# --- the service ----------------------------------------------------------------------
+
+
+class Notes(Protocol):
+    """Where lines about a run go (a warning, the reaper, the registry)."""
+
+    def note(self, line: str) -> None: ...
+
+
+class Events(Notes, Protocol):
+    """What a run tells whoever shows it; every method returns at once."""
+
+    def started(self, prepared: PreparedRun, recording: Recording, total: int) -> None:
+        """The executor is about to run the jobs still to do."""
+
+    def recorded(self, trial: Trial, recording: Recording, total: int) -> None:
+        """A record was written (the first of its job)."""
+
+    def setup_warning(self, text: str) -> None:
+        """The first record of a kind of setup warning (per arm)."""
+
+
+class Quiet:
+    """``Events`` that show nothing (benchmarks, tests)."""
+
+    def note(self, line: str) -> None:
+        pass
+
+    def started(self, prepared: PreparedRun, recording: Recording, total: int) -> None:
+        pass
+
+    def recorded(self, trial: Trial, recording: Recording, total: int) -> None:
+        pass
+
+    def setup_warning(self, text: str) -> None:
+        pass
+
+
+class Engine:
+    """The Docker engine, connected on first use: digests are checked before Docker."""
+
+    def __init__(self, client: APIClient | None = None) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> APIClient:
+        from runner.sandbox.engine import connect
+
+        if self._client is None:
+            self._client = connect()
+        return self._client
+
+    def image_digest(self, image: str) -> str:
+        from runner.sandbox.engine import image_id
+
+        return image_id(self.client, image)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run, besides the controls: where, how many at once, over which broker."""
+
+    out_dir: Path
+    parallel: int = 2
+    resume: bool = False
+    broker: Broker | None = None  # None: the local pool
+    job_key: bytes | None = None  # needed with a broker (``job_key``)
+    visibility_timeout_s: int = 7200
+    expect_protocol: str | None = None
+    registry: str | None = None  # HOST:PORT the run's images are pushed to (broker only)
+    allow_missing: bool = False
+    setup_flags: bool = True  # tell the first record of each kind of setup warning
+
+
+def find_broker(
+    options: BrokerOptions, environ: Mapping[str, str], events: Notes, required: bool = False
+) -> Broker | None:
+    """The broker the options (or $DELTARUN_BROKER_URL) name, reached once (one line and
+    exit 1 before anything is written when it is wrong), or None."""
+    from runner.distributed.connection import connect_redis
+    from runner.distributed.credentials import resolve_broker
+
+    found = resolve_broker(options, environ)
+    if found is None:
+        if required:
+            raise UsageError(
+                "no broker: give --broker-file FILE (its first line the Redis URL), "
+                "--broker URL, or set $DELTARUN_BROKER_URL"
+            )
+        return None
+    for warning in found.warnings:
+        events.note(f"deltarun: warning: {warning}")
+    connect_redis(found.url)
+    return found
+
+
+def job_key(option: Path | None, environ: Mapping[str, str], events: Notes) -> bytes:
+    """The key that signs jobs and records (``runner.distributed.credentials``)."""
+    from runner.distributed.credentials import load_job_key
+
+    loaded = load_job_key(option, environ)
+    if loaded.created:
+        events.note(
+            f"job key: made {loaded.source} (0600); a worker on another machine needs a copy"
+        )
+    return loaded.key
+
+
+class RunService:
+    """One run: ``prepare``, then ``execute``; ``run`` does both."""
+
+    def __init__(self, events: Events | None = None, engine: Engine | None = None) -> None:
+        self.events: Events = events or Quiet()
+        self.engine = engine or Engine()
+
+    def run(self, controls: Path, options: RunOptions) -> PreparedRun:
+        """Prepare and execute; the run directory then holds every record (or the error)."""
+        self.check_registry(options)
+        prepared = self.prepare(controls, options)
+        self.execute(prepared, options)
+        return prepared
+
+    @staticmethod
+    def check_registry(options: RunOptions) -> None:
+        """A registry needs a broker (workers pull from it), and must answer."""
+        if options.registry is None:
+            return
+        if options.broker is None:
+            raise UsageError("--registry ships images to workers: it needs --broker")
+        from runner.distributed import registry as registries
+
+        registries.check(options.registry)
+
+    def prepare(self, controls: Path, options: RunOptions) -> PreparedRun:
+        """Every check before the first sandbox; trials that run here are preflighted here
+        (workers check their own)."""
+        from runner.run.prepare import prepare
+
+        local = options.broker is None
+        return prepare(
+            controls,
+            options.out_dir,
+            resume=options.resume,
+            image_digest=self.engine.image_digest,
+            preflight=self._preflight(controls) if local else None,
+            environ=os.environ if local else None,
+            expect_protocol=options.expect_protocol,
+            allow_missing=options.allow_missing,
+        )
+
+    def _preflight(self, path: Path) -> Preflight:
+        return Preflight(path, self.engine)
+
+    def executor(self, prepared: PreparedRun, options: RunOptions) -> Executor:
+        """Celery on Redis with a broker (images pushed to ``registry`` first), else the
+        local pool, after reaping what a killed run on this host left."""
+        if options.broker is not None:
+            return self._celery(prepared, options)
+        from runner.executors.local import LocalExecutor
+        from runner.sandbox.docker import DockerSandboxFactory
+        from runner.sandbox.reaper import reap
+
+        for line in reap(self.engine.client, dry_run=False, past_deadline=False):
+            if line != "nothing to remove":
+                self.events.note(f"reaper: {line}")
+        factory = DockerSandboxFactory(self.engine.client, worker=socket.gethostname())
+        return LocalExecutor(
+            local_runner(prepared, factory, factory.worker), options.parallel, factory.kill_all
+        )
+
+    def _celery(self, prepared: PreparedRun, options: RunOptions) -> Executor:
+        from runner.distributed import registry as registries
+        from runner.executors.celery import CeleryExecutor
+
+        assert options.broker is not None
+        if options.job_key is None:
+            raise UsageError("a run over a broker needs the job key")
+        images = None
+        if options.registry is not None:  # each image the run pins, pushed once, by its ID
+            images = registries.push_all(
+                self.engine.client,
+                prepared.meta.image_digests,
+                options.registry,
+                lambda line: self.events.note(f"registry: {line}"),
+            )
+        return CeleryExecutor(
+            options.broker.url,
+            options.visibility_timeout_s,
+            lambda line: self.events.note(f"deltarun: warning: {line}"),
+            images,
+            job_key=options.job_key,
+        )
+
+    def execute(self, prepared: PreparedRun, options: RunOptions) -> Recording:
+        """Run the jobs still to do, recording each batch; ``RunInterrupted`` on Ctrl-C,
+        with what was recorded kept."""
+        from runner.report.setup import first_sign
+
+        executor = self.executor(prepared, options)
+        total = len(prepared.jobs)
+        recording = Recording(prepared)
+        flagged: set[str] = set()
+        events = self.events
+
+        def on_trial(trial: Trial) -> None:
+            events.recorded(trial, recording, total)
+            sign = first_sign(prepared.loaded.controls, trial) if options.setup_flags else None
+            if sign is not None and sign[0] not in flagged:
+                flagged.add(sign[0])  # once per kind (and arm); the report lists them all
+                events.setup_warning(sign[1])
+
+        recording.on_trial = on_trial
+        events.started(prepared, recording, total)
+        try:
+            executor.run(prepared, recording.batch)
+        except Interrupted:
+            raise RunInterrupted(
+                f"interrupted: {recording.recorded}/{total} jobs recorded in "
+                f"{prepared.run_dir.ledger_path}; continue with --resume"
+            ) from None
+        return recording
+
+
+class Preflight:
+    """The start-up sandbox of a local run: the run's limits and image work, and each
+    command arm's program is on the image's PATH (one line naming the arm otherwise)."""
+
+    def __init__(self, path: Path, engine: Engine) -> None:
+        self.path = path
+        self.engine = engine
+
+    def __call__(self, controls: Controls, image: str) -> None:
+        from runner.run.prepare import command_names
+        from runner.sandbox.docker import DockerSandboxFactory
+        from runner.trial.execute import preflight_spec
+
+        names = command_names(controls)
+        factory = DockerSandboxFactory(self.engine.client)
+        missing = factory.preflight(preflight_spec(controls, image), sorted(names))
+        if missing:
+            raise UserError(
+                f"{self.path}: {names[missing[0]]}: agent.argv[0] {missing[0]!r} is not a "
+                f"command in image {image!r} (PATH /usr/local/bin:/usr/bin:/bin); give a "
+                "path under /opt/agent (the arm's directory) or a program the image has"
+            )

@@ -1,0 +1,122 @@
+"""What ``deltarun status`` reads, and the merge of it: the run directory, sandboxes on
+this host's engine and, with a broker, leases and live workers in Redis. Each source
+besides the run directory is optional: one that cannot be reached is left out and the
+status says which ones it used (``gather``; the lines themselves: ``runner.run.status``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from runner.config.loader import parse_controls
+from runner.distributed import keys
+from runner.errors import DeltarunError, UserError
+from runner.run import status as st
+from runner.run.rundir import RunDir
+from runner.run.status import Running
+
+LABEL = "deltarun."
+
+
+def sandboxes_running(run_id: str) -> dict[str, Running] | None:
+    """Jobs with a live sandbox on this host's engine; None when Docker is not reachable."""
+    from runner.sandbox.engine import API_ERRORS, connect
+
+    try:
+        client = connect(api_timeout_s=10)
+        containers = client.containers(filters={"label": [f"{LABEL}run={run_id}"]})
+    except (DeltarunError, *API_ERRORS):
+        return None
+    found: dict[str, Running] = {}
+    for container in containers:
+        labels = container.get("Labels") or {}
+        job = labels.get(f"{LABEL}job", "")
+        created = float(container.get("Created") or 0) or None
+        if not job:
+            continue
+        earlier = found.get(job)
+        if earlier is None or (created or 0) < (earlier.since or float("inf")):
+            found[job] = Running(labels.get(f"{LABEL}worker", "?"), created)
+    return found
+
+
+def leases_running(broker: str, run_id: str, job_ids: Iterable[str]) -> dict[str, Running]:
+    """Jobs a worker holds a lease on (the holder is ``worker:pid``)."""
+    from runner.distributed.connection import connect_redis
+
+    client = connect_redis(broker)
+    ids = list(job_ids)
+    found: dict[str, Running] = {}
+    for start in range(0, len(ids), 1000):
+        chunk = ids[start : start + 1000]
+        holders = client.mget([keys.lease(run_id, jid) for jid in chunk])
+        for jid, holder in zip(chunk, holders, strict=True):
+            if holder:
+                text = holder.decode() if isinstance(holder, bytes) else str(holder)
+                found[jid] = Running(text)
+    return found
+
+
+def workers_seen(broker: str) -> Mapping[str, list[str]]:
+    """Live workers (Celery node names) and the queues each consumes; empty when none answer."""
+    from runner.distributed.celery_app import make_app
+
+    try:
+        seen = make_app(broker).control.inspect(timeout=1.5).active_queues() or {}
+    except Exception:  # kombu and redis errors: the status says no worker answered
+        return {}
+    return {
+        node: sorted(str(q.get("name")) for q in queues or [] if q.get("name") != keys.IDLE_QUEUE)
+        for node, queues in sorted(seen.items())
+    }
+
+
+def gather(run_dir: Path, broker: str | None, now: float) -> list[str]:
+    """The status lines of a run: per arm recorded (by outcome), running and waiting jobs,
+    the oldest running trial; with ``broker``, the workers seen and unserved queues."""
+    run = RunDir(run_dir)
+    if not run.exists():
+        raise UserError(f"{run_dir}: not a run directory (no run.json); pass a run's --out")
+    meta = run.meta()
+    stored = run_dir / "controls.yaml"
+    controls = parse_controls(stored.read_text(encoding="utf-8"), str(stored))
+    planned = st.planned_jobs(
+        meta.protocol_sha256, [t["id"] for t in meta.tasks], meta.arms, controls.runtime.repeats
+    )
+    outcomes = {t.job_id: t.outcome.value for t in run.trials() if t.job_id in planned}
+    running: dict[str, Running] = {}
+    sources: list[str] = []
+    local = sandboxes_running(meta.run_id)
+    if local is not None:
+        running.update(local)
+        sources.append("this host's Docker engine")
+    workers: list[str] = []
+    unserved: list[str] = []
+    if broker is not None:
+        waiting = [jid for jid in planned if jid not in outcomes]
+        for jid, held in leases_running(broker, meta.run_id, waiting).items():
+            running[jid] = Running(held.where, running[jid].since if jid in running else None)
+        sources.append("leases in Redis")
+        seen = workers_seen(broker)
+        workers = [f"{node} ({', '.join(q) or 'no image yet'})" for node, q in seen.items()]
+        if not seen:
+            workers = ["none answered (no live worker on this broker)"]
+        if len(outcomes) + len(running) < len(planned):
+            unserved = _unserved(meta.image_digests, seen)
+    running = {jid: where for jid, where in running.items() if jid not in outcomes}
+    arms = st.arm_status(planned, meta.arms, outcomes, running)
+    return st.lines(meta.run_id, arms, running, planned, now, workers, unserved, sources)
+
+
+def _unserved(images: Iterable[str], seen: Mapping[str, list[str]]) -> list[str]:
+    """A line for each of the run's queues that no live worker consumes."""
+    consumed = {queue for queues in seen.values() for queue in queues}
+    found = []
+    for image in sorted(images):
+        queue = keys.queue_for_image(image)
+        if queue not in consumed:
+            found.append(
+                f"no live worker consumes queue {queue} (image {image}): jobs of this "
+                "run that need it wait; start a worker that has the image"
+            )
+    return found

@@ -1,0 +1,441 @@
+"""Environment images built from the suite: ``environments/<name>/`` becomes a pinned image.
+
+A suite may carry ``environments/<name>/Dockerfile`` with its build context, next to
+``tasks.jsonl``; a repository task names ``environment: <name>``. ``deltarun build``:
+
+    context digest   SHA-256 over every relative path, executable bit and file's bytes
+                     (the digest of an agent directory, ``archives.tree_digest``)
+    reuse or build   the local tag ``deltarun-env/<name>:<digest[:16]>`` is reused when its
+                     label ``deltarun.context`` is the digest and it sits on the current base;
+                     otherwise the context, exactly as digested, is built with
+                     ``--build-arg BASE=<base image ID>`` (a Dockerfile starts ``ARG BASE`` /
+                     ``FROM ${BASE}``)
+    contract         the image's layers start with the base's, and the sandbox preflight
+                     passes (sh, timeout, git, python3, uid 1000, no setuid files); only
+                     then is it tagged, so a tag never names an image that broke it
+    pins             ``environment_sha256`` and ``environment_image`` in every task line
+                     naming it (other lines byte for byte), then ``seal`` as the CLI does
+
+``check_contexts`` runs in ``seal`` and ``load_suite``: an environment that is missing,
+unbuilt (``UserError``) or whose context changed since it was pinned (``DigestMismatch``,
+exit 3) stops before any sandbox starts.
+
+The pure parts (digest, pins, which environments a suite names) are here; the Docker
+engine is reached through the ``ImageBuilder`` protocol (``runner.sandbox.image_build``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Protocol
+
+from runner.errors import DeltarunError, DigestMismatch, UserError
+from runner.hashing import sha256_file, sha256_json
+from runner.models import RepoTask, Task, environment_tag
+
+if TYPE_CHECKING:
+    from runner.config.model import Controls, Runtime
+
+ENVIRONMENTS_DIR = "environments"
+CONTEXT_LABEL = "deltarun.context"
+ENVIRONMENT_LABEL = "deltarun.environment"
+BASE_LABEL = "deltarun.base"
+NETWORKS = ("default", "none")
+FIX_FROM = "start the Dockerfile with `ARG BASE` and `FROM ${BASE}`"
+
+
+# --- the build context and its digest (pure, reads files only) ---------------------------
+
+
+@dataclass(frozen=True)
+class ContextEntry:
+    """One entry of a build context: a directory (``source`` None) or a regular file."""
+
+    path: str
+    source: Path | None
+    executable: bool = False
+
+
+def context_dir(tasks_path: Path, name: str) -> Path:
+    """Where the build context of environment ``name`` lives: beside tasks.jsonl."""
+    return tasks_path.parent / ENVIRONMENTS_DIR / name
+
+
+def context_entries(root: Path) -> list[ContextEntry]:
+    """Every directory and regular file under ``root``, sorted by path; a symbolic link or a
+    special file (fifo, socket, device) is refused in one line: the digest could not pin it."""
+    if root.is_symlink():
+        raise UserError(f"{root}: an environment folder must not be a symbolic link")
+    entries: list[ContextEntry] = []
+    for dirpath, dirnames, filenames in os.walk(root, onerror=_unreadable, followlinks=False):
+        for name in dirnames + filenames:
+            full = Path(dirpath) / name
+            mode = full.lstat().st_mode
+            rel = full.relative_to(root).as_posix()
+            if stat.S_ISDIR(mode):
+                entries.append(ContextEntry(rel, None))
+            elif stat.S_ISREG(mode):
+                entries.append(ContextEntry(rel, full, bool(mode & 0o111)))
+            else:
+                kind = "a symbolic link" if stat.S_ISLNK(mode) else "a special file"
+                raise UserError(
+                    f"{full}: {kind} in the build context of an environment; only regular "
+                    "files and folders are digested and built: copy its target in instead"
+                )
+    return sorted(entries, key=lambda entry: entry.path)
+
+
+def _unreadable(exc: OSError) -> None:
+    raise UserError(f"{exc.filename}: cannot read this part of an environment's context ({exc})")
+
+
+def context_digest(entries: Sequence[ContextEntry]) -> str:
+    """SHA-256 of a context: the same rows as ``archives.tree_digest`` of its members
+    (``[path, "dir", ""]`` or ``[path, "x" | "-", sha256]``), files read in chunks."""
+    rows = []
+    for entry in sorted(entries, key=lambda e: e.path):
+        if entry.source is None:
+            rows.append([entry.path, "dir", ""])
+        else:
+            rows.append([entry.path, "x" if entry.executable else "-", sha256_file(entry.source)])
+    return sha256_json(rows)
+
+
+def write_context_tar(entries: Sequence[ContextEntry], handle: IO[bytes]) -> None:
+    """The context as the engine receives it: exactly the digested entries, owner 0:0,
+    mode 0755/0644 by the executable bit, mtime 0 (the build cache sees content only)."""
+    with tarfile.open(fileobj=handle, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        for entry in entries:
+            info = tarfile.TarInfo(entry.path)
+            info.mtime = 0
+            if entry.source is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                archive.addfile(info)
+                continue
+            info.mode = 0o755 if entry.executable else 0o644
+            with entry.source.open("rb") as data:
+                info.size = os.fstat(data.fileno()).st_size
+                archive.addfile(info, data)
+
+
+# --- which environments a suite names, and the check of seal and load_suite --------------
+
+
+def environments_of(tasks: Sequence[Task]) -> dict[str, list[RepoTask]]:
+    """The environments the tasks name, in order of first use, each with its tasks."""
+    named: dict[str, list[RepoTask]] = {}
+    for task in tasks:
+        if isinstance(task, RepoTask) and task.environment is not None:
+            named.setdefault(task.environment, []).append(task)
+    return named
+
+
+def task_line_numbers(tasks_path: Path) -> list[int]:
+    """The line number of each task, in file order (``read_tasks`` skips blank lines)."""
+    text = tasks_path.read_text(encoding="utf-8")
+    return [number for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def check_contexts(tasks_path: Path, tasks: Sequence[Task]) -> None:
+    """Every environment a task names exists, was built, and its context is the one pinned.
+
+    Raises ``UserError`` (missing folder or Dockerfile, not built) or ``DigestMismatch``
+    (the context changed since ``deltarun build`` pinned it), naming ``tasks.jsonl:LINE``.
+    """
+    if not environments_of(tasks):
+        return
+    numbers = task_line_numbers(tasks_path)
+    digests: dict[str, str] = {}
+    for task, number in zip(tasks, numbers, strict=True):
+        if not isinstance(task, RepoTask) or task.environment is None:
+            continue
+        name, where = task.environment, f"{tasks_path}:{number}: task {task.id!r}"
+        root = context_dir(tasks_path, name)
+        if name not in digests:
+            require_dockerfile(root, f"{where}: environment {name!r}")
+        if not task.environment_sha256 or not task.environment_image:
+            raise UserError(
+                f"{where}: environment {name!r} is not built; run `deltarun build` on the suite "
+                "(or its controls.yaml): it builds the image and pins it in this line"
+            )
+        if name not in digests:
+            digests[name] = context_digest(context_entries(root))
+        if digests[name] != task.environment_sha256:
+            raise DigestMismatch(
+                f"{root}: build context of environment {name!r} changed: {where} pins "
+                f"{task.environment_sha256}, the folder has {digests[name]}; run "
+                "`deltarun build` to rebuild and re-pin it, or restore the folder"
+            )
+
+
+def require_dockerfile(root: Path, where: str) -> None:
+    """The environment's folder and its Dockerfile exist (one line naming the fix)."""
+    if not root.is_dir() or not (root / "Dockerfile").is_file():
+        missing = root / "Dockerfile" if root.is_dir() else root
+        raise UserError(
+            f"{where}: {missing} not found; add {ENVIRONMENTS_DIR}/<name>/Dockerfile next to "
+            "tasks.jsonl, or fix the task's 'environment'"
+        )
+
+
+# --- writing the pins (pure rewrite of the lines, then one atomic replace) ----------------
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What ``deltarun build`` pins for one environment."""
+
+    context_sha256: str
+    image_id: str
+
+
+def pin_lines(lines: Sequence[str], pins: Mapping[str, Pin]) -> list[str]:
+    """Task lines with each environment task's pins set; a line already right is kept as it
+    is, a line that changes is rewritten as canonical JSON (as ``seal`` does)."""
+    result = []
+    for line in lines:
+        data = json.loads(line)
+        name = data.get("environment") if isinstance(data, dict) else None
+        pin = pins.get(name) if isinstance(name, str) else None
+        if pin is not None and (
+            data.get("environment_sha256") != pin.context_sha256
+            or data.get("environment_image") != pin.image_id
+        ):
+            data["environment_sha256"] = pin.context_sha256
+            data["environment_image"] = pin.image_id
+            line = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        result.append(line)
+    return result
+
+
+def write_pins(tasks_path: Path, pins: Mapping[str, Pin]) -> bool:
+    """Write the pins into tasks.jsonl atomically; False when every line was already right."""
+    from runner.suite.load import write_tasks
+
+    raw = tasks_path.read_bytes()
+    lines = [line for line in raw.decode("utf-8").splitlines() if line.strip()]
+    return write_tasks(tasks_path, ("\n".join(pin_lines(lines, pins)) + "\n").encode("utf-8"))
+
+
+# --- building: the orchestration, with the engine behind a protocol -----------------------
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What a build needs to know of a local image."""
+
+    id: str
+    layers: tuple[str, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One image build: build args, labels, the build's network, and whether to use cache."""
+
+    buildargs: Mapping[str, str]
+    labels: Mapping[str, str]
+    network: str = "default"  # "default" (the engine's) or "none"
+    nocache: bool = False
+
+
+class ImageBuildFailed(UserError):
+    """The engine could not build an image; ``tail`` holds the last lines of its log."""
+
+    def __init__(self, tail: Sequence[str]) -> None:
+        super().__init__(" | ".join(tail) or "no output")
+        self.tail = list(tail)
+
+
+class ImageBuilder(Protocol):
+    """The engine as ``build`` needs it (Docker: ``runner.sandbox.image_build``)."""
+
+    def inspect(self, image: str) -> ImageInfo | None:
+        """The image, or None when it is not present."""
+        ...
+
+    def build(self, context: IO[bytes], request: BuildRequest, log: Callable[[str], None]) -> str:
+        """Build the tar ``context``; return the image ID or raise ``ImageBuildFailed``."""
+        ...
+
+    def preflight(self, image: str, runtime: Runtime) -> None:
+        """Run the sandbox preflight on ``image``; a one-line ``UserError`` when it fails."""
+        ...
+
+    def tag(self, image: str, tag: str) -> None: ...
+
+    def remove(self, image: str) -> None:
+        """Remove an image this build made (best effort)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Built:
+    """One environment after ``build``: its tag, image ID, whether reused, and seconds."""
+
+    name: str
+    context_sha256: str
+    tag: str
+    image_id: str
+    reused: bool
+    seconds: float
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    built: list[Built]
+    suite_sha256: str
+    written: list[Path]
+
+
+def on_base(layers: Sequence[str], base_layers: Sequence[str]) -> bool:
+    """An image is built on the base when its layers start with all of the base's."""
+    return len(layers) >= len(base_layers) and tuple(layers[: len(base_layers)]) == tuple(
+        base_layers
+    )
+
+
+def resolve_target(target: Path) -> tuple[Path, Controls | None]:
+    """tasks.jsonl and the controls (if given) of a suite folder, tasks.jsonl or controls."""
+    if target.is_dir():
+        return target / "tasks.jsonl", None
+    if target.suffix in (".yaml", ".yml"):
+        from runner.config.loader import load_controls
+
+        loaded = load_controls(target)
+        return loaded.suite_path, loaded.controls
+    if target.is_file():
+        return target, None
+    raise UserError(f"{target}: not found; pass a suite directory, tasks.jsonl or controls.yaml")
+
+
+def build(
+    target: Path,
+    builder: ImageBuilder,
+    *,
+    rebuild: bool = False,
+    network: str = "default",
+    say: Callable[[str], None] = lambda line: None,
+    log: Callable[[str], None] = lambda line: None,
+) -> BuildResult:
+    """Build (or reuse) every environment the suite names, pin them, and seal the suite
+    (and the controls' ``suite.sha256`` when ``target`` is a controls file, as ``seal`` does).
+
+    ``say`` gets a line as each step starts, ``log`` every line of the engine's build output.
+    """
+    from runner.config.loader import load_controls
+    from runner.config.model import Runtime
+    from runner.suite.load import read_tasks
+    from runner.suite.sealing import seal_target
+
+    if network not in NETWORKS:
+        raise UserError(f"--network {network!r}: choose one of {', '.join(NETWORKS)}")
+    tasks_path, controls = resolve_target(target)
+    runtime = controls.runtime if controls is not None else Runtime()
+    tasks = read_tasks(tasks_path)
+    named = environments_of(tasks)
+    built: list[Built] = []
+    if named:
+        first = dict(zip((t.id for t in tasks), task_line_numbers(tasks_path), strict=True))
+        session = _Session(builder, _base(builder, runtime.image), runtime, network, rebuild)
+        for name, users in named.items():
+            root = context_dir(tasks_path, name)
+            require_dockerfile(root, f"{tasks_path}:{first[users[0].id]}: environment {name!r}")
+            built.append(session.environment(name, root, say, log))
+        write_pins(tasks_path, {b.name: Pin(b.context_sha256, b.image_id) for b in built})
+    digest, written = seal_target(target, load_controls)
+    return BuildResult(built, digest, written)
+
+
+def _base(builder: ImageBuilder, image: str) -> ImageInfo:
+    """The sandbox base every environment is built on: runtime.image (default the Python one)."""
+    base = builder.inspect(image)
+    if base is None:
+        raise UserError(
+            f"base image {image!r} (runtime.image) is not present on this machine; build it "
+            "with `make images`, then run `deltarun build` again"
+        )
+    return base
+
+
+@dataclass(frozen=True)
+class _Session:
+    """One ``deltarun build``: the engine, the base, the run's limits, and the options."""
+
+    builder: ImageBuilder
+    base: ImageInfo
+    runtime: Runtime
+    network: str
+    rebuild: bool
+
+    def environment(
+        self, name: str, root: Path, say: Callable[[str], None], log: Callable[[str], None]
+    ) -> Built:
+        """Reuse the tagged image of this context, or build, check and tag a new one."""
+        started = time.monotonic()
+        entries = context_entries(root)
+        digest = context_digest(entries)
+        tag = environment_tag(name, digest)
+        have = None if self.rebuild else self.builder.inspect(tag)
+        if (
+            have is not None
+            and have.labels.get(CONTEXT_LABEL) == digest
+            and on_base(have.layers, self.base.layers)
+        ):
+            return Built(name, digest, tag, have.id, True, time.monotonic() - started)
+        say(f"{name}: building {tag} on {self.base.id[:19]}")
+        image = self._build(name, root, entries, digest, log)
+        try:
+            self._check_contract(name, root, image)
+        except DeltarunError:
+            self.builder.remove(image)
+            raise
+        self.builder.tag(image, tag)
+        return Built(name, digest, tag, image, False, time.monotonic() - started)
+
+    def _build(
+        self,
+        name: str,
+        root: Path,
+        entries: Sequence[ContextEntry],
+        digest: str,
+        log: Callable[[str], None],
+    ) -> str:
+        """Send the context exactly as digested; a failed build is one line with its log's end."""
+        request = BuildRequest(
+            buildargs={"BASE": self.base.id},
+            labels={ENVIRONMENT_LABEL: name, CONTEXT_LABEL: digest, BASE_LABEL: self.base.id},
+            network=self.network,
+            nocache=self.rebuild,
+        )
+        with tempfile.TemporaryFile() as handle:
+            write_context_tar(entries, handle)
+            handle.seek(0)
+            try:
+                return self.builder.build(handle, request, log)
+            except ImageBuildFailed as exc:
+                raise UserError(
+                    f"{root / 'Dockerfile'}: environment {name!r} did not build: {exc}"
+                ) from exc
+
+    def _check_contract(self, name: str, root: Path, image: str) -> None:
+        """The new image sits on the base and passes the sandbox preflight."""
+        info = self.builder.inspect(image)
+        where = f"{root / 'Dockerfile'}: environment {name!r}"
+        if info is None or not on_base(info.layers, self.base.layers):
+            raise UserError(
+                f"{where}: the image is not built on the sandbox base {self.base.id[:19]}; "
+                f"{FIX_FROM} (deltarun build passes the base's image ID as BASE)"
+            )
+        try:
+            self.builder.preflight(image, self.runtime)
+        except UserError as exc:
+            raise UserError(f"{where}: the image breaks the sandbox contract: {exc}") from exc

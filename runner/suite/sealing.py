@@ -1,0 +1,264 @@
+"""``deltarun seal``: resolve what the user pointed at, seal the suite, pin it in controls.
+
+The digest is written into ``controls.yaml`` by a round-trip YAML edit (ruamel.yaml):
+the file is parsed, ``suite.sha256`` is set (or added after ``suite.file``), and the
+document is written back with the user's comments, key order, quoting, flow or block
+style and indentation kept. A file whose pin is already right is not rewritten at all.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import DuplicateKeyError
+from ruamel.yaml.error import CommentMark
+from ruamel.yaml.error import YAMLError as RuamelYAMLError
+from ruamel.yaml.tokens import CommentToken
+
+from runner.atomic import write_atomic
+from runner.config.loader import LoadedControls
+from runner.errors import UserError
+from runner.grading.validation import VALIDATION_NAME
+from runner.hashing import sha256_file
+from runner.suite.load import seal
+
+# Comments, blank lines and directives up to a ``---`` line: ruamel drops what precedes
+# the document start, so this part is kept verbatim and only the rest is round-tripped.
+_PREAMBLE = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n|%[^\n]*\n)*---[ \t]*(?:#[^\n]*)?\n")
+
+
+def _invalid_yaml(source: str, text: str, exc: RuamelYAMLError, line_offset: int) -> UserError:
+    """The loader's one-line message for YAML that does not parse (or repeats a key)."""
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 + line_offset if mark is not None else None
+    try:
+        yaml.safe_load(text)
+    except yaml.YAMLError as loader_exc:  # the loader's own reading, line for line
+        loader_mark = getattr(loader_exc, "problem_mark", None)
+        line = loader_mark.line + 1 if loader_mark is not None else None
+    where = f" line {line}" if line is not None else ""
+    if isinstance(exc, DuplicateKeyError):
+        return UserError(f"{source}:{where}: duplicate key; keep only one")
+    return UserError(f"{source}:{where}: not valid YAML; fix the syntax")
+
+
+def _is_block(node: CommentedMap | CommentedSeq) -> bool:
+    return not node.fa.flow_style() and len(node) > 0
+
+
+def _walk(node: Any) -> Iterator[tuple[CommentedMap, Any, Any]]:
+    """Every (block mapping, key, value) pair, depth first in document order."""
+    if isinstance(node, CommentedMap):
+        for key, value in node.items():
+            if _is_block(node):
+                yield node, key, value
+            yield from _walk(value)
+    elif isinstance(node, CommentedSeq):
+        for item in node:
+            yield from _walk(item)
+
+
+def _indentation(data: Any, lines: list[str]) -> tuple[int, int, int]:
+    """(mapping, sequence, offset) indents as ruamel's ``YAML.indent`` takes them.
+
+    Read from the first nested block mapping and the first block sequence under a key;
+    ruamel's defaults (2, 2, 0) where the file has none.
+    """
+    mapping: int | None = None
+    sequence: int | None = None
+    offset = 0
+    for parent, key, value in _walk(data):
+        where = parent.lc.data.get(key)  # None for a key merged in with ``<<``
+        if where is None:
+            continue
+        key_column = where[1]
+        if mapping is None and isinstance(value, CommentedMap) and _is_block(value):
+            first = value.lc.data.get(next(iter(value)))
+            if first is not None and first[1] > key_column:
+                mapping = first[1] - key_column
+        if sequence is None and isinstance(value, CommentedSeq) and _is_block(value):
+            line, column = value.lc.data.get(0, (len(lines), 0))[:2]
+            dash = lines[line].rfind("-", 0, column) if line < len(lines) else -1
+            if dash >= key_column:
+                sequence, offset = column - key_column, dash - key_column
+        if mapping is not None and sequence is not None:
+            break
+    if sequence is None or sequence < offset + 2:
+        sequence, offset = 2, 0
+    return mapping or 2, sequence, offset
+
+
+def _insert_after(mapping: CommentedMap, after: Any, key: str, value: str) -> None:
+    """Insert ``key`` right after ``after``, keeping the comment lines that followed
+    ``after`` below the new key (ruamel stores them on the preceding key)."""
+    mapping.insert(list(mapping).index(after) + 1, key, value)
+    entry = mapping.ca.items.get(after)
+    if not entry or len(entry) < 3 or not isinstance(entry[2], CommentToken):
+        return
+    token = entry[2]
+    head, newline, rest = token.value.partition("\n")
+    if not newline or not rest:
+        return  # only an end-of-line comment (or nothing): it stays where it is
+    mapping.ca.items[key] = [None, None, CommentToken("\n" + rest, CommentMark(0)), None]
+    if head.strip():
+        token.value = head + "\n"
+    else:
+        entry[2] = None
+
+
+_COMMENT = re.compile(r"(?:^|\s)(#.*)$")
+
+
+def _comments(text: str) -> list[str]:
+    """Every comment of ``text`` (full-line and end-of-line), sorted; a ``#`` inside a quoted
+    string counts too, which is harmless here since it is compared with a rewrite of itself."""
+    return sorted(m.group(1).rstrip() for line in text.splitlines() if (m := _COMMENT.search(line)))
+
+
+def pin_suite_digest(
+    text: str, digest: str, source: str = "controls.yaml", validation: str | None = None
+) -> str:
+    """Return controls YAML ``text`` with ``suite.sha256`` set to ``digest`` (and
+    ``suite.validation`` to ``validation`` when given).
+
+    Returns ``text`` itself when the pin is already ``digest``. Comments, key order,
+    quoting and the flow or block style of ``suite`` are kept; ``sha256`` is added after
+    ``file`` when absent. Raises a one-line ``UserError`` naming ``source`` when the text
+    is not YAML, has no ``suite`` mapping, or cannot be rewritten without losing a
+    comment or changing a value.
+    """
+    original = text
+    crlf = "\r\n" in text
+    text = text.replace("\r\n", "\n")
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    text = text[len(bom) :]
+    match = _PREAMBLE.match(text)
+    preamble = match.group(0) if match else ""
+    body = text[len(preamble) :]
+    rt = YAML(typ="rt")
+    rt.preserve_quotes = True
+    rt.width = sys.maxsize  # never fold a long line
+    try:
+        data = rt.load(body)
+    except RuamelYAMLError as exc:
+        raise _invalid_yaml(source, text, exc, preamble.count("\n")) from exc
+    suite = data.get("suite") if isinstance(data, CommentedMap) else None
+    if not isinstance(suite, CommentedMap):
+        raise UserError(
+            f"{source}: suite: cannot find where to write the digest; "
+            f"add 'suite: {{file: ..., sha256: {digest}}}'"
+        )
+    if suite.get("sha256") == digest and (
+        validation is None or suite.get("validation") == validation
+    ):
+        return original
+    mapping, sequence, offset = _indentation(data, body.split("\n"))
+    rt.indent(mapping=mapping, sequence=sequence, offset=offset)
+    if "sha256" in suite:
+        suite["sha256"] = None  # drop the old scalar's quoting: a digest is written plain
+        suite["sha256"] = digest
+    elif "file" in suite:
+        _insert_after(suite, "file", "sha256", digest)
+    else:
+        suite["sha256"] = digest
+    if validation is not None:
+        if "validation" in suite:
+            suite["validation"] = None
+            suite["validation"] = validation
+        else:
+            _insert_after(suite, "sha256", "validation", validation)
+    buffer = io.StringIO()
+    rt.dump(data, buffer)
+    pinned = bom + preamble + buffer.getvalue()
+    if not text.endswith("\n"):
+        pinned = pinned.rstrip("\n")
+    _check_rewrite(bom + text, pinned, digest, source, validation)
+    return pinned.replace("\n", "\r\n") if crlf else pinned
+
+
+def _check_rewrite(
+    text: str, pinned: str, digest: str, source: str, validation: str | None = None
+) -> None:
+    """Refuse a rewrite that would drop a comment or change anything but the pins."""
+    try:
+        expected: Any = yaml.safe_load(text)
+        expected["suite"]["sha256"] = digest
+        if validation is not None:
+            expected["suite"]["validation"] = validation
+        same = bool(yaml.safe_load(pinned) == expected)
+    except (yaml.YAMLError, TypeError, KeyError):
+        same = False
+    if not same or _comments(pinned) != _comments(text):
+        raise UserError(
+            f"{source}: suite.sha256: cannot rewrite this file without losing a comment or "
+            f"changing a value; set 'sha256: {digest}' under 'suite:' by hand"
+        )
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically: an interrupted write leaves the old file."""
+    try:
+        write_atomic(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write the controls file ({exc})") from exc
+
+
+def matching_validation(
+    tasks: Path, digest: str, warn: Callable[[str], None] = lambda _line: None
+) -> str | None:
+    """The SHA-256 of the validation.json beside ``tasks`` when it validated this suite
+    digest (``deltarun validate``); None, with a warning for a stale one, otherwise."""
+    path = tasks.parent / VALIDATION_NAME
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        warn(f"warning: {path}: unreadable ({exc}); run deltarun validate again")
+        return None
+    if not isinstance(data, dict) or data.get("suite_sha256") != digest:
+        warn(
+            f"warning: {path} validated another version of the suite; run deltarun validate "
+            "again, then seal the controls to pin it"
+        )
+        return None
+    return sha256_file(path)
+
+
+def seal_target(
+    target: Path,
+    load: Callable[[Path], LoadedControls],
+    warn: Callable[[str], None] = lambda _line: None,
+    strip_top_folder: bool = False,
+) -> tuple[str, list[Path]]:
+    """Seal a suite directory, a tasks.jsonl, or the suite of a controls.yaml (and pin it);
+    ``warn`` gets each warning line (``runner.suite.load.seal``)."""
+    strip = strip_top_folder
+    if target.is_dir():
+        tasks = target / "tasks.jsonl"
+        return seal(tasks, warn=warn, strip_top_folder=strip), [tasks]
+    if target.suffix in (".yaml", ".yml"):
+        loaded = load(target)
+        tasks = loaded.suite_path
+        digest = seal(tasks, loaded.controls.runtime.archive_caps, warn, strip)
+        try:
+            text = target.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{target}: cannot read the controls file ({exc})") from exc
+        validation = matching_validation(tasks, digest, warn)
+        pinned = pin_suite_digest(text, digest, str(target), validation)
+        if pinned != text:
+            _write_atomic(target, pinned)
+        return digest, [tasks, target]
+    if target.is_file():
+        return seal(target, warn=warn, strip_top_folder=strip), [target]
+    raise UserError(f"{target}: not found; pass a suite directory, tasks.jsonl or controls.yaml")

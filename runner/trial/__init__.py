@@ -1,0 +1,1 @@
+"""One job: the agent phase in sandbox A, the patch, the verify phase's call, the record."""

@@ -1,0 +1,130 @@
+"""``deltarun replay RUN_DIR --reverify``: run every recorded patch's hidden test again.
+
+Where the suite is read from, first match wins:
+
+1. ``--controls PATH``: the suite (and every input) resolves from that controls
+   file, which must hash to the run's protocol (exit 3 otherwise); a kit
+   written by ``deltarun export`` passes its own controls.yaml;
+2. run.json's ``controls_path``, when that file exists on this machine and the
+   stored controls' ``suite.file`` resolves from its folder;
+3. the run directory's own controls.yaml, when ``suite.file`` resolves from the
+   run directory;
+
+otherwise one line asks for ``--controls``. The suite must have the run's digest
+(exit 3 otherwise). Each verdict is re-checked in a fresh sandbox; every verdict
+that changed is listed. Flaky verdicts are shown, never hidden; the ledger is not
+modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.config.loader import load_controls
+from runner.config.model import Controls
+from runner.errors import DigestMismatch, ProtocolMismatch, UserError
+from runner.fixtures.archives import ArchiveCaps
+from runner.fixtures.inputs import LocalInputs
+from runner.models import RepoTask, Trial
+from runner.report.build import _stored_controls
+from runner.run.rundir import RunDir, RunMeta
+from runner.run.service import trial_env
+from runner.sandbox.base import SandboxFactory
+from runner.suite.load import Suite, load_suite
+from runner.trial.execute import reverify
+
+
+@dataclass(frozen=True)
+class Changed:
+    trial: Trial
+    now_passed: bool
+
+
+@dataclass(frozen=True)
+class ReverifyInputs:
+    """The controls and the digest-checked suite a re-verification runs with."""
+
+    controls: Controls
+    suite: Suite
+
+
+def reverify_inputs(run_dir: RunDir, controls_path: Path | None = None) -> ReverifyInputs:
+    """Find and check the run's suite (see the module docstring for the order)."""
+    meta = run_dir.meta()
+    if controls_path is not None:
+        loaded = load_controls(controls_path)
+        if loaded.protocol_sha256 != meta.protocol_sha256:
+            raise ProtocolMismatch(
+                f"{controls_path}: hashes to protocol {loaded.protocol_sha256}, not the run's "
+                f"{meta.protocol_sha256}; pass the controls the run was made with (a kit's "
+                "controls.yaml)"
+            )
+        return ReverifyInputs(
+            loaded.controls,
+            _checked_suite(loaded.suite_path, meta, loaded.controls.runtime.archive_caps),
+        )
+    controls = _stored_controls(run_dir)
+    bases: list[Path] = []
+    if meta.controls_path and Path(meta.controls_path).is_file():
+        bases.append(Path(meta.controls_path).resolve().parent)
+    bases.append(run_dir.path.resolve())
+    for base in bases:
+        tasks_path = (base / controls.suite.file).resolve()
+        if tasks_path.is_file():
+            return ReverifyInputs(
+                controls, _checked_suite(tasks_path, meta, controls.runtime.archive_caps)
+            )
+    recorded = meta.controls_path or "none recorded"
+    raise UserError(
+        f"{run_dir.path}: cannot find the suite: suite.file {controls.suite.file!r} resolves "
+        f"neither from run.json's controls_path ({recorded}) nor from the run directory; "
+        "pass --controls PATH (the run's controls.yaml beside its suite, e.g. a kit's)"
+    )
+
+
+def _checked_suite(tasks_path: Path, meta: RunMeta, caps: ArchiveCaps) -> Suite:
+    suite = load_suite(tasks_path, meta.suite_sha256, caps)
+    if suite.sha256 != meta.suite_sha256:
+        raise DigestMismatch(
+            f"{tasks_path}: digest {suite.sha256} is not the run's {meta.suite_sha256}"
+        )
+    return suite
+
+
+def reverify_run(
+    run_dir: RunDir,
+    sandboxes: SandboxFactory,
+    parallel: int,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+    inputs: ReverifyInputs | None = None,
+) -> tuple[int, list[Changed]]:
+    """(verdicts re-checked, verdicts that changed); ``inputs`` from ``reverify_inputs``."""
+    if inputs is None:
+        inputs = reverify_inputs(run_dir)
+    controls, suite = inputs.controls, inputs.suite
+    env = trial_env(
+        controls, LocalInputs(suite, controls.runtime.archive_caps), sandboxes, "reverify"
+    )
+    candidates = [
+        t
+        for t in run_dir.trials()
+        if isinstance(suite.task(t.task_id), RepoTask) and t.outcome.value in ("success", "miss")
+    ]
+    changed: list[Changed] = []
+    done = 0
+
+    def check(trial: Trial) -> tuple[Trial, bool | None]:
+        task = suite.task(trial.task_id)
+        assert isinstance(task, RepoTask)
+        return trial, reverify(trial, task, env)
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        for trial, verdict in pool.map(check, candidates):
+            done += 1
+            progress(done, len(candidates))
+            if verdict is not None and verdict != trial.passed:
+                changed.append(Changed(trial, verdict))
+    return len(candidates), changed
