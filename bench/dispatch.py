@@ -65,8 +65,8 @@ from runner.distributed.signing import (  # noqa: E402
     sign_job,
     sign_record,
 )
-from runner.executors.celery import run_celery  # noqa: E402
 from runner.models import Job, Outcome, TaskKind  # noqa: E402
+from runner.run.executors.celery import run_celery  # noqa: E402
 from runner.run.prepare import prepare  # noqa: E402
 from runner.sandbox.engine import connect, image_id  # noqa: E402
 from runner.trial.record import bare_record  # noqa: E402
@@ -316,7 +316,7 @@ from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
 from bench.dispatch import answer_suite
 from runner.run.prepare import prepare
-from runner.executors.celery import run_celery
+from runner.run.executors.celery import run_celery
 from runner.distributed import keys
 from runner.distributed.signing import sign_record
 from runner.models import Trial

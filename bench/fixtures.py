@@ -36,18 +36,18 @@ sys.path.insert(0, str(ROOT))
 from bench import smoke  # noqa: E402
 from runner.cli import main as _unused_main  # noqa: E402,F401  (imports the package as installed)
 from runner.config.loader import load_controls  # noqa: E402
-from runner.executors.local import run_local  # noqa: E402
 from runner.fixtures.archives import ArchiveCaps, build_tar, read_members  # noqa: E402
 from runner.fixtures.cache import CacheDir  # noqa: E402
 from runner.fixtures.inputs import LocalInputs  # noqa: E402
 from runner.fixtures.staging import Staging  # noqa: E402
+from runner.run.executors.local import run_local  # noqa: E402
 from runner.run.prepare import prepare  # noqa: E402
 from runner.sandbox.base import AGENT_UID, WORKSPACE, Limits, SandboxSpec  # noqa: E402
+from runner.sandbox.copy_in import unpack_as_agent  # noqa: E402
 from runner.sandbox.docker import DockerSandboxFactory  # noqa: E402
 from runner.sandbox.engine import connect, image_id  # noqa: E402
 from runner.suite.sealing import seal_target  # noqa: E402
 from runner.trial.execute import TrialEnv, execute_trial  # noqa: E402
-from runner.trial.workspace import unpack_as_agent  # noqa: E402
 from tests.helpers import PY_IMAGE, make_suite  # noqa: E402
 
 GIT_ENV = {

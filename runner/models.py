@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from runner.bounded_json import check_storable, has_surrogate
-from runner.grading.signals import signal_of
+from runner.setup_signals import signal_of
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -393,8 +393,8 @@ class ScoredTrial:
     verify_exit_code: int | None = None  # the checklist: every pass was verified
     metrics: dict[str, bool] | None = None  # answer tasks: each metric's result
     finished_at: str = ""  # the report's generated_at is the last of these
-    agent_exit_code: int | None = None  # the report's setup warnings (runner.report.setup)
-    setup_signal: str | None = None  # runner.grading.signals.signal_of
+    agent_exit_code: int | None = None  # the report's setup warnings (runner.run.setup_warnings)
+    setup_signal: str | None = None  # runner.setup_signals.signal_of
 
     @classmethod
     def of(cls, t: Trial) -> ScoredTrial:

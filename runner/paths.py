@@ -1,8 +1,12 @@
-"""Repository-relative paths the harness reasons about. Pure."""
+"""Repository-relative paths the harness reasons about, and the agent's uid the sandbox
+contract fixes (fixtures are built owned by it). Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+# The uid (and gid) an agent runs as in every sandbox; its workspace files are owned by it.
+AGENT_UID = 1000
 
 
 def is_forbidden(rel: str, forbidden: Iterable[str]) -> bool:

@@ -12,8 +12,8 @@ from runner.config.loader import (
     protocol_hash,
     scored_channel_problems,
 )
-from runner.config.model import parse_size
 from runner.errors import UserError
+from runner.sizes import parse_size
 
 BASE = """\
 protocol_id: p

@@ -23,17 +23,15 @@ from runner.errors import DigestMismatch, UserError
 from runner.fixtures.archives import members_from_dir, tree_digest
 from runner.hashing import sha256_file
 from runner.models import environment_tag
+from runner.sandbox.images import BuildRequest, ImageInfo
+from runner.suite.build import build, on_base
 from runner.suite.environments import (
     CONTEXT_LABEL,
-    BuildRequest,
-    ImageInfo,
     Pin,
-    build,
     check_contexts,
     context_digest,
     context_entries,
     environments_of,
-    on_base,
     pin_lines,
     write_context_tar,
 )

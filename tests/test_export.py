@@ -22,8 +22,8 @@ from runner.config.loader import load_controls
 from runner.errors import ProtocolMismatch, UserError
 from runner.hashing import sha256_bytes
 from runner.run.prepare import prepare
+from runner.run.reverify import reverify_inputs
 from runner.run.rundir import RunDir
-from runner.trial.reverify import reverify_inputs
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.helpers import ADD_GOLD, make_suite, repo_task
 

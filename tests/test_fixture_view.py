@@ -8,9 +8,9 @@ from pathlib import Path
 
 from runner.fixtures.archives import ArchiveCaps, Member, build_tar
 from runner.fixtures.cache import CacheDir
+from runner.fixtures.declared import runner_config
 from runner.fixtures.staging import StagedFixture, Staging
 from runner.fixtures.view import BLOCK, FixtureView
-from runner.grading.declared import runner_config
 from runner.sandbox.base import AGENT_UID
 
 FILES = {

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runner.fixtures.declared import holds_declared
 from runner.gitpatch import FileDiff
-from runner.grading.declared import holds_declared
 from runner.grading.policy import Ground, screen_files
 
 MODULES = frozenset({"json", "os", "pytest"})

@@ -20,10 +20,10 @@ from runner.agents.factory import make_agent
 from runner.config.loader import load_controls
 from runner.fixtures.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
-from runner.run.service import trial_env
 from runner.sandbox.base import ExecRequest, ExecResult
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Verdict, exec_result
 from runner.suite.load import load_suite
+from runner.trial.env import trial_env
 from runner.trial.execute import execute_trial
 from tests.fake_openai import FakeModel, Step, call, error, reply
 from tests.helpers import ADD_GOLD, repo_task

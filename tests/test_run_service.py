@@ -17,7 +17,8 @@ from runner.errors import RouteMismatch
 from runner.models import Job, Outcome, TaskKind, Trial
 from runner.run.prepare import PreparedRun, prepare
 from runner.run.rundir import DUPLICATES
-from runner.run.service import Recording, describe, stop_reason
+from runner.run.service import Recording, describe
+from runner.trial.env import stop_reason
 from runner.trial.record import bare_record
 from tests.helpers import PY_IMAGE, make_suite, pin_validation, repo_task
 

@@ -12,9 +12,9 @@ from runner.agents.factory import agent_members, make_agent
 from runner.config.loader import load_controls
 from runner.fixtures.inputs import LocalInputs
 from runner.models import Job, Outcome, Trial
-from runner.run.service import trial_env
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite.load import load_suite
+from runner.trial.env import trial_env
 from runner.trial.execute import execute_trial
 from tests.conftest import leftover_sandboxes
 from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task, write_agent

@@ -17,10 +17,10 @@ from runner.errors import SandboxError
 from runner.fixtures.inputs import LocalInputs
 from runner.hashing import sha256_bytes
 from runner.models import Job, Outcome, Trial
-from runner.run.service import trial_env
 from runner.sandbox.base import ExecRequest, ExecResult
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Script, Verdict, exec_result
 from runner.suite.load import load_suite
+from runner.trial.env import trial_env
 from runner.trial.execute import execute_trial
 from tests.helpers import ADD_GOLD, HIDDEN_TEST, make_suite, repo_task, write_agent
 

@@ -6,9 +6,9 @@ from runner.agents.base import AGENT_ENV, AgentContext, AgentResult, parse_answe
 from runner.config.model import Toggles
 from runner.fixtures.archives import Member, single_file_tar
 from runner.gitpatch import PatchError, touched_paths
-from runner.grading.signals import NO_OUTPUT_LOG
 from runner.paths import is_forbidden
 from runner.sandbox.base import AGENT_UID, IO_DIR, ExecRequest
+from runner.setup_signals import NO_OUTPUT_LOG
 
 
 class Replay:

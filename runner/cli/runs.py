@@ -197,7 +197,7 @@ def replay(
     run = RunDir(run_dir)
     inputs = None
     if reverify:
-        from runner.trial.reverify import reverify_inputs
+        from runner.run.reverify import reverify_inputs
 
         inputs = reverify_inputs(run, controls)  # the suite found and checked before anything
     built = do_replay(run, accept_edits=accept_edits)
@@ -205,9 +205,9 @@ def replay(
     state = "rebuilt, stamped as edited" if accept_edits else "identical"
     out.print(f"replay of {run_dir}: {state}", highlight=False)
     if reverify:
+        from runner.run.reverify import reverify_run
         from runner.sandbox.docker import DockerSandboxFactory
         from runner.sandbox.engine import connect
-        from runner.trial.reverify import reverify_run
 
         checked, changed = reverify_run(
             run,

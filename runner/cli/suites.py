@@ -83,7 +83,7 @@ def build(
 
     from runner.sandbox.engine import connect
     from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
-    from runner.suite.environments import build as build_environments
+    from runner.suite.build import build as build_environments
 
     if network not in ("default", "none"):
         raise UsageError(f"--network {network!r}: choose default (the engine's) or none")

@@ -8,7 +8,6 @@ the protocol hash.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -16,9 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from runner.fixtures.archives import DEFAULT_CAPS, ArchiveCaps
 from runner.models import Strict
-
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+from runner.sizes import parse_size
 
 # The tools a model-driven agent can be given (``runner.agents.model.policy`` defines each
 # one's schema and checks, in this order; a test keeps the two in step).
@@ -34,16 +31,6 @@ TOOL_NAMES = (
     "submit",
     "abstain",
 )
-
-
-def parse_size(text: str | int) -> int:
-    """Bytes of a Docker-style size: ``512m``, ``1g``, ``1.5GiB`` or a plain integer."""
-    if isinstance(text, int):
-        return text
-    match = _SIZE_RE.match(text)
-    if not match:
-        raise ValueError(f"{text!r} is not a size; write it like 512m or 1g")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
 Size = Annotated[str | int, Field(description="A size like 512m or 1g, or bytes.")]

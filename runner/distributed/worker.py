@@ -49,7 +49,7 @@ from runner.distributed.signing import fingerprint, job_refusal
 from runner.errors import DeltarunError, DigestMismatch, UsageError
 from runner.models import Job, Trial
 from runner.models import Task as SuiteTask
-from runner.run.service import stop_reason, trial_env
+from runner.trial.env import stop_reason, trial_env
 from runner.trial.execute import TrialEnv, execute_trial
 
 log = logging.getLogger("deltarun.worker")

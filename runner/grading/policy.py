@@ -48,7 +48,7 @@ from the image (``guard.py modules`` run in it), not from a list.
 
 Files that *also* carry runner settings (``pyproject.toml``, ``setup.cfg``) are
 the project's: the agent may edit them, and the verify phase takes the runner's
-settings from the fixture's pristine copy instead (``runner.grading.declared``).
+settings from the fixture's pristine copy instead (``runner.fixtures.declared``).
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from runner.fixtures.declared import holds_declared
 from runner.gitpatch import FileDiff, keep, parse
-from runner.grading.declared import holds_declared
 from runner.paths import is_forbidden
 
 # Files whose only purpose is configuring the test runner.

@@ -31,10 +31,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runner.grading.signals import not_collected
 from runner.models import RepoTask, Task, TaskKind, Trial
+from runner.setup_signals import not_collected
 
-VALIDATION_NAME = "validation.json"  # beside tasks.jsonl
 VALID = "valid"
 FINE = (VALID, "not-checked")
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.grading.declared import TEST_FILE_PATTERNS, matches, test_files
+from runner.fixtures.declared import TEST_FILE_PATTERNS, matches, test_files
 
 CHANNEL_CAP = 16 << 20
 PASSING = frozenset({"passed", "xpassed"})

@@ -3,7 +3,7 @@
 The agent never saw this sandbox, and nothing it left decides how grading runs:
 
 1. Layer one, in the test's uid: the full fixture (unpacked by the image's tar as
-   that uid, ``runner.trial.workspace.unpack_as_agent``); root-owned: the harness's
+   that uid, ``runner.sandbox.copy_in.unpack_as_agent``); root-owned: the harness's
    directory ``.deltarun-<random>/`` (an empty git directory whose attributes
    switch every workspace attribute off, the screened patch). ``/workspace``
    itself is root-owned and sticky.
@@ -42,13 +42,13 @@ from pathlib import Path
 from runner.errors import InfraError
 from runner.fixtures import harness_git
 from runner.fixtures.archives import Entry, Member, owned_tar
+from runner.fixtures.declared import holds_declared, runner_config, test_files
 from runner.fixtures.view import BLOCK, FixtureView, footprint
-from runner.grading.declared import holds_declared, runner_config, test_files
 from runner.grading.verdict import CHANNEL_CAP, Canary, canaries, grade
 from runner.models import RepoTask
 from runner.sandbox.base import AGENT_UID, ROOT_USER, WORKSPACE, ExecRequest, ExecResult, Sandbox
+from runner.sandbox.copy_in import unpack_as_agent
 from runner.sandbox_scripts import source
-from runner.trial.workspace import unpack_as_agent
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
 SCRIPTS = ("run_pytest.py", "deltarun_results.py", "guard.py", "collector.py")

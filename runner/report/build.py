@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.config.loader import parse_controls, protocol_hash
+from runner.config.loader import protocol_hash
 from runner.config.model import Controls
 from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
 from runner.evidence.scoring import Scores, paired_delta, score
@@ -17,8 +17,8 @@ from runner.report.html import render_html
 from runner.report.jsonform import dumps_json, to_json
 from runner.report.markdown import render_markdown
 from runner.report.model import MetricsPin, Pins, RoutePin, build
-from runner.report.setup import setup_warnings
 from runner.run.rundir import RunDir, RunMeta
+from runner.run.setup_warnings import setup_warnings
 
 EDITS_FILE = "edits.json"
 
@@ -57,15 +57,10 @@ def _edited_from(run_dir: RunDir) -> str | None:
     return str(data["reported_ledger_sha256"])
 
 
-def _stored_controls(run_dir: RunDir) -> Controls:
-    path = run_dir.path / "controls.yaml"
-    return parse_controls(path.read_text(encoding="utf-8"), str(path))
-
-
 def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
     """Score the ledger and render the report files (no file written)."""
     meta = run_dir.meta()
-    controls = _stored_controls(run_dir)
+    controls = run_dir.stored_controls()
     trials = _checked_records(run_dir, meta, controls)
     task_ids = [t["id"] for t in meta.tasks]
     scores = score(trials, meta.arms, meta.control_arm, task_ids)
@@ -145,7 +140,7 @@ def compare_runs(path_a: Path, path_b: Path, arm: str | None, arm_b: str | None)
     )
     pairs = arm_pairs(side_a, side_b, arm, arm_b)
     records_a, records_b = (
-        _checked_records(run, meta, _stored_controls(run))
+        _checked_records(run, meta, run.stored_controls())
         for run, meta in zip(runs, metas, strict=True)
     )
     task_ids = list(dict.fromkeys(task["id"] for meta in metas for task in meta.tasks))

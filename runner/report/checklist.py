@@ -57,7 +57,7 @@ def evaluate(
 
     ``tasks`` are run.json's task entries; ``replay_ok`` whether the report, derived
     again from the ledger just written, came out byte for byte the same; ``setup`` the
-    setup warnings (``runner.report.setup``).
+    setup warnings (``runner.run.setup_warnings``).
 
     Longer than the house's ~60 lines on purpose: one ``Row`` per item, side by side in
     the order the report prints them, so a reader checks each against its rule at once;

@@ -108,7 +108,7 @@ class Report:
     metric_deltas: tuple[MetricDelta, ...] = ()
     suite_path: str = ""  # suite.file as the controls name it
     generated_at: str = ""  # the run's recorded end: the last record's finished_at
-    setup_warnings: tuple[str, ...] = ()  # runner.report.setup
+    setup_warnings: tuple[str, ...] = ()  # runner.run.setup_warnings
 
     @property
     def stamp(self) -> str | None:

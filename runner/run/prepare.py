@@ -28,7 +28,7 @@ from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.grading import metrics as builtin_metrics
 from runner.grading.metric_modules import load_metrics, read_module
 from runner.grading.metrics import Metric
-from runner.grading.validation import FINE, VALIDATION_NAME
+from runner.grading.validation import FINE
 from runner.hashing import sha256_bytes
 from runner.models import AnswerTask, Job, RepoTask, Task, grading_of
 from runner.paths import is_forbidden
@@ -36,6 +36,7 @@ from runner.run.rundir import RunDir, RunMeta, new_run_id, now_utc
 from runner.sandbox.base import AGENT_DIR
 from runner.suite.load import Suite, load_suite
 from runner.suite.plan import plan_jobs
+from runner.suite.sealing import VALIDATION_NAME
 from runner.trial.execute import image_of
 
 

@@ -26,6 +26,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from runner.atomic import write_atomic
+from runner.config.loader import parse_controls
+from runner.config.model import Controls
 from runner.errors import ProtocolMismatch, UserError
 from runner.hashing import sha256_file
 from runner.models import ScoredTrial, Trial
@@ -69,6 +71,11 @@ class RunDir:
         self._lock = threading.Lock()
         self._recorded: set[str] | None = None
         self.line_of: dict[str, int] = {}  # job id → ledger line, for error messages
+
+    def stored_controls(self) -> Controls:
+        """The controls the run was started with (``controls.yaml`` kept in the run)."""
+        path = self.path / "controls.yaml"
+        return parse_controls(path.read_text(encoding="utf-8"), str(path))
 
     @property
     def ledger_path(self) -> Path:

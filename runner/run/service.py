@@ -29,15 +29,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from runner.config.model import Controls
 from runner.errors import RouteMismatch, RunInterrupted, UsageError, UserError
-from runner.executors.local import Interrupted
-from runner.fixtures.cache import CacheDir
 from runner.fixtures.inputs import LocalInputs
-from runner.fixtures.staging import Staging
-from runner.grading.metrics import Metric
 from runner.models import Job, Trial
+from runner.run.executors.local import Interrupted
 from runner.run.prepare import PreparedRun
 from runner.sandbox.base import SandboxFactory
-from runner.trial.execute import TrialEnv, TrialInputs, execute_trial
+from runner.trial.env import stop_reason, trial_env
+from runner.trial.execute import execute_trial
 
 if TYPE_CHECKING:
     from docker import APIClient
@@ -55,34 +53,6 @@ class Executor(Protocol):
     """
 
     def run(self, prepared: PreparedRun, record: RecordBatch) -> None: ...
-
-
-def stop_reason(trial: Trial, controls: Controls) -> str | None:
-    """Why this record stops the whole run, or None: in the scored channel, a reply from
-    another model than the route pins (the route lock) stops the run."""
-    if trial.route_mismatch and controls.channel == "scored":
-        return f"{trial.arm} on {trial.task_id}: {trial.error}"
-    return None
-
-
-def trial_env(
-    controls: Controls,
-    inputs: TrialInputs,
-    sandboxes: SandboxFactory,
-    worker: str,
-    metrics: Mapping[str, Metric] | None = None,
-    pins: Mapping[str, str] | None = None,
-) -> TrialEnv:
-    """The environment every executor (and ``replay --reverify``) runs trials in: fixtures
-    are staged once per machine in the cache (``runner.fixtures.staging``); ``pins``
-    (image tag → ID) makes every sandbox from the run's pinned image."""
-    staging = Staging(CacheDir())
-    pinned = dict(pins or {})
-    if metrics is None:
-        return TrialEnv(controls, inputs, sandboxes, worker, staging=staging, pins=pinned)
-    return TrialEnv(
-        controls, inputs, sandboxes, worker, metrics=metrics, staging=staging, pins=pinned
-    )
 
 
 def local_runner(
@@ -306,7 +276,7 @@ class RunService:
         local pool, after reaping what a killed run on this host left."""
         if options.broker is not None:
             return self._celery(prepared, options)
-        from runner.executors.local import LocalExecutor
+        from runner.run.executors.local import LocalExecutor
         from runner.sandbox.docker import DockerSandboxFactory
         from runner.sandbox.reaper import reap
 
@@ -320,7 +290,7 @@ class RunService:
 
     def _celery(self, prepared: PreparedRun, options: RunOptions) -> Executor:
         from runner.distributed import registry as registries
-        from runner.executors.celery import CeleryExecutor
+        from runner.run.executors.celery import CeleryExecutor
 
         assert options.broker is not None
         if options.job_key is None:
@@ -344,7 +314,7 @@ class RunService:
     def execute(self, prepared: PreparedRun, options: RunOptions) -> Recording:
         """Run the jobs still to do, recording each batch; ``RunInterrupted`` on Ctrl-C,
         with what was recorded kept."""
-        from runner.report.setup import first_sign
+        from runner.run.setup_warnings import first_sign
 
         executor = self.executor(prepared, options)
         total = len(prepared.jobs)

@@ -27,11 +27,12 @@ from runner.config.loader import load_controls
 from runner.config.model import Controls, PatchAgent
 from runner.errors import UserError
 from runner.fixtures.archives import members_from_dir, tree_digest
-from runner.grading.validation import FINE, VALIDATION_NAME, Check, Verdict, check_of, classify
+from runner.grading.validation import FINE, Check, Verdict, check_of, classify
 from runner.hashing import sha256_file
 from runner.models import RepoTask, Task, TaskKind
 from runner.run.rundir import RunDir
 from runner.suite.load import load_suite
+from runner.suite.sealing import VALIDATION_NAME
 
 if TYPE_CHECKING:
     from runner.distributed.credentials import Broker

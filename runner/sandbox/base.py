@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-AGENT_UID = 1000
+from runner.paths import AGENT_UID as AGENT_UID  # re-exported beside the rest of the contract
+
 AGENT_USER = f"{AGENT_UID}:{AGENT_UID}"
 ROOT_USER = "0:0"
 

@@ -1,6 +1,6 @@
 """The Docker side of ``deltarun build``: inspect, build, preflight, tag and remove images.
 
-Implements ``runner.suite.environments.ImageBuilder`` on the Engine API (the classic builder
+Implements ``runner.sandbox.images.ImageBuilder`` on the Engine API (the classic builder
 of ``POST /build``, which needs no buildx plugin). The context is the tar the caller
 made from exactly the files it digested, so what is built is what is pinned. Engine
 failures become one-line ``UserError``s; a build that fails is an ``ImageBuildFailed``
@@ -16,12 +16,12 @@ from typing import IO, TYPE_CHECKING, Any
 import docker
 import docker.errors
 
-from runner.config.model import parse_size
 from runner.errors import SandboxError, UserError
 from runner.sandbox.base import Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.engine import API_ERRORS
-from runner.suite.environments import BuildRequest, ImageBuildFailed, ImageInfo
+from runner.sandbox.images import BuildRequest, ImageBuildFailed, ImageInfo
+from runner.sizes import parse_size
 
 if TYPE_CHECKING:
     from runner.config.model import Runtime

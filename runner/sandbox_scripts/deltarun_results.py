@@ -5,7 +5,7 @@ Loaded only by ``run_pytest.py``. It deselects every collected test that no
 declared entry names (an entry is a node id, a file, or a ``file::Class``
 prefix) and adds the harness's canaries to the modules of the declared test
 files: tests that must pass, run first, and tests that must fail, run last. Their
-names and places are the harness's secret (``runner.grading.declared.canaries``); a
+names and places are the harness's secret (``runner.fixtures.declared.canaries``); a
 test process that rewrites reports or patches pytest turns a must-fail canary
 into a pass, which the harness sees.
 

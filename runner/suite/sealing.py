@@ -27,13 +27,14 @@ from ruamel.yaml.tokens import CommentToken
 from runner.atomic import write_atomic
 from runner.config.loader import LoadedControls
 from runner.errors import UserError
-from runner.grading.validation import VALIDATION_NAME
 from runner.hashing import sha256_file
 from runner.suite.load import seal
 
 # Comments, blank lines and directives up to a ``---`` line: ruamel drops what precedes
 # the document start, so this part is kept verbatim and only the rest is round-tripped.
 _PREAMBLE = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n|%[^\n]*\n)*---[ \t]*(?:#[^\n]*)?\n")
+
+VALIDATION_NAME = "validation.json"  # a suite's validation verdicts, beside tasks.jsonl
 
 
 def _invalid_yaml(source: str, text: str, exc: RuamelYAMLError, line_offset: int) -> UserError:

@@ -30,7 +30,7 @@ from typing import Protocol
 
 from runner import telemetry
 from runner.agents.base import Agent, AgentContext, AgentResult
-from runner.config.model import Controls, parse_size
+from runner.config.model import Controls
 from runner.errors import DeltarunError, UserError
 from runner.fixtures.archives import Member
 from runner.fixtures.staging import StagedFixture, Staging, fixture_key
@@ -59,6 +59,7 @@ from runner.sandbox.base import (
     SandboxFactory,
     SandboxSpec,
 )
+from runner.sizes import parse_size
 from runner.trial.record import Facts, build_record, error_record, patch_of
 from runner.trial.workspace import (
     MAX_VERIFY_PATCH_BYTES,

@@ -21,6 +21,7 @@ from runner.sandbox.base import (
     ExecRequest,
     Sandbox,
 )
+from runner.sandbox.copy_in import unpack_as_agent
 from runner.sandbox_scripts import source
 
 # Patches up to this size are verified; the record stores at most caps.patch_bytes.
@@ -37,7 +38,6 @@ _GIT_ENV = {
 }
 GIT = harness_git.shell()
 STAT_CHECK = "-c core.checkStat=minimal -c core.trustctime=false"
-UNPACK_TIMEOUT_S = 300.0
 
 
 def copy_in(sandbox: Sandbox, tar: Path | bytes | None) -> None:
@@ -45,31 +45,6 @@ def copy_in(sandbox: Sandbox, tar: Path | bytes | None) -> None:
     once or built for this trial) into ``/workspace``; None: there is no fixture."""
     if tar is not None:
         unpack_as_agent(sandbox, WORKSPACE, tar)
-
-
-def unpack_as_agent(sandbox: Sandbox, dest: str, tar: Path | bytes) -> None:
-    """Unpack a tar deltarun built (regular files and directories, normalised names and
-    modes, owner the agent's uid) at ``dest``, by the image's ``tar`` running as the
-    agent's uid: for many files about three times faster than the engine's copy, which
-    unpacks as root and sets each owner. The engine's copy when the image has no tar."""
-    result = sandbox.run(
-        ExecRequest(
-            argv=["tar", "-x", "-p", "-f", "-", "-C", dest],
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-            timeout_s=UNPACK_TIMEOUT_S,
-            output_cap=1 << 14,
-            stdin=tar.read_bytes() if isinstance(tar, Path) else tar,
-        )
-    )
-    if result.exit_code == 127:
-        sandbox.put_archive(dest, tar)
-        return
-    if result.exit_code != 0 or result.timed_out:
-        tail = result.output[-400:].decode("utf-8", "replace").strip()
-        raise InfraError(
-            f"copying the fixture into {dest} failed (exit {result.exit_code}): {tail}; "
-            "a fixture larger than runtime.limits.workspace does not fit"
-        )
 
 
 def _root(

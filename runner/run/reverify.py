@@ -29,11 +29,10 @@ from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.fixtures.archives import ArchiveCaps
 from runner.fixtures.inputs import LocalInputs
 from runner.models import RepoTask, Trial
-from runner.report.build import _stored_controls
 from runner.run.rundir import RunDir, RunMeta
-from runner.run.service import trial_env
 from runner.sandbox.base import SandboxFactory
 from runner.suite.load import Suite, load_suite
+from runner.trial.env import trial_env
 from runner.trial.execute import reverify
 
 
@@ -66,7 +65,7 @@ def reverify_inputs(run_dir: RunDir, controls_path: Path | None = None) -> Rever
             loaded.controls,
             _checked_suite(loaded.suite_path, meta, loaded.controls.runtime.archive_caps),
         )
-    controls = _stored_controls(run_dir)
+    controls = run_dir.stored_controls()
     bases: list[Path] = []
     if meta.controls_path and Path(meta.controls_path).is_file():
         bases.append(Path(meta.controls_path).resolve().parent)

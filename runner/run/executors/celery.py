@@ -46,8 +46,8 @@ from runner.distributed.keys import STOP_TTL_S
 from runner.distributed.leases import RedisLeases
 from runner.distributed.signing import fingerprint, record_signed, sign_job
 from runner.errors import DeltarunError, UserError
-from runner.executors.local import Interrupted
 from runner.models import Job, Trial, task_timeout
+from runner.run.executors.local import Interrupted
 from runner.run.prepare import PreparedRun
 from runner.trial.execute import SANDBOX_LIFETIME_MARGIN_S, image_of
 from runner.trial.record import error_record

@@ -2,7 +2,7 @@
 
 Read from a record's ``reason`` and ``agent_log`` once, when it is recorded or
 scored, so that ``deltarun validate`` (``runner.grading.validation``) and the report's
-"Setup warnings" (``runner.report.setup``) read them the same way.
+"Setup warnings" (``runner.run.setup_warnings``) read them the same way.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ NO_TEST_RAN = "no-test-ran"
 NO_OUTPUT = "no-recorded-output"
 # What a patch arm's agent logs when its directory has nothing for the task.
 NO_OUTPUT_LOG = "no recorded output for this task"
-# What the harness says when the runner ran no test (runner.grading.declared, verify).
+# What the harness says when the runner ran no test (runner.fixtures.declared, verify).
 NOT_COLLECTED = (
     "no test ran",
     "did not run",

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from runner.config.model import Arm, Controls, PatchAgent, ScriptedAgent
-from runner.grading.signals import NO_OUTPUT, NO_TEST_RAN, signal_of
 from runner.models import Record, ScoredTrial, TaskKind
+from runner.setup_signals import NO_OUTPUT, NO_TEST_RAN, signal_of
 
 SHOWN = 8
 

@@ -1,0 +1,18 @@
+"""Docker-style sizes (``512m``, ``1g``) in bytes. Pure; a leaf every layer may use."""
+
+from __future__ import annotations
+
+import re
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes of a Docker-style size: ``512m``, ``1g``, ``1.5GiB`` or a plain integer."""
+    if isinstance(text, int):
+        return text
+    match = _SIZE_RE.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a size; write it like 512m or 1g")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
