@@ -31,7 +31,8 @@ from runner.distributed.credentials import (  # noqa: E402
     load_job_key,
     resolve_broker,
 )
-from runner.distributed.worker import register, serve  # noqa: E402
+from runner.distributed.trial_task import register  # noqa: E402
+from runner.distributed.worker import serve  # noqa: E402
 from runner.models import Job, Outcome, Task, Trial  # noqa: E402
 from runner.trial.execute import TrialEnv  # noqa: E402
 from runner.trial.record import bare_record  # noqa: E402

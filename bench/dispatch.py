@@ -1,9 +1,10 @@
 """Dispatch overhead: jobs/s through deltarun's Celery path against a bare Celery no-op task.
 
 Both on the same fresh Redis with the same Celery settings, measured in this
-run. deltarun's path includes everything but Docker: protocol and blobs in
-Redis, leases, the done set, the record stream and the coordinator's fsync'd
-ledger. Its trial body is the bench-only ``bench_trial_without_docker`` served by
+run. deltarun's path is the run service's (``RunService.prepare`` and ``execute``, as
+``deltarun run --broker`` runs a run) and includes everything but Docker: protocol
+and blobs in Redis, leases, the done set, the record stream and the coordinator's
+fsync'd ledger. Its trial body is the bench-only ``bench_trial_without_docker`` served by
 ``bench/bench_worker.py`` (the production worker plus that one task). The
 baseline task only increments a counter. Printed for 1 and 2 worker processes,
 with the ratio (goal >= 0.8).
@@ -56,6 +57,7 @@ from bench.bench_worker import BENCH_TASK  # noqa: E402
 from runner.distributed.credentials import (  # noqa: E402
     ENV_TLS,
     ENV_URL,
+    Broker,
     BrokerOptions,
     resolve_broker,
 )
@@ -66,9 +68,7 @@ from runner.distributed.signing import (  # noqa: E402
     sign_record,
 )
 from runner.models import Job, Outcome, TaskKind  # noqa: E402
-from runner.run.executors.celery import run_celery  # noqa: E402
-from runner.run.prepare import prepare  # noqa: E402
-from runner.sandbox.engine import connect, image_id  # noqa: E402
+from runner.run.service import Quiet, RunOptions, RunService  # noqa: E402
 from runner.trial.record import bare_record  # noqa: E402
 from tests.distributed_support import FAST_ENV, RedisServer, make_secrets  # noqa: E402
 from tests.helpers import ADD_GOLD, make_suite  # noqa: E402
@@ -98,14 +98,14 @@ def answer_suite(root: Path, repeats: int) -> Path:
 
 
 @dataclass(frozen=True)
-class Broker:
+class Reached:
     """A Redis server as the coordinator and the bench worker reach it."""
 
-    url: str  # the coordinator's URL: with the TLS files in its query on a TLS server
+    broker: Broker  # the coordinator's, as `deltarun run` resolves it: TLS files in its URL
     worker_env: dict[str, str]  # the bench worker's broker: the password stays off its argv
 
 
-def broker_of(server: RedisServer) -> Broker:
+def broker_of(server: RedisServer) -> Reached:
     files = {}
     if server.tls is not None:
         files = {
@@ -116,7 +116,14 @@ def broker_of(server: RedisServer) -> Broker:
     resolved = resolve_broker(BrokerOptions(url=server.url, **files), {})
     assert resolved is not None
     env = {ENV_URL: server.url, **{ENV_TLS[name]: str(path) for name, path in files.items()}}
-    return Broker(resolved.url, env)
+    return Reached(resolved, env)
+
+
+class Coordinator(Quiet):
+    """The run's ``Events`` in a benchmark: only its notes (warnings), on stderr."""
+
+    def note(self, line: str) -> None:
+        print(f"dispatch: coordinator: {line}", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -139,30 +146,24 @@ def sent_job(task_name: str) -> Iterator[list[dict[str, Any]]]:
 
 
 def deltarun_rate(
-    broker: Broker, work: Path, jobs: int, concurrency: int
+    reached: Reached, work: Path, jobs: int, concurrency: int
 ) -> tuple[float, dict[str, Any]]:
-    """Jobs per second through the deltarun path, and the first job message it sent."""
+    """Jobs per second through the deltarun path (``RunService``, as `deltarun run --broker`
+    runs it, with the bench-only trial task), and the first job message it sent."""
     root = Path(tempfile.mkdtemp(dir=work))
     controls = answer_suite(root, jobs)
-    client = connect()
     # The image IDs the run pins, as `deltarun run` pins them: the job messages carry them
     # and the bench worker serves each image only with its pinned ID.
-    prepared = prepare(
-        controls, root / "run", resume=False, image_digest=lambda image: image_id(client, image)
+    service = RunService(Coordinator())
+    options = RunOptions(
+        out_dir=root / "run", broker=reached.broker, job_key=JOB_KEY.encode(), task_name=BENCH_TASK
     )
-    worker = start_bench_worker(broker, root / "worker.log", concurrency)
+    prepared = service.prepare(controls, options)
+    worker = start_bench_worker(reached, root / "worker.log", concurrency)
     try:
         with sent_job(BENCH_TASK) as sent:
             start = time.perf_counter()
-            run_celery(
-                prepared,
-                broker_url=broker.url,
-                record=lambda fresh, dups: prepared.run_dir.write_records(fresh, dups),
-                visibility_timeout_s=7200,
-                warn=lambda line: print(f"dispatch: coordinator: {line}", file=sys.stderr),
-                task_name=BENCH_TASK,
-                job_key=JOB_KEY.encode(),
-            )
+            service.execute(prepared, options)
             elapsed = time.perf_counter() - start
     finally:
         worker.kill()
@@ -173,7 +174,7 @@ def deltarun_rate(
     return jobs / elapsed, sent[0]
 
 
-def start_bench_worker(broker: Broker, log: Path, concurrency: int) -> subprocess.Popen[bytes]:
+def start_bench_worker(reached: Reached, log: Path, concurrency: int) -> subprocess.Popen[bytes]:
     """``bench/bench_worker.py`` (its broker from the environment), waited for until it
     serves its queue."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("DELTARUN_BROKER_")}
@@ -186,7 +187,7 @@ def start_bench_worker(broker: Broker, log: Path, concurrency: int) -> subproces
         ],
         stdout=handle,
         stderr=subprocess.STDOUT,
-        env={**inherited, **FAST_ENV, **broker.worker_env},
+        env={**inherited, **FAST_ENV, **reached.worker_env},
     )
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -315,17 +316,21 @@ import os, resource, sys, tempfile, json
 from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
 from bench.dispatch import answer_suite
-from runner.run.prepare import prepare
-from runner.run.executors.celery import run_celery
 from runner.distributed import keys
+from runner.distributed.credentials import Broker
 from runner.distributed.signing import sign_record
 from runner.models import Trial
+from runner.run.service import Engine, RunOptions, RunService
 import redis
+class NoDocker(Engine):
+    def image_digest(self, image):
+        return "sha256:x"
 url = sys.argv[1]
 KEY = os.environ["DELTARUN_JOB_KEY"].encode()
 root = Path(tempfile.mkdtemp())
-prepared = prepare(answer_suite(root, {records}), root / "run", resume=False,
-                   image_digest=lambda image: "sha256:x")
+service = RunService(engine=NoDocker())
+options = RunOptions(root / "run", broker=Broker(url, "bench"), job_key=KEY)
+prepared = service.prepare(answer_suite(root, {records}), options)
 client = redis.Redis.from_url(url)
 run_id = prepared.meta.run_id
 pipe = client.pipeline(transaction=False)
@@ -342,9 +347,7 @@ for i, job in enumerate(prepared.jobs):
 pipe.execute()
 del pipe, trial
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-run_celery(prepared, broker_url=url,
-           record=lambda fresh, dups: prepared.run_dir.write_records(fresh, dups),
-           visibility_timeout_s=7200, warn=lambda line: None, job_key=KEY)
+service.execute(prepared, options)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 lines = sum(1 for _ in open(prepared.run_dir.ledger_path))
 assert lines == {records}, lines

@@ -10,8 +10,9 @@ from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
+from runner.evidence.power import paired_min_detectable_delta
 from runner.evidence.scoring import paired_delta, score, summarise
-from runner.evidence.stats import newcombe_paired_interval, paired_min_detectable_delta
+from runner.evidence.stats import newcombe_paired_interval
 from runner.grading.outcomes import classify
 from runner.models import Outcome, TaskKind, Trial
 

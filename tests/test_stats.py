@@ -16,17 +16,15 @@ from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
+from runner.evidence.passk import pass_at_k, pass_hat_k
+from runner.evidence.power import mean_min_detectable_delta, paired_min_detectable_delta
 from runner.evidence.stats import (
     Z95,
     MeanInterval,
     clustered_se,
     mcnemar_exact,
-    mean_min_detectable_delta,
     newcombe_paired_interval,
     paired_bootstrap_interval,
-    paired_min_detectable_delta,
-    pass_at_k,
-    pass_hat_k,
     sign_test_greater,
     sign_test_min_pairs,
     student_t_ppf,

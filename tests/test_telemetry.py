@@ -125,7 +125,7 @@ def test_off_every_recording_is_a_no_op(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "import runner.trial.execute, runner.fixtures.staging, runner.sandbox.docker, runner.distributed.worker\n"
-        "from runner.distributed import telemetry as t\n"
+        "from runner import telemetry as t\n"
         "t.trial_started(); t.trial_finished('error'); t.infrastructure_error('infra')\n"
         "t.sandbox_started(1.0); t.lease_renewed(False); t.cache_lookup('blobs', hit=True)\n"
         "with t.phase('agent'):\n    pass\n"

@@ -3,16 +3,20 @@
 Commands by concern: ``suites`` (seal, build, init, validate, import swebench,
 schema), ``runs`` (run, status, report, compare, replay, export), ``fleet``
 (worker, gc); ``common`` holds what they share. Each command parses its
-arguments, calls the service that does the work (``runner.run.service`` for a
-run) and prints. Every deliberate error is a ``DeltarunError``: printed as one
-line on stderr, no traceback, with its exit code (1 user error, 2 usage, 3 digest
-or protocol mismatch, 4 no control arm, 130 interrupted).
+arguments, calls the code that does the work (``runner.run.service`` for a run;
+the others' in ``suite.workflows``, ``run.validate``, ``run.export_steps``,
+``swebench.workflow``, ``report.headline``, ``report.replay_steps`` and
+``report.formats``) and prints the lines it hands back. Every deliberate error is a
+``DeltarunError``: printed as one line on stderr, no traceback, with its exit code
+(1 user error, 2 usage, 3 digest or protocol mismatch, 4 no control arm, 130
+interrupted).
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -30,23 +34,25 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except DeltarunError as exc:
-        err.print(f"deltarun: error: {exc}", highlight=False, markup=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
+        _fail(f"error: {exc}", exc.exit_code)
     except KeyboardInterrupt:
-        err.print("deltarun: interrupted", highlight=False)
-        sys.exit(130)
+        _fail("interrupted", 130)
     except OSError as exc:  # a file or device problem the code did not foresee: still one line
-        err.print(f"deltarun: error: {exc}", highlight=False, markup=False, soft_wrap=True)
-        sys.exit(1)
+        _fail(f"error: {exc}", 1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort as exc:
-        err.print(f"deltarun: {exc}", highlight=False, markup=False)
-        sys.exit(2)
+        _fail(str(exc), 2)
     except Exception as exc:
         _click_exit(exc)
         raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    """``deltarun: <message>`` as one line on stderr, then exit ``code``."""
+    err.print(f"deltarun: {message}", highlight=False, markup=False)
+    sys.exit(code)
 
 
 def _click_exit(exc: Exception) -> None:
@@ -59,13 +65,7 @@ def _click_exit(exc: Exception) -> None:
             continue
         if isinstance(exc, found.UsageError):
             command = exc.ctx.command_path if exc.ctx is not None else "deltarun"
-            err.print(
-                f"deltarun: {exc.format_message()} (see `{command} --help`)",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
-            sys.exit(2)
+            _fail(f"{exc.format_message()} (see `{command} --help`)", 2)
         if isinstance(exc, found.ClickException):
             exc.show()
             sys.exit(exc.exit_code)

@@ -1,9 +1,10 @@
-"""What every command of the ``deltarun`` command line shares: the app, the two
-consoles, the broker and job-key options, and the drawing of a run's ``Events``."""
+"""What the commands of the ``deltarun`` command line share: the app, the two consoles,
+the options several commands take, and the drawing of a run's ``Events``."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,12 +19,9 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from runner.models import Trial
-from runner.report.markdown import headline_lines
-
 if TYPE_CHECKING:
     from runner.distributed.credentials import Broker
-    from runner.report.build import BuiltReport
+    from runner.models import Trial
     from runner.run.prepare import PreparedRun
     from runner.run.service import Recording
 
@@ -36,6 +34,9 @@ app = typer.Typer(
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
+Target = Annotated[Path, typer.Argument(help="A suite directory, tasks.jsonl or controls.yaml")]
+RunDirArg = Annotated[Path, typer.Argument(help="Run directory")]
+Parallel = Annotated[int, typer.Option("-j", "--parallel", min=1, help="Trials at once")]
 # The broker and job-key options every distributed command shares
 # (runner/distributed/credentials.py says where each value is taken from).
 BrokerUrl = Annotated[
@@ -72,19 +73,21 @@ JobKeyFile = Annotated[
 ]
 
 
+def say(lines: Iterable[str], markup: bool = True) -> None:
+    """Lines on stdout, each as it comes."""
+    for line in lines:
+        out.print(line, highlight=False, markup=markup)
+
+
 class Shown:
     """The run's ``Events`` on the terminal: a progress bar on a tty, one line per record
     otherwise; a context manager that stops the bar."""
 
     def __init__(self) -> None:
         self.tty = err.is_terminal
+        columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         self.progress = Progress(
-            TextColumn("passes {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            disable=not self.tty,
+            TextColumn("passes {task.description}"), *columns, console=err, disable=not self.tty
         )
         self.bar: TaskID | None = None
         self.arms: list[str] = []
@@ -103,9 +106,8 @@ class Shown:
 
         self.arms = list(prepared.meta.arms)
         self.progress.start()
-        self.bar = self.progress.add_task(
-            describe(self.arms, recording), total=total, completed=recording.recorded
-        )
+        passes = describe(self.arms, recording)
+        self.bar = self.progress.add_task(passes, total=total, completed=recording.recorded)
 
     def recorded(self, trial: Trial, recording: Recording, total: int) -> None:
         from runner.run.service import describe
@@ -122,6 +124,13 @@ class Shown:
 
     def setup_warning(self, text: str) -> None:
         self.progress.console.print(f"setup warning: {text}", highlight=False)
+
+
+class Lines:
+    """Notes as plain lines on stderr (commands without a progress bar)."""
+
+    def note(self, line: str) -> None:
+        err.print(line, highlight=False, markup=False)
 
 
 def broker_of(
@@ -145,28 +154,3 @@ def job_key_of(option: Path | None) -> bytes:
     from runner.run.service import job_key
 
     return job_key(option, os.environ, Lines())
-
-
-class Lines:
-    """Notes as plain lines on stderr (commands without a progress bar)."""
-
-    def note(self, line: str) -> None:
-        err.print(line, highlight=False, markup=False)
-
-
-def print_headline(built: BuiltReport, paths: list[Path]) -> None:
-    """The summary line(s): withheld when two or more checklist rows fail."""
-    failing = [row.item for row in built.rows if not row.ok]
-    if built.withheld:
-        out.print(
-            f"headline withheld: {len(failing)} checklist rows fail ({'; '.join(failing)}); "
-            "see the report",
-            highlight=False,
-        )
-    else:
-        for line in headline_lines(built.scores):
-            out.print(line, highlight=False)
-        if failing:
-            out.print(f"verdict: demo (failing: {'; '.join(failing)})", highlight=False)
-    for path in paths:
-        out.print(f"report: {path}", highlight=False)

@@ -36,11 +36,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from runner.evidence.power import mean_min_detectable_delta, paired_min_detectable_delta
 from runner.evidence.stats import (
     mcnemar_exact,
-    mean_min_detectable_delta,
     newcombe_paired_interval,
-    paired_min_detectable_delta,
     t_interval,
     wilson_interval,
 )

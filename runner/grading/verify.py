@@ -137,6 +137,20 @@ def verify(
         if result.timed_out or result.exit_code == 0:
             return replace(found, passed=not result.timed_out)
         return replace(found, reason=f"the hidden test exited {result.exit_code}")
+    return _declared(sandbox, task, place, settings, hidden, rng)
+
+
+def _declared(
+    sandbox: Sandbox,
+    task: RepoTask,
+    place: _Place,
+    settings: VerifySettings,
+    hidden: list[Member],
+    rng: random.Random | None,
+) -> VerifyOutcome:
+    """The declared tests under the harness's pytest, with canaries planted and every
+    outcome read from the collector's channel (``runner.grading.verdict.grade``)."""
+    assert task.hidden_tests is not None
     planted = canaries(
         task.hidden_tests, [m.path for m in hidden if not m.is_dir], rng or secrets.SystemRandom()
     )

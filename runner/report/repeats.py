@@ -14,7 +14,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from runner.evidence.stats import clustered_se, pass_at_k, pass_hat_k
+from runner.evidence.passk import pass_at_k, pass_hat_k
+from runner.evidence.stats import clustered_se
 from runner.models import Outcome, Record, TaskKind
 
 

@@ -61,6 +61,7 @@ from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.fixtures.archives import members_from_dir, tree_digest
 from runner.hashing import sha256_bytes
 from runner.models import GitRepo, RepoTask, Task
+from runner.run.kit_files import KitInput, kit_readme, replay_script
 from runner.run.rundir import LEDGER, RUN_FILE, RunDir, RunMeta
 from runner.suite.load import load_suite, parse_task_line
 
@@ -91,17 +92,6 @@ class Kit:
     protocol_sha256: str
     suite_sha256: str
     files: int  # files listed in replay.sh's digest list
-
-
-@dataclass(frozen=True)
-class _Ref:
-    """One input the controls lead to: its path from the controls' folder, the original."""
-
-    what: str  # for messages: "suite.file", "task 't1' repo", "arms[1].agent.dir", ...
-    rel: str  # lexically normalised, relative to the controls' folder
-    original: Path
-    pin: str
-    is_dir: bool = False
 
 
 @dataclass
@@ -140,7 +130,7 @@ class _Staging:
         except OSError as exc:
             raise UserError(f"{rel}: cannot write it into the kit ({exc})") from exc
 
-    def copy_verified(self, ref: _Ref, rel: str) -> None:
+    def copy_verified(self, ref: KitInput, rel: str) -> None:
         """Copy ``ref.original`` to ``rel``, hashing while copying; exit 3 on another digest."""
         path = self.target(rel)
         digest = hashlib.sha256()
@@ -202,7 +192,7 @@ def export_kit(run_dir: RunDir, kit: Path, controls_path: Path | None = None) ->
                 f"{kit}: inside {ref.what} ({ref.original}), whose digest it would change; "
                 "choose a --kit directory outside the run's inputs"
             )
-    _check_place(_Ref("the kit's controls.yaml", "controls.yaml", stored, ""), controls_rel)
+    _check_place(KitInput("the kit's controls.yaml", "controls.yaml", stored, ""), controls_rel)
 
     kit = kit.absolute()
     kit.parent.mkdir(parents=True, exist_ok=True)
@@ -272,11 +262,11 @@ def _relative(what: str, value: str) -> str:
     return posixpath.normpath(value)
 
 
-def _read_suite(controls: Controls, base: Path, meta: RunMeta) -> tuple[_Ref, bytes]:
+def _read_suite(controls: Controls, base: Path, meta: RunMeta) -> tuple[KitInput, bytes]:
     """tasks.jsonl's bytes, checked against the run's suite digest."""
     rel = _relative("suite.file", controls.suite.file)
     original = (base / controls.suite.file).resolve()
-    ref = _Ref("suite.file (tasks.jsonl)", rel, original, meta.suite_sha256)
+    ref = KitInput("suite.file (tasks.jsonl)", rel, original, meta.suite_sha256)
     try:
         data = original.read_bytes()
     except FileNotFoundError as exc:
@@ -317,9 +307,9 @@ def _fixture_file(task: RepoTask) -> str:
     return task.repo.git
 
 
-def _archive_refs(suite: _Ref, tasks: list[Task]) -> list[_Ref]:
+def _archive_refs(suite: KitInput, tasks: list[Task]) -> list[KitInput]:
     """Every fixture and hidden archive, once per path (pinned alike by every task)."""
-    refs: dict[str, _Ref] = {}
+    refs: dict[str, KitInput] = {}
     folder = posixpath.dirname(suite.rel)
     for task in tasks:
         if not isinstance(task, RepoTask):
@@ -333,11 +323,13 @@ def _archive_refs(suite: _Ref, tasks: list[Task]) -> list[_Ref]:
             value = f"environments/{task.environment}"
             rel = posixpath.normpath(posixpath.join(folder, value))
             original = (suite.original.parent / value).resolve()
-            refs.setdefault(rel, _Ref(what, rel, original, task.environment_sha256, is_dir=True))
+            refs.setdefault(
+                rel, KitInput(what, rel, original, task.environment_sha256, is_dir=True)
+            )
         for field_name, value, pin in named:
             what = f"task {task.id!r} {field_name}"
             rel = posixpath.normpath(posixpath.join(folder, _relative(what, value)))
-            ref = _Ref(what, rel, (suite.original.parent / value).resolve(), pin)
+            ref = KitInput(what, rel, (suite.original.parent / value).resolve(), pin)
             seen = refs.setdefault(rel, ref)
             if seen.pin != pin:
                 raise DigestMismatch(
@@ -347,9 +339,9 @@ def _archive_refs(suite: _Ref, tasks: list[Task]) -> list[_Ref]:
     return list(refs.values())
 
 
-def _other_refs(controls: Controls, base: Path, meta: RunMeta) -> list[_Ref]:
+def _other_refs(controls: Controls, base: Path, meta: RunMeta) -> list[KitInput]:
     """Every agent directory (pinned by run.json) and the metrics module (pinned in controls)."""
-    refs: list[_Ref] = []
+    refs: list[KitInput] = []
     for index, arm in enumerate(controls.arms):
         if not isinstance(arm.agent, PatchAgent | CommandAgent):
             continue
@@ -361,13 +353,13 @@ def _other_refs(controls: Controls, base: Path, meta: RunMeta) -> list[_Ref]:
                 "directory does not match its controls"
             )
         rel = _relative(what, arm.agent.dir)
-        refs.append(_Ref(what, rel, (base / arm.agent.dir).resolve(), pin, is_dir=True))
+        refs.append(KitInput(what, rel, (base / arm.agent.dir).resolve(), pin, is_dir=True))
     spec = controls.metrics
     if spec is not None:
         if not spec.sha256:
             raise UserError("controls.yaml: metrics.sha256 is empty; the module is not pinned")
         rel = _relative("metrics.module", spec.module)
-        refs.append(_Ref("metrics.module", rel, (base / spec.module).resolve(), spec.sha256))
+        refs.append(KitInput("metrics.module", rel, (base / spec.module).resolve(), spec.sha256))
     return refs
 
 
@@ -376,7 +368,7 @@ def _climb(rel: str) -> int:
     return next((i for i, part in enumerate(parts) if part != ".."), len(parts))
 
 
-def _controls_folder(base: Path, refs: list[_Ref]) -> str:
+def _controls_folder(base: Path, refs: list[KitInput]) -> str:
     """Where controls.yaml goes in the kit: as deep as the deepest ``../``, named after the
     original's folders, so every path resolves in the kit as it did there."""
     depth = max(_climb(ref.rel) for ref in refs)
@@ -392,11 +384,11 @@ def _controls_folder(base: Path, refs: list[_Ref]) -> str:
     return "/".join(names[len(names) - depth :])
 
 
-def _in_kit(sub: str, ref: _Ref) -> str:
+def _in_kit(sub: str, ref: KitInput) -> str:
     return posixpath.normpath(posixpath.join(sub, ref.rel)) if sub else ref.rel
 
 
-def _check_place(ref: _Ref, rel: str) -> None:
+def _check_place(ref: KitInput, rel: str) -> None:
     """A kit path must stay inside the kit and off the kit's own files."""
     first = rel.split("/")[0]
     if rel == "." and ref.is_dir:
@@ -411,7 +403,7 @@ def _check_place(ref: _Ref, rel: str) -> None:
         )
 
 
-def _copy_agent_dir(staging: _Staging, ref: _Ref, rel: str) -> None:
+def _copy_agent_dir(staging: _Staging, ref: KitInput, rel: str) -> None:
     """Read the directory, check its tree digest (paths, executable bits, bytes), write it."""
     if not ref.original.is_dir():
         raise UserError(
@@ -462,164 +454,4 @@ def _copy_evidence(staging: _Staging, run_dir: RunDir) -> list[str]:
     return copied
 
 
-def _sums_line(rel: str, digest: str) -> str:
-    """One line of ``sha256sum -c`` input (GNU escaping of backslash and newline)."""
-    if any(ord(ch) < 32 and ch != "\n" for ch in rel):
-        raise UserError(f"{rel!r}: a control character in a file name; rename the file")
-    if "\\" in rel or "\n" in rel:
-        return "\\" + digest + "  " + rel.replace("\\", "\\\\").replace("\n", "\\n")
-    return f"{digest}  {rel}"
-
-
-def _sh_quote(value: str) -> str:
-    return "'" + value.replace("'", "'\"'\"'") + "'"
-
-
-def replay_script(meta: RunMeta, controls_rel: str, sums: list[tuple[str, str]]) -> str:
-    """replay.sh: POSIX sh; check every digest, then rerun and compare, or re-verify."""
-    listing = "\n".join(_sums_line(rel, digest) for rel, digest in sums)
-    return f"""#!/bin/sh
-# Replay kit of run {meta.run_id}
-# protocol {meta.protocol_sha256}
-# suite {meta.suite_sha256}
-# Written by `deltarun export`. Usage:
-#   sh replay.sh                check every digest, rerun the whole run into rerun-<timestamp>/
-#                               (Docker and the sandbox images needed), then compare it with run/
-#   sh replay.sh --verify-only  check every digest, then re-run the hidden tests on the patches
-#                               recorded in run/ and list every verdict that changed (exit 1 if any)
-# Environment: DELTARUN (the deltarun executable; default: deltarun on PATH), J (trials at once, 2).
-# Exit: 0 ok; 1 deltarun missing or a verdict changed; 2 usage; 3 a digest or protocol mismatch;
-# otherwise deltarun's own exit code.
-set -eu
-
-PROTOCOL={meta.protocol_sha256}
-CONTROLS={_sh_quote(controls_rel)}
-
-mode=rerun
-if [ $# -gt 1 ]; then
-    echo "replay.sh: too many arguments; use: sh replay.sh [--verify-only]" >&2
-    exit 2
-fi
-case "${{1:-}}" in
-    "") ;;
-    --verify-only) mode=verify ;;
-    -h|--help) sed -n '2,/^set -eu$/p' "$0" | grep '^#'; exit 0 ;;
-    *) echo "replay.sh: unknown argument $1; use: sh replay.sh [--verify-only]" >&2; exit 2 ;;
-esac
-
-DELTARUN=${{DELTARUN:-deltarun}}
-case $DELTARUN in
-    /*) ;;
-    */*) DELTARUN=$(pwd)/$DELTARUN ;;
-esac
-cd -- "$(dirname -- "$0")"
-
-# (a) every file of the kit against the digest it had when exported (the inputs were checked
-# against the run's pins then); executable bits and empty folders of the agent directories
-# are covered by the protocol hash, which both modes below check again.
-if command -v sha256sum >/dev/null 2>&1; then
-    check() {{ sha256sum -c --quiet; }}
-elif command -v shasum >/dev/null 2>&1; then
-    check() {{ shasum -a 256 -c --quiet; }}
-else
-    echo "replay.sh: needs sha256sum (GNU coreutils) or shasum to check the digests" >&2
-    exit 1
-fi
-if ! check <<'DELTARUN_SUMS'
-{listing}
-DELTARUN_SUMS
-then
-    echo "replay.sh: digest mismatch: the files marked FAILED above differ from" \\
-        "the run's pins; restore the kit" >&2
-    exit 3
-fi
-echo "replay.sh: all digests match (protocol $PROTOCOL)"
-
-if ! command -v "$DELTARUN" >/dev/null 2>&1; then
-    echo "replay.sh: $DELTARUN not found; install deltarun or set DELTARUN=/path/to/deltarun" >&2
-    exit 1
-fi
-
-if [ "$mode" = verify ]; then
-    # (c) the hidden tests again on every recorded patch; the controls must hash to the protocol.
-    log=$(mktemp)
-    trap 'rm -f "$log"' EXIT
-    status=0
-    "$DELTARUN" replay run --reverify --controls "$CONTROLS" -j "${{J:-2}}" >"$log" || status=$?
-    cat "$log"
-    if [ "$status" -ne 0 ]; then
-        exit "$status"
-    fi
-    if ! grep -q '^reverify: [0-9]* verdicts re-run, 0 changed$' "$log"; then
-        echo "replay.sh: verdicts changed on re-verification (listed above)" >&2
-        exit 1
-    fi
-    exit 0
-fi
-
-# (b) the whole run again, under the same protocol, then paired with the recorded run.
-out=rerun-$(date -u +%Y%m%dT%H%M%SZ)
-"$DELTARUN" run "$CONTROLS" --out "$out" --expect-protocol "$PROTOCOL" -j "${{J:-2}}"
-"$DELTARUN" compare run "$out"
-echo "replay.sh: rerun in $out (recorded run in run/)"
-"""
-
-
-def kit_readme(
-    meta: RunMeta, controls_rel: str, layout: list[tuple[_Ref, str]], evidence: list[str]
-) -> str:
-    """The kit's README.md: what each file is and the two ways to run replay.sh."""
-    suite, rest = layout[0], layout[1:]
-    archives = [rel for ref, rel in rest if not ref.is_dir and ref.what.startswith("task ")]
-    rows = [f"| `{suite[1]}` | {suite[0].what} |"]
-    if archives:
-        folders = ", ".join(f"`{f}/`" for f in sorted({posixpath.dirname(a) for a in archives}))
-        rows.append(f"| {folders} | the {len(archives)} fixture and hidden archives it names |")
-    rows += [
-        f"| `{rel}{'/' if ref.is_dir else ''}` | {ref.what} |"
-        for ref, rel in rest
-        if rel not in archives
-    ]
-    inputs = "\n".join(rows)
-    shown = ", ".join(f"`{name}`" for name in evidence)
-    return f"""# Replay kit of run `{meta.run_id}`
-
-Written by `deltarun export`.
-
-- protocol: `{meta.protocol_sha256}`
-- suite: `{meta.suite_sha256}`
-- arms: {", ".join(f"`{arm}`" for arm in meta.arms)} (control: `{meta.control_arm}`)
-- run with deltarun {meta.deltarun_version} on Python {meta.python_version}
-
-| path | what it is |
-|---|---|
-| `{controls_rel}` | the controls exactly as run (byte for byte the run's stored copy) |
-{inputs}
-| `run/` | the evidence to compare against: {shown} |
-| `replay.sh` | checks every digest, then reruns or re-verifies (below) |
-| `README.md` | this file |
-
-Every input sits at the path the controls (or tasks.jsonl) name relative to
-`{controls_rel}`; those strings are part of the protocol hash and the suite
-digest, so they were not rewritten. Each was checked against its pin when the
-kit was written, and `{controls_rel}` hashes to the run's protocol.
-
-## Running it
-
-Needs deltarun (on PATH, or `DELTARUN=/path/to/deltarun`), Docker and the
-sandbox images the tasks name (run.json `image_digests` lists the ones used;
-pinned images must have the same IDs). `J` sets the trials at once (default 2).
-Both ways first check every file against the digest list inside replay.sh
-(exit 3 naming the file on a difference) and work from any directory.
-
-```sh
-sh replay.sh                 # rerun everything into rerun-<timestamp>/ under
-                             # --expect-protocol, then `deltarun compare run rerun-<timestamp>`
-sh replay.sh --verify-only   # re-run the hidden tests on the patches recorded in run/
-                             # (`deltarun replay run --reverify --controls {controls_rel}`);
-                             # exit 1 when any verdict changed
-```
-"""
-
-
-__all__ = ["Kit", "export_kit", "kit_readme", "replay_script"]
+__all__ = ["Kit", "export_kit"]

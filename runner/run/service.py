@@ -14,7 +14,8 @@ the benchmarks all go through ``RunService``:
    an ``Events`` listener hears of each record and setup warning.
 
 Then the caller writes the report. The CLI only parses arguments, draws
-``Events`` and maps errors to exit codes.
+``Events`` and maps errors to exit codes; the benchmark of the Celery path
+(``bench/dispatch.py``) runs through here too, naming its own trial task.
 """
 
 from __future__ import annotations
@@ -190,6 +191,18 @@ class RunOptions:
     registry: str | None = None  # HOST:PORT the run's images are pushed to (broker only)
     allow_missing: bool = False
     setup_flags: bool = True  # tell the first record of each kind of setup warning
+    task_name: str | None = None  # the Celery task of the jobs; None: the workers' trial task
+
+
+def plan_line(prepared: PreparedRun, options: RunOptions) -> str:
+    """What a run is about to do: its jobs (recorded, to run), where, and its digests."""
+    meta, found = prepared.meta, options.broker
+    total, todo = len(prepared.jobs), len(prepared.todo)
+    where = f"broker {found.shown} ({found.source})" if found else f"-j {options.parallel}"
+    return (
+        f"run {meta.run_id}: {total} jobs ({total - todo} recorded, {todo} to run), "
+        f"{where}, protocol {meta.protocol_sha256[:12]}, suite {meta.suite_sha256[:12]}"
+    )
 
 
 def find_broker(
@@ -234,9 +247,11 @@ class RunService:
         self.engine = engine or Engine()
 
     def run(self, controls: Path, options: RunOptions) -> PreparedRun:
-        """Prepare and execute; the run directory then holds every record (or the error)."""
+        """Prepare, note the plan (``plan_line``) and execute; the run directory then holds
+        every record (or the error)."""
         self.check_registry(options)
         prepared = self.prepare(controls, options)
+        self.events.note(plan_line(prepared, options))
         self.execute(prepared, options)
         return prepared
 
@@ -290,6 +305,7 @@ class RunService:
 
     def _celery(self, prepared: PreparedRun, options: RunOptions) -> Executor:
         from runner.distributed import registry as registries
+        from runner.distributed.keys import TRIAL_TASK
         from runner.run.executors.celery import CeleryExecutor
 
         assert options.broker is not None
@@ -309,6 +325,7 @@ class RunService:
             lambda line: self.events.note(f"deltarun: warning: {line}"),
             images,
             job_key=options.job_key,
+            task_name=options.task_name or TRIAL_TASK,
         )
 
     def execute(self, prepared: PreparedRun, options: RunOptions) -> Recording:

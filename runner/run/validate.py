@@ -67,6 +67,19 @@ class Validation:
     def invalid(self) -> dict[str, Verdict]:
         return {k: v for k, v in self.verdicts.items() if v.verdict not in FINE}
 
+    def table(self) -> list[str]:
+        """One line per task: its id, verdict and why."""
+        width = max((len(t) for t in self.verdicts), default=4)
+        return [f"{k:{width}}  {v.verdict:20}  {v.detail}" for k, v in self.verdicts.items()]
+
+    def require_valid(self) -> None:
+        """``UserError`` (exit 1) naming each task that is not valid, if any."""
+        if self.invalid:
+            listed = ", ".join(f"{k} ({v.verdict})" for k, v in self.invalid.items())
+            raise UserError(
+                f"{len(self.invalid)} of {len(self.verdicts)} tasks are not valid: {listed}"
+            )
+
 
 def resolve(target: Path, gold: Path | None) -> tuple[Controls, Path, Path | None]:
     """(controls, tasks.jsonl, gold directory) of a controls file, suite dir or tasks file.

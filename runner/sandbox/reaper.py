@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 import docker
 import docker.errors
@@ -29,6 +30,9 @@ def owner_gone(labels: dict[str, str], here: str) -> bool:
     return bool(here) and host == here and bool(pid) and not _alive(pid)
 
 
+DEADLINE = f"{LABEL_PREFIX}deadline"
+
+
 def reap(
     client: docker.APIClient,
     *,
@@ -40,29 +44,44 @@ def reap(
     """Remove deltarun containers, then networks, then volumes, whose owner on this host is
     gone, or (``past_deadline``) whose deadline has passed, or all (``include_live``);
     return what was done."""
-    now = time.time()
-    here = host_identity()
-    lines: list[str] = []
-    label = f"{LABEL_PREFIX}deadline"
-    filters: dict[str, object] = {"label": [label]}
+    verdict = _Verdict(time.time(), host_identity(), include_live, past_deadline)
+    filters: dict[str, object] = {"label": [DEADLINE]}
     if worker:
-        filters["label"] = [label, f"{LABEL_PREFIX}worker={worker}"]
+        filters["label"] = [DEADLINE, f"{LABEL_PREFIX}worker={worker}"]
+    lines = _reap_containers(client, filters, verdict, dry_run)
+    lines += _reap_networks(client, filters, verdict, dry_run)
+    lines += _reap_volumes(client, filters, verdict, dry_run)
+    return lines or ["nothing to remove"]
 
-    def why(labels: dict[str, str]) -> str | None:
+
+@dataclass(frozen=True)
+class _Verdict:
+    """Which labelled resources ``reap`` removes: those of an owner gone from this host
+    (``here``), all with ``include_live``, else (``past_deadline``) those past ``now``."""
+
+    now: float
+    here: str
+    include_live: bool
+    past_deadline: bool
+
+    def why(self, labels: dict[str, str]) -> str | None:
         """Why this resource goes (said after its name), or None to keep it."""
-        if owner_gone(labels, here):
+        if owner_gone(labels, self.here):
             return " (owner gone)"
-        if include_live:
+        if self.include_live:
             return ""
-        deadline = float(labels.get(label, "0") or 0)
-        return "" if past_deadline and deadline <= now else None
+        deadline = float(labels.get(DEADLINE, "0") or 0)
+        return "" if self.past_deadline and deadline <= self.now else None
 
-    def keep(labels: dict[str, str]) -> bool:
-        return why(labels) is None
 
+def _reap_containers(
+    client: docker.APIClient, filters: dict[str, object], verdict: _Verdict, dry_run: bool
+) -> list[str]:
+    """Containers first: a network or volume still in use cannot be removed."""
+    lines: list[str] = []
     for container in client.containers(all=True, filters=filters):
         labels = container.get("Labels") or {}
-        reason = why(labels)
+        reason = verdict.why(labels)
         if reason is None:
             continue
         name = container["Id"][:12]
@@ -75,9 +94,16 @@ def reap(
                 client.remove_container(container["Id"], force=True, v=True)
             except docker.errors.NotFound:
                 pass
+    return lines
+
+
+def _reap_networks(
+    client: docker.APIClient, filters: dict[str, object], verdict: _Verdict, dry_run: bool
+) -> list[str]:
+    """The model-only networks (``runner.sandbox.model_gateway``), once their containers went."""
+    lines: list[str] = []
     for network in client.networks(filters=filters):
-        labels = network.get("Labels") or {}
-        if keep(labels):
+        if verdict.why(network.get("Labels") or {}) is None:
             continue
         lines.append(f"{'would remove' if dry_run else 'removed'} network {network['Name']}")
         if not dry_run:
@@ -87,10 +113,17 @@ def reap(
                 pass
             except docker.errors.APIError:
                 lines[-1] += " (in use; try again later)"
+    return lines
+
+
+def _reap_volumes(
+    client: docker.APIClient, filters: dict[str, object], verdict: _Verdict, dry_run: bool
+) -> list[str]:
+    """The sandboxes' tmpfs volumes, last."""
+    lines: list[str] = []
     volumes = (client.volumes(filters=filters) or {}).get("Volumes") or []
     for volume in volumes:
-        labels = volume.get("Labels") or {}
-        if keep(labels):
+        if verdict.why(volume.get("Labels") or {}) is None:
             continue
         lines.append(f"{'would remove' if dry_run else 'removed'} volume {volume['Name']}")
         if not dry_run:
@@ -98,8 +131,6 @@ def reap(
                 client.remove_volume(volume["Name"], force=True)
             except docker.errors.APIError:
                 lines[-1] += " (in use; try again later)"
-    if not lines:
-        lines.append("nothing to remove")
     return lines
 
 

@@ -32,6 +32,14 @@ Copied into a sandbox and run as the agent's uid with the image's own python3
 "Every other process" spares the guard's ancestors (the ``timeout`` that runs
 it): they are frozen with the rest and resumed, never killed, so the exec still
 ends with the guard's exit status.
+
+One file, longer than the house's 500 lines, on purpose: it is copied in and
+executed standalone. The agent phase ships it as ``/io/.deltarun-guard.py``, in
+the ``/io`` the agent can write to, and ``python3 -I`` keeps a script's own
+directory off ``sys.path``. Modules beside it would be imported from that
+writable directory (a ``__pycache__`` the agent planted there would run in the
+next ``sweep``); a root-owned directory of their own would be a new way of
+shipping, in every place that copies the guard in.
 """
 
 import errno

@@ -27,42 +27,22 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from runner.atomic import write_atomic
 from runner.errors import UserError
-from runner.fixtures.archives import Member, build_tar
-from runner.gitpatch import PatchError, touched_paths
+from runner.fixtures.archives import build_tar
 from runner.swebench.instances import Instance, instance_of, parse_instances
 from runner.swebench.predictions import parse_predictions
+from runner.swebench.scratch import Scratch
 
 SANDBOX_IMAGE = "deltarun/sandbox-python:bookworm"
 ARM_RE = re.compile(r"[^A-Za-z0-9._-]+")
-# Fixed identity and dates of the fixture commits: the same trees give the same bundle.
-_COMMIT_ENV = {
-    "GIT_AUTHOR_NAME": "deltarun import",
-    "GIT_AUTHOR_EMAIL": "import@deltarun.invalid",
-    "GIT_AUTHOR_DATE": "1970-01-01T00:00:00+0000",
-    "GIT_COMMITTER_NAME": "deltarun import",
-    "GIT_COMMITTER_EMAIL": "import@deltarun.invalid",
-    "GIT_COMMITTER_DATE": "1970-01-01T00:00:00+0000",
-}
-_BASE_ENV = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_TERMINAL_PROMPT": "0",
-    "LC_ALL": "C",
-    "GIT_LITERAL_PATHSPECS": "1",
-    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-}
-_SETTINGS = ("-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*", "-c", "pack.threads=1")
 
 
 @dataclass(frozen=True)
@@ -192,19 +172,9 @@ def _write(
     environments = _environments(options, instances, suite)
     for repo, group in sorted(by_repo.items()):
         say(f"import: {repo}: {len(group)} instances from {clones[repo]}")
-        with _Scratch(clones[repo]) as scratch:
-            trees[repo] = {}
-            for instance in group:
-                tree = scratch.tree_of(instance)
-                trees[repo][instance.instance_id] = tree
-                fixtures[instance.instance_id] = scratch.fixture_commit(tree, repo)
-                files, size = scratch.tree_size(tree)
-                largest = max(largest, (files, size))
-                hidden = scratch.hidden_members(instance, tree)
-                (suite / "hidden" / f"{instance.instance_id}.tar").write_bytes(
-                    build_tar(hidden, uid=0, gid=0)
-                )
-            scratch.bundle(suite / "repos" / _bundle_name(repo))
+        trees[repo] = {}
+        found = _write_repo(suite, repo, group, clones[repo], trees[repo], fixtures)
+        largest = max(largest, found)
     for instance in instances:
         lines.append(_task_line(instance, fixtures[instance.instance_id], options, environments))
     negatives = _negatives(options, instances, fixtures, environments, clones, trees)
@@ -218,16 +188,7 @@ def _write(
     gold.mkdir()
     for instance in instances:
         (gold / f"{instance.instance_id}.diff").write_text(instance.patch, encoding="utf-8")
-    counts: dict[str, int] = {}
-    for name, patches in predictions.items():
-        arm_dir = out / "predictions" / name
-        arm_dir.mkdir(parents=True)
-        # An instance the file lacks, and every negative control (a recorded model never
-        # saw them, so it never abstains on them), is an empty patch.
-        for line in lines:
-            task_id = str(line["id"])
-            (arm_dir / f"{task_id}.diff").write_text(patches.get(task_id, ""), encoding="utf-8")
-        counts[name] = sum(1 for i in instances if patches.get(i.instance_id, "").strip())
+    counts = _write_arms(out, lines, predictions, instances)
     arms = list(predictions)
     if control == "empty" or not arms:
         arms.append("empty")
@@ -244,6 +205,51 @@ def _write(
         control=control or "empty",
         resolved_by_arm=counts,
     )
+
+
+def _write_arms(
+    out: Path,
+    lines: list[dict[str, Any]],
+    predictions: dict[str, dict[str, str]],
+    instances: list[Instance],
+) -> dict[str, int]:
+    """Each predictions file as a patch arm; how many instances each one resolves with a
+    non-empty patch. An instance the file lacks, and every negative control (a recorded
+    model never saw them, so it never abstains on them), is an empty patch."""
+    counts: dict[str, int] = {}
+    for name, patches in predictions.items():
+        arm_dir = out / "predictions" / name
+        arm_dir.mkdir(parents=True)
+        for line in lines:
+            task_id = str(line["id"])
+            (arm_dir / f"{task_id}.diff").write_text(patches.get(task_id, ""), encoding="utf-8")
+        counts[name] = sum(1 for i in instances if patches.get(i.instance_id, "").strip())
+    return counts
+
+
+def _write_repo(
+    suite: Path,
+    repo: str,
+    group: list[Instance],
+    clone: Path,
+    trees: dict[str, str],
+    fixtures: dict[str, str],
+) -> tuple[int, int]:
+    """One repository's instances: each tree's fixture commit and hidden tar, then the
+    repository's bundle. Fills ``trees`` and ``fixtures``; the largest (files, bytes)."""
+    largest = (0, 0)
+    with Scratch(clone) as scratch:
+        for instance in group:
+            tree = scratch.tree_of(instance)
+            trees[instance.instance_id] = tree
+            fixtures[instance.instance_id] = scratch.fixture_commit(tree, repo)
+            largest = max(largest, scratch.tree_size(tree))
+            hidden = scratch.hidden_members(instance, tree)
+            (suite / "hidden" / f"{instance.instance_id}.tar").write_bytes(
+                build_tar(hidden, uid=0, gid=0)
+            )
+        scratch.bundle(suite / "repos" / _bundle_name(repo))
+    return largest
 
 
 def _task_line(
@@ -338,7 +344,7 @@ def _negatives(
     lines = []
     for instance in chosen:
         tree = trees[instance.repo][instance.instance_id]
-        with _Scratch(clones[instance.repo]) as scratch:
+        with Scratch(clones[instance.repo]) as scratch:
             paths = scratch.paths(tree)
         missing = _missing_module(instance.instance_id, paths)
         symbol = "export_" + hashlib.sha256(instance.instance_id.encode()).hexdigest()[:6]
@@ -422,15 +428,6 @@ def _controls(
     return header + yaml.safe_dump(document, sort_keys=False)
 
 
-def write_exclude(controls: Path, task_ids: list[str]) -> None:
-    """Put ``task_ids`` into the imported controls' ``suite.exclude`` (kept comments first)."""
-    text = _read_text(controls)
-    header = "".join(line for line in text.splitlines(keepends=True) if line.startswith("#"))
-    document = yaml.safe_load(text)
-    document["suite"]["exclude"] = task_ids
-    write_atomic(controls, (header + yaml.safe_dump(document, sort_keys=False)).encode())
-
-
 def _predictions(options: ImportOptions, instances: list[Instance]) -> dict[str, dict[str, str]]:
     known = {i.instance_id for i in instances}
     found: dict[str, dict[str, str]] = {}
@@ -492,141 +489,3 @@ def _read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read ({exc})") from exc
-
-
-class _Scratch:
-    """A scratch bare repository borrowing a clone's objects (alternates): the fixture
-    commits and the test patch's index live here, never in the user's clone."""
-
-    def __init__(self, clone: Path) -> None:
-        self.clone = clone
-        self.refs: dict[str, str] = {}
-
-    def __enter__(self) -> _Scratch:
-        self._tmp = tempfile.TemporaryDirectory(prefix="deltarun-import-")
-        self.dir = Path(self._tmp.name) / "scratch.git"
-        source = self._git_dir_of_clone()
-        self._run(["init", "-q", "--bare", str(self.dir)], git_dir=None)
-        (self.dir / "objects" / "info" / "alternates").write_text(
-            str((source / "objects").resolve()) + "\n"
-        )
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._tmp.cleanup()
-
-    def _git_dir_of_clone(self) -> Path:
-        dot = self.clone / ".git"
-        if dot.is_dir():
-            return dot
-        if dot.is_file():  # a worktree or submodule: ask git
-            out = self._run(["rev-parse", "--git-common-dir"], git_dir=None, cwd=self.clone)
-            return (self.clone / out.decode().strip()).resolve()
-        return self.clone
-
-    def _run(
-        self,
-        args: Sequence[str],
-        git_dir: Path | str | None = "scratch",
-        stdin: bytes | None = None,
-        env: dict[str, str] | None = None,
-        cwd: Path | None = None,
-        what: str = "",
-    ) -> bytes:
-        argv = ["git", *_SETTINGS]
-        if git_dir == "scratch":
-            argv += ["--git-dir", str(self.dir)]
-        elif isinstance(git_dir, Path):
-            argv += ["--git-dir", str(git_dir)]
-        try:
-            result = subprocess.run(
-                [*argv, *args],
-                input=stdin,
-                env={**_BASE_ENV, **_COMMIT_ENV, **(env or {})},
-                cwd=cwd,
-                capture_output=True,
-                check=False,
-                timeout=600,
-            )
-        except FileNotFoundError as exc:
-            raise UserError("git is not installed; install it (apt-get install git)") from exc
-        if result.returncode != 0:
-            lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
-            message = lines[-1] if lines else ""
-            if what:
-                raise UserError(what + (f" ({message})" if message else ""))
-            raise UserError(f"git {args[0]} in {self.clone}: {message or 'failed'}")
-        return result.stdout
-
-    def tree_of(self, instance: Instance) -> str:
-        what = (
-            f"instance {instance.instance_id!r}: commit {instance.base_commit} of "
-            f"{instance.repo} (in {self.clone})"
-        )
-        out = self._run(
-            ["rev-parse", "--verify", "--quiet", f"{instance.base_commit}^{{tree}}"],
-            what=f"{what} not found; fetch it into the clone",
-        )
-        return out.decode().strip()
-
-    def fixture_commit(self, tree: str, repo: str) -> str:
-        """A parentless commit of ``tree`` (fixed identity and date): the fixture's commit."""
-        commit = (
-            self._run(["commit-tree", tree, "-m", f"deltarun import: {repo} tree {tree}"])
-            .decode()
-            .strip()
-        )
-        self._run(["update-ref", f"refs/heads/t{tree[:16]}", commit])
-        self.refs[tree] = commit
-        return commit
-
-    def tree_size(self, tree: str) -> tuple[int, int]:
-        listing = self._run(["ls-tree", "-r", "-l", "-z", tree]).split(b"\0")
-        sizes = [line.split(None, 4)[3] for line in listing if line]
-        return len(sizes), sum(int(s) for s in sizes if s.isdigit())
-
-    def paths(self, tree: str) -> set[str]:
-        listing = self._run(["ls-tree", "-r", "--name-only", "-z", tree]).split(b"\0")
-        return {p.decode("utf-8", "surrogateescape") for p in listing if p}
-
-    def hidden_members(self, instance: Instance, tree: str) -> list[Member]:
-        """The files ``test_patch`` creates or changes, after applying it at the tree."""
-        where = f"instance {instance.instance_id!r}: test_patch"
-        data = instance.test_patch.encode("utf-8", "surrogateescape")
-        try:
-            paths = list(dict.fromkeys(touched_paths(data)))
-        except PatchError as exc:
-            raise UserError(f"{where} is not a patch git reads ({exc})") from exc
-        if not paths:
-            raise UserError(f"{where} changes no file; the hidden tests come from it")
-        index = self.dir / "import.index"
-        env = {"GIT_INDEX_FILE": str(index)}
-        self._run(["read-tree", tree], env=env)
-        self._run(
-            ["apply", "--cached", "--whitespace=nowarn", "-"],
-            stdin=data,
-            env=env,
-            what=f"{where} does not apply at base_commit {instance.base_commit}",
-        )
-        staged = self._run(["ls-files", "-s", "-z", "--", *paths], env=env).split(b"\0")
-        members: list[Member] = []
-        for entry in staged:
-            if not entry:
-                continue
-            meta, _, raw_path = entry.partition(b"\t")
-            mode, blob, _stage = meta.decode().split()
-            path = raw_path.decode("utf-8", "surrogateescape")
-            if path not in paths:
-                continue  # a file under a touched directory, not touched itself
-            if mode not in ("100644", "100755"):
-                raise UserError(f"{where}: {path} is not a regular file (mode {mode})")
-            content = self._run(["cat-file", "blob", blob])
-            members.append(Member(path, False, content, mode == "100755"))
-        index.unlink(missing_ok=True)
-        if not members:
-            raise UserError(f"{where} only deletes files; the hidden tests come from it")
-        return sorted(members, key=lambda m: m.path)
-
-    def bundle(self, out: Path) -> None:
-        refs = [f"refs/heads/t{tree[:16]}" for tree in sorted(self.refs)]
-        self._run(["bundle", "create", "-q", str(out), *refs])

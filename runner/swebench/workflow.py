@@ -1,4 +1,4 @@
-"""``deltarun import swebench`` after the import itself: seal, validate, exclude, seal.
+"""``deltarun import swebench``: import, then seal, validate, exclude, seal.
 
 The importer (``runner.swebench.importer``) writes the suite; a suite whose
 environments are built needs ``deltarun build`` first, and otherwise is sealed
@@ -13,12 +13,45 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from runner.atomic import write_atomic
 from runner.config.loader import load_controls
 from runner.grading.validation import Verdict
 from runner.run.service import RunService
 from runner.run.validate import validate
 from runner.suite.sealing import seal_target
-from runner.swebench.importer import write_exclude
+from runner.swebench.importer import ImportOptions, import_swebench
+
+
+def import_suite(
+    options: ImportOptions,
+    validate_n: int,
+    parallel: int,
+    service: RunService,
+    say: Callable[[str], None],
+) -> list[str]:
+    """Import the instances (``import_swebench``, its lines to ``say``) and say what was
+    written; then, unless the environments must be built first, seal and validate the suite
+    (``seal_and_validate``, its lines to the service's events). The command to run next."""
+    done = import_swebench(options, say)
+    controls = done.out / "controls.yaml"
+    negatives = f", {done.negatives} negative controls" if done.negatives else ""
+    say(
+        f"wrote {done.out}: {done.tasks} instances over {len(done.repositories)} repositories"
+        f"{negatives}; arms {', '.join(done.arms)} (control {done.control})"
+    )
+    for arm, count in done.resolved_by_arm.items():
+        say(f"  {arm}: a patch for {count} of {done.tasks} instances")
+    if done.environments:
+        say(
+            f"{len(done.environments)} environments to build first: "
+            f"deltarun build {controls} (then run)"
+        )
+        return []
+    note = service.events.note
+    seal_and_validate(controls, done.out / "gold", validate_n, service, note, parallel)
+    return [f"next: deltarun run {controls} --out runs/{done.out.name}"]
 
 
 @dataclass(frozen=True)
@@ -51,3 +84,12 @@ def seal_and_validate(
     digest, _ = seal_target(controls, load_controls, say)
     say(f"sealed with the validation: suite sha256 {digest}")
     return Sealed(digest, dict(found.invalid))
+
+
+def write_exclude(controls: Path, task_ids: list[str]) -> None:
+    """Put ``task_ids`` into the imported controls' ``suite.exclude`` (kept comments first)."""
+    text = controls.read_text(encoding="utf-8")
+    header = "".join(line for line in text.splitlines(keepends=True) if line.startswith("#"))
+    document = yaml.safe_load(text)
+    document["suite"]["exclude"] = task_ids
+    write_atomic(controls, (header + yaml.safe_dump(document, sort_keys=False)).encode())

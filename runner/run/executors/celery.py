@@ -372,9 +372,11 @@ class CeleryExecutor:
         queue_check_s: float = QUEUE_CHECK_S,
         *,
         job_key: bytes,
+        task_name: str = keys.TRIAL_TASK,
     ) -> None:
         self.broker_url = broker_url
         self.job_key = job_key
+        self.task_name = task_name  # the workers' trial task; a benchmark names its own
         self.visibility_timeout_s = visibility_timeout_s
         self.warn = warn
         self.images = images
@@ -392,4 +394,5 @@ class CeleryExecutor:
             images=self.images,
             queue_check_s=self.queue_check_s,
             job_key=self.job_key,
+            task_name=self.task_name,
         )

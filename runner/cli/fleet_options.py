@@ -1,0 +1,71 @@
+"""The options of ``deltarun worker`` and ``deltarun gc`` (``runner.cli.fleet``), one alias
+each, so that each command's signature reads as the list of what it takes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+Concurrency = Annotated[int, typer.Option("-c", "--concurrency", min=1)]
+Queues = Annotated[
+    str | None,
+    typer.Option(
+        "-Q",
+        "--queues",
+        help="Comma-separated sandbox images this worker serves (default: every image "
+        "runs publish, and deltarun/sandbox-python:bookworm when present)",
+    ),
+]
+WorkerName = Annotated[
+    str | None,
+    typer.Option("--name", help="Worker name (default: $DELTARUN_WORKER_NAME or host)"),
+]
+VisibilityTimeout = Annotated[
+    int, typer.Option("--visibility-timeout", help="Seconds before Redis redelivers")
+]
+RegistryPull = Annotated[
+    bool,
+    typer.Option(
+        "--registry-pull/--no-registry-pull",
+        help="Pull a missing image by the digest the run published (kept only with the "
+        "pinned image ID)",
+    ),
+]
+DrainTimeout = Annotated[
+    float,
+    typer.Option(
+        "--drain-timeout",
+        min=0,
+        help="On SIGTERM, seconds the trials in flight may take to finish before their "
+        "jobs are handed back (a second SIGTERM hands them back at once)",
+    ),
+]
+LogJson = Annotated[
+    bool, typer.Option("--log-json", help="One JSON object per log line (trial events)")
+]
+MetricsPort = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=1,
+        max=65535,
+        help="Serve Prometheus metrics of this worker on http://ADDR:PORT/metrics (default: off)",
+    ),
+]
+MetricsAddr = Annotated[
+    str,
+    typer.Option(
+        "--metrics-addr",
+        help="Address --metrics-port listens on; 0.0.0.0 exposes the metrics to the network",
+    ),
+]
+
+DryRun = Annotated[bool, typer.Option("--dry-run", help="List, remove nothing")]
+All = Annotated[bool, typer.Option("--all", help="Also those before their deadline")]
+Cache = Annotated[
+    bool,
+    typer.Option(
+        "--cache", help="Instead: empty this machine's cache ($DELTARUN_CACHE: blobs, git)"
+    ),
+]
