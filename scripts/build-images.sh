@@ -36,7 +36,7 @@ if [ "$want" != "$have" ]; then
         --label "deltarun.dockerfile=$want" -t "$PY_TAG" worker_images/python >/dev/null
 fi
 
-want="$(cat worker_images/proxy/Dockerfile worker_images/proxy/proxy.py | sha256sum | cut -c1-64)"
+want="$(LC_ALL=C; cat worker_images/proxy/Dockerfile worker_images/proxy/*.py | sha256sum | cut -c1-64)"
 have="$(docker image inspect -f '{{ index .Config.Labels "deltarun.dockerfile" }}' "$PROXY_TAG" 2>/dev/null || true)"
 if [ "$want" != "$have" ]; then
     echo "building $PROXY_TAG..."

@@ -269,7 +269,8 @@ PROXY_IMAGE = "deltarun/model-proxy:bookworm"
 @pytest.fixture(scope="session")
 def proxy_image(docker_api: Any) -> str:
     """The proxy image, (re)built by scripts/build-images.sh when missing or stale."""
-    sources = [_ROOT / "worker_images/proxy/Dockerfile", _ROOT / "worker_images/proxy/proxy.py"]
+    proxy = _ROOT / "worker_images/proxy"
+    sources = [proxy / "Dockerfile", *sorted(proxy.glob("*.py"), key=lambda p: p.name.encode())]
     want = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()
     try:
         have = (docker_api.inspect_image(PROXY_IMAGE)["Config"].get("Labels") or {}).get(

@@ -1,6 +1,6 @@
 """`network: model-only`: a sandbox reaches one model endpoint through the gateway, nothing else.
 
-Real Docker throughout. The "model" is a fake chat-completions server in a container on
+Real Docker throughout. The "model" is a fake chat-completions and messages server in a container on
 a network this module creates; every request goes from a container to a container on a
 network made here (never to the host, the LAN or the internet).
 """
@@ -8,6 +8,7 @@ network made here (never to the host, the LAN or the internet).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import time
@@ -24,6 +25,7 @@ from runner.errors import SandboxError, UserError
 from runner.sandbox.docker import process_identity
 from runner.sandbox.model_gateway import (
     GATEWAY_ALIAS,
+    PROXY_IMAGE,
     Exchange,
     GatewaySpec,
     ModelGateway,
@@ -47,6 +49,12 @@ ANSWER = {
                  "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
 }
+MESSAGE = {
+    "id": "msg", "type": "message", "role": "assistant", "model": "c-1",
+    "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}],
+    "usage": {"input_tokens": 5, "cache_read_input_tokens": 40,
+              "cache_creation_input_tokens": 2, "output_tokens": 6},
+}
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -59,6 +67,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.command == "POST" and self.path == "/v1/chat/completions":
             status, payload = 200, dict(ANSWER, seen={"authorization": auth,
                                                       "host": self.headers.get("Host")})
+        elif self.command == "POST" and self.path == "/v1/messages":
+            status, payload = 200, dict(MESSAGE, seen={
+                "authorization": auth, "x-api-key": self.headers.get("x-api-key")})
         else:
             status, payload = 404, {"error": {"message": "no such route"}}
         data = json.dumps(payload).encode()
@@ -82,7 +93,8 @@ import json, sys, urllib.error, urllib.request
 request = urllib.request.Request(
     sys.argv[1],
     data=json.dumps({"model": "m-1", "messages": [{"role": "user", "content": "hi"}]}).encode(),
-    headers={"Content-Type": "application/json", "Authorization": "Bearer agent-guess"},
+    headers={"Content-Type": "application/json", "Authorization": "Bearer agent-guess",
+             "x-api-key": "agent-guess", "anthropic-version": "2023-06-01"},
 )
 try:
     with urllib.request.urlopen(request, timeout=30) as response:
@@ -297,6 +309,11 @@ def test_agent_base_url_and_network(docker_api: Any, gateway: ModelGateway, worl
         0,
         "0\n",
     )
+    for source in sorted((ROOT / "worker_images/proxy").glob("*.py")):
+        shipped = run(docker_api, gateway.container, ["cat", f"/opt/proxy/{source.name}"])
+        assert shipped == (0, source.read_text()), (
+            f"{PROXY_IMAGE} does not run this {source.name}: rebuild it"
+        )
     aliases = proxy["NetworkSettings"]["Networks"][gateway.network]["Aliases"]
     assert GATEWAY_ALIAS in aliases
     assert set(proxy["NetworkSettings"]["Networks"]) == {world.network, gateway.network}
@@ -320,6 +337,9 @@ def test_chat_completion_goes_through_with_the_key_added(
     search = "grep -rlsI --exclude-dir=proc --exclude-dir=sys -e {} / ; true"
     assert exec_sh(docker_api, sandbox, search.format("'sek''ret'")) == (0, "")
     assert "/etc/passwd" in exec_sh(docker_api, sandbox, search.format("agent:x:1000"))[1]
+    # Anthropic Messages: the key goes as x-api-key, and the agent's headers are dropped.
+    result = exec_python(docker_api, sandbox, CHAT, gateway.agent_base_url + "/messages")
+    assert result["body"]["seen"] == {"authorization": None, "x-api-key": KEY}
 
 
 def test_upstream_unreachable_except_through_the_proxy(
@@ -377,8 +397,14 @@ def test_exchanges_report_model_and_tokens(
     docker_api: Any, gateway: ModelGateway, sandbox: str
 ) -> None:
     exec_python(docker_api, sandbox, CHAT, gateway.agent_base_url + "/chat/completions")
+    exec_python(docker_api, sandbox, CHAT, gateway.agent_base_url + "/messages")
     exchanges = gateway.exchanges()
-    assert Exchange("/v1/chat/completions", 200, "m-1", 7, 3) in exchanges
+    chat = next(e for e in exchanges if e.path == "/v1/chat/completions")
+    assert chat == Exchange("/v1/chat/completions", 200, "m-1", 7, 3, latency_ms=chat.latency_ms)
+    message = next(e for e in exchanges if e.path == "/v1/messages")  # cache reads and writes
+    assert message == Exchange(  # count as input, for every API
+        "/v1/messages", 200, "c-1", 47, 6, 40, 2, message.latency_ms, ("Bash",), False
+    )
     assert all(e.path != "/__deltarun_ready" for e in exchanges)
     logs = docker_api.logs(gateway.container, stdout=True, stderr=True).decode()
     assert KEY not in logs and "agent-guess" not in logs
@@ -396,6 +422,21 @@ def test_without_a_key_the_agents_authorization_is_dropped(docker_api: Any, worl
         )
         assert result["status"] == 200
         assert result["body"]["seen"]["authorization"] is None
+
+
+def test_the_budget_reaches_the_proxy(docker_api: Any, gateway: ModelGateway, world: World) -> None:
+    spec = dataclasses.replace(gateway.spec, budget_tokens=10, price={"input": 1, "output": 1})
+    with (
+        ModelGateway(docker_api, spec) as limited,
+        client_container(docker_api, limited, world.labels) as container,
+    ):
+        url, before = (
+            limited.agent_base_url + "/chat/completions",
+            fake_model_paths(docker_api, world),
+        )
+        assert [exec_python(docker_api, container, CHAT, url)["status"] for _ in "ab"] == [200, 402]
+        assert [e.budget_exhausted for e in limited.exchanges()] == [False, True]  # 7 + 3 tokens
+        assert len(fake_model_paths(docker_api, world)) == len(before) + 1  # the 402 stayed here
 
 
 def test_exit_removes_network_and_proxy(docker_api: Any, world: World) -> None:

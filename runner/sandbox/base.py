@@ -43,16 +43,29 @@ class ModelAccess:
     upstream: str  # the route's base_url
     api_key_env: str | None  # read on the worker; the key stays in the gateway
     egress_network: str  # the Docker network from which the gateway reaches the upstream
+    budget_tokens: int | None = None  # input plus output tokens of the trial, at most
+    budget_usd: float | None = None  # dollars of the trial, at most (needs ``price``)
+    price: Mapping[str, float] | None = None  # input, output, cache_read, cache_write per 1M
 
 
 @dataclass(frozen=True)
 class ModelCall:
-    """One request a sandbox made to the model, as the gateway saw it."""
+    """One request a sandbox made to the model, as the gateway saw it.
+
+    ``prompt_tokens`` counts every input token, cached or not; ``cache_read_tokens`` and
+    ``cache_write_tokens`` are parts of it. ``tool_calls`` names the tool calls the answer
+    asked for; ``budget_exhausted`` marks a request refused because the trial's budget was
+    spent (it never reached the model)."""
 
     status: int
     model: str | None
     prompt_tokens: int
     completion_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    latency_ms: int = 0
+    tool_calls: tuple[str, ...] = ()
+    budget_exhausted: bool = False
 
 
 @dataclass(frozen=True)

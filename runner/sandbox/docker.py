@@ -32,7 +32,7 @@ from pathlib import Path
 
 import docker
 import docker.errors
-from docker.types import LogConfig, Mount, Ulimit
+from docker.types import HostConfig, LogConfig, Mount, Ulimit
 
 from runner import telemetry
 from runner.errors import SandboxError, UserError
@@ -54,7 +54,7 @@ from runner.sandbox.base import (
 from runner.sandbox.engine import API_ERRORS, image_id
 from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
-from runner.sandbox.model_gateway import GatewaySpec, ModelGateway
+from runner.sandbox.model_gateway import ModelGateway, open_gateway
 from runner.sandbox.running import DockerRunning
 
 # Prints each argument that is not a command on PATH (the agent's own PATH).
@@ -236,47 +236,18 @@ class DockerSession:
         return Mount(target, name, type="volume")
 
     def _create(self) -> DockerSandbox:
-        """Create and start the hardened container (a little over the house's ~60 lines:
-        every hardening flag is in this one call, where a reader checks them together)."""
-        spec, client, limits = self.spec, self.factory.client, self.spec.limits
+        """Create and start the hardened container: volumes, then the model gateway (when the
+        trial may call a model), then the container from the pinned image ID."""
+        spec, client = self.spec, self.factory.client
         labels = self._labels()
         digest = self.factory.pinned(spec.image, spec.image_id)
         began = time.monotonic()
         try:
-            mounts = [self._volume(WORKSPACE, limits.workspace_bytes, labels, "0755")]
-            tmpfs = {
-                "/tmp": f"rw,nosuid,nodev,size={limits.tmp_bytes},mode=1777",
-                "/home/agent": f"rw,nosuid,nodev,size={limits.tmp_bytes},"
-                f"uid={AGENT_UID},gid={AGENT_UID},mode=0700",
-            }
-            if spec.with_io:
-                # Sticky and world-writable: root writes the prompt, the agent its answer.
-                mounts.append(self._volume(IO_DIR, limits.io_bytes, labels, "1777"))
-                # A volume, so that a baseline staged on the host can be copied in.
-                mounts.append(self._volume(BASELINE_DIR, limits.workspace_bytes, labels, "0700"))
-            if spec.with_agent_dir:
-                mounts.append(self._volume(AGENT_DIR, 256 << 20, labels, "0755"))
+            mounts = self._mounts(labels)
             network_mode, dns = "none", None
             if spec.model_access is not None:
                 self.gateway = self._open_gateway(spec.model_access, labels)
                 network_mode, dns = self.gateway.network, self.gateway.sandbox_dns
-            host_config = client.create_host_config(
-                mounts=mounts,
-                network_mode=network_mode,
-                dns=dns,
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                read_only=True,
-                tmpfs=tmpfs,
-                mem_limit=limits.memory_bytes,
-                memswap_limit=limits.memory_bytes,
-                nano_cpus=limits.nano_cpus,
-                pids_limit=limits.pids,
-                ulimits=[Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile)],
-                init=True,
-                runtime=spec.oci_runtime,
-                log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
-            )
             created = client.create_container(
                 digest,  # the image ID: the content the record names, never a moved tag
                 command=["sleep", str(int(spec.lifetime_s) + 30)],
@@ -284,7 +255,7 @@ class DockerSession:
                 hostname="sandbox",
                 working_dir=WORKSPACE,
                 labels=labels,
-                host_config=host_config,
+                host_config=self._host_config(mounts, network_mode, dns),
                 network_disabled=network_mode == "none",
                 environment={},
             )
@@ -303,22 +274,49 @@ class DockerSession:
             raise SandboxError(f"Docker failed to create the sandbox: {exc}") from exc
         return DockerSandbox(self.factory, self.container, digest, self.gateway)
 
-    def _open_gateway(self, access: ModelAccess, labels: dict[str, str]) -> ModelGateway:
-        """Start the trial's gateway; the key is read here, on the worker, and goes nowhere else."""
-        key = None
-        if access.api_key_env is not None:
-            key = os.environ.get(access.api_key_env) or None
-            if key is None:
-                raise SandboxError(
-                    f"environment variable {access.api_key_env} (route.api_key_env) is not set "
-                    f"on worker {self.factory.worker}"
-                )
-        gateway = ModelGateway(
-            self.factory.client,
-            GatewaySpec(access.upstream, key, labels, egress_network=access.egress_network),
+    def _mounts(self, labels: dict[str, str]) -> list[Mount]:
+        """Create the sandbox's size-capped volumes: the workspace always, ``/io`` and the
+        root-only ``/baseline`` with ``with_io``, the agent directory with ``with_agent_dir``."""
+        spec, limits = self.spec, self.spec.limits
+        mounts = [self._volume(WORKSPACE, limits.workspace_bytes, labels, "0755")]
+        if spec.with_io:
+            # Sticky and world-writable: root writes the prompt, the agent its answer.
+            mounts.append(self._volume(IO_DIR, limits.io_bytes, labels, "1777"))
+            # A volume, so that a baseline staged on the host can be copied in.
+            mounts.append(self._volume(BASELINE_DIR, limits.workspace_bytes, labels, "0700"))
+        if spec.with_agent_dir:
+            mounts.append(self._volume(AGENT_DIR, 256 << 20, labels, "0755"))
+        return mounts
+
+    def _host_config(self, mounts: list[Mount], network: str, dns: list[str] | None) -> HostConfig:
+        """The container's hardening: every flag is in this one call, where a reader checks
+        them together (see the module docstring)."""
+        spec, limits = self.spec, self.spec.limits
+        tmpfs = {
+            "/tmp": f"rw,nosuid,nodev,size={limits.tmp_bytes},mode=1777",
+            "/home/agent": f"rw,nosuid,nodev,size={limits.tmp_bytes},"
+            f"uid={AGENT_UID},gid={AGENT_UID},mode=0700",
+        }
+        return self.factory.client.create_host_config(
+            mounts=mounts,
+            network_mode=network,
+            dns=dns,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            tmpfs=tmpfs,
+            mem_limit=limits.memory_bytes,
+            memswap_limit=limits.memory_bytes,
+            nano_cpus=limits.nano_cpus,
+            pids_limit=limits.pids,
+            ulimits=[Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile)],
+            init=True,
+            runtime=spec.oci_runtime,
+            log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
         )
-        gateway.__enter__()
-        return gateway
+
+    def _open_gateway(self, access: ModelAccess, labels: dict[str, str]) -> ModelGateway:
+        return open_gateway(self.factory.client, access, labels, self.factory.worker)
 
     def _remove(self) -> None:
         client = self.factory.client
@@ -393,10 +391,7 @@ class DockerSandbox:
     def model_calls(self) -> list[ModelCall]:
         if self._gateway is None:
             return []
-        return [
-            ModelCall(e.status, e.model, e.prompt_tokens, e.completion_tokens)
-            for e in self._gateway.exchanges()
-        ]
+        return [e.call() for e in self._gateway.exchanges()]
 
     @property
     def image_digest(self) -> str:

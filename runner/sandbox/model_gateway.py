@@ -7,7 +7,14 @@ out) whose only other member is a small forwarding proxy (``worker_images/proxy`
 reachable as ``http://model-gateway:8080``. The proxy is also on an egress network
 and forwards only paths under the upstream's prefix, only to the upstream's host.
 The API key is in the proxy's environment alone, never in the sandbox: the proxy
-drops the agent's ``Authorization`` and adds its own.
+drops the agent's key headers (``Authorization``, ``x-api-key``, ``api-key``) and adds
+the real key in the style of the request's API. With a budget (``GatewaySpec``), the
+proxy stops forwarding once the trial's tokens or dollars are spent.
+
+The proxy logs one JSON line per answered request (``Exchange``): the model the answer
+names, its token counts (Anthropic Messages, OpenAI Chat Completions and Responses, each
+streamed or not; ``prompt_tokens`` counts cached input tokens too, for every API), the
+upstream's latency and the names of the tool calls the model asked for.
 
 Life of a gateway (a context manager, one per trial):
 create the internal network → create the proxy on the egress network → connect it to
@@ -24,7 +31,10 @@ worker's reaper remove what a crashed process left, networks included.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -37,6 +47,7 @@ import docker.errors
 from docker.types import LogConfig
 
 from runner.errors import SandboxError, UserError
+from runner.sandbox.base import ModelAccess, ModelCall
 from runner.sandbox.engine import API_ERRORS
 
 GATEWAY_ALIAS = "model-gateway"
@@ -46,6 +57,9 @@ NETWORK_PREFIX = "deltarun-mo-"
 PROXY_USER = "1000:1000"
 READY_PATH = "/__deltarun_ready"
 READY_TIMEOUT_S = 10.0
+PRICE_KEYS = frozenset({"input", "output", "cache_read", "cache_write"})
+MAX_TOOL_CALLS = 64  # names kept per exchange, as the proxy bounds them
+MAX_TOOL_NAME = 128
 _READY_PROBE = (
     "import urllib.request; "
     f"urllib.request.urlopen('http://127.0.0.1:{GATEWAY_PORT}{READY_PATH}', timeout=2)"
@@ -65,17 +79,81 @@ class GatewaySpec:
     egress_network: str = "bridge"
     """The network through which the proxy reaches the upstream."""
     image: str = PROXY_IMAGE
+    budget_tokens: int | None = None
+    """Input plus output tokens of the trial (cached input included); past it the proxy
+    forwards nothing more."""
+    budget_usd: float | None = None
+    """Dollars of the trial, priced with ``price``; past it the proxy forwards nothing more."""
+    price: Mapping[str, float] | None = None
+    """Dollars per million tokens: ``input`` and ``output``, optionally ``cache_read`` and
+    ``cache_write`` (0 when absent). Required with ``budget_usd``."""
+
+    def budget_environment(self) -> dict[str, str]:
+        """The proxy's budget variables; ``UserError`` for a budget it could not enforce."""
+        environment: dict[str, str] = {}
+        if self.budget_tokens is not None:
+            if not _is_int(self.budget_tokens) or self.budget_tokens < 0:
+                raise UserError("the trial's token budget must be a whole number, 0 or more")
+            environment["DELTARUN_BUDGET_TOKENS"] = str(self.budget_tokens)
+        if self.budget_usd is not None:
+            if self.price is None:
+                raise UserError("a dollar budget needs the model's price")
+            environment["DELTARUN_BUDGET_USD"] = repr(_dollars("budget", self.budget_usd))
+        if self.price is not None:
+            keys = set(self.price)
+            if not {"input", "output"} <= keys <= PRICE_KEYS:
+                raise UserError(
+                    "a price names input and output, and optionally cache_read and cache_write"
+                )
+            prices = {key: _dollars(f"price {key}", value) for key, value in self.price.items()}
+            environment["DELTARUN_PRICE"] = json.dumps(prices, sort_keys=True)
+        return environment
+
+
+def _dollars(what: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"the {what} must be a number")
+    if not math.isfinite(value) or value < 0:
+        raise UserError(f"the {what} must be a finite number, 0 or more")
+    return float(value)
 
 
 @dataclass(frozen=True)
 class Exchange:
-    """One request the proxy answered (one JSON line of its log)."""
+    """One request the proxy answered (one JSON line of its log).
+
+    ``prompt_tokens`` is every input token, cached or not (for Anthropic the proxy adds the
+    cache reads and writes it reports beside ``input_tokens``); ``cache_read_tokens`` and
+    ``cache_write_tokens`` are parts of it. ``latency_ms`` is the upstream's time to the last
+    byte (0 when nothing was forwarded), ``tool_calls`` the names of the tool calls the answer
+    asks for, in order (at most 64), and ``budget_exhausted`` marks a request the proxy
+    refused because the budget was spent. Lines of older proxies lack the newer fields: they
+    read as their defaults."""
 
     path: str
     status: int
     model: str | None
     prompt_tokens: int
     completion_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    latency_ms: int = 0
+    tool_calls: tuple[str, ...] = ()
+    budget_exhausted: bool = False
+
+    def call(self) -> ModelCall:
+        """The exchange as the sandbox's agents see it."""
+        return ModelCall(
+            self.status,
+            self.model,
+            self.prompt_tokens,
+            self.completion_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            latency_ms=self.latency_ms,
+            tool_calls=self.tool_calls,
+            budget_exhausted=self.budget_exhausted,
+        )
 
     @classmethod
     def parse(cls, line: str) -> Exchange | None:
@@ -95,12 +173,35 @@ class Exchange:
             and _is_int(prompt)
             and _is_int(completion)
         ):
-            return cls(path, status, model, prompt, completion)
+            return cls(
+                path,
+                status,
+                model,
+                prompt,
+                completion,
+                cache_read_tokens=_count(data.get("cache_read_tokens")),
+                cache_write_tokens=_count(data.get("cache_write_tokens")),
+                latency_ms=_count(data.get("latency_ms")),
+                tool_calls=_names(data.get("tool_calls")),
+                budget_exhausted=data.get("budget_exhausted") is True,
+            )
         return None
 
 
 def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count(value: object) -> int:
+    """A newer, optional count of a log line: 0 when absent or not a count."""
+    return value if _is_int(value) and value >= 0 else 0
+
+
+def _names(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    names = (name[:MAX_TOOL_NAME] for name in value if isinstance(name, str))
+    return tuple(itertools.islice(names, MAX_TOOL_CALLS))
 
 
 class ModelGateway:
@@ -117,6 +218,7 @@ class ModelGateway:
             )
         self.client = client
         self.spec = spec
+        self._budget_environment = spec.budget_environment()  # checked before anything starts
         self.network = f"{NETWORK_PREFIX}{uuid.uuid4().hex[:16]}"
         """Name of the internal network: the sandbox's ``network_mode``."""
         self.agent_base_url = f"http://{GATEWAY_ALIAS}:{GATEWAY_PORT}{parts.path.rstrip('/')}"
@@ -172,7 +274,7 @@ class ModelGateway:
 
     def _create_proxy(self) -> None:
         spec, client = self.spec, self.client
-        environment = {"DELTARUN_UPSTREAM": spec.upstream}
+        environment = {"DELTARUN_UPSTREAM": spec.upstream, **self._budget_environment}
         if spec.api_key:
             environment["DELTARUN_UPSTREAM_KEY"] = spec.api_key
         try:
@@ -189,7 +291,9 @@ class ModelGateway:
                 init=True,
                 # Never a router between the sandbox's network and the egress one.
                 sysctls={"net.ipv4.ip_forward": "0"},
-                log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
+                # The log is the usage record: room for thousands of exchanges (one file,
+                # so past this size the oldest lines would be lost).
+                log_config=LogConfig(type="json-file", config={"max-size": "4m", "max-file": "1"}),
             )
             created = client.create_container(
                 spec.image,
@@ -286,3 +390,29 @@ class ModelGateway:
                 return
             except API_ERRORS:
                 time.sleep(0.2)  # an endpoint still being torn down; else gc removes it
+
+
+def open_gateway(
+    client: docker.APIClient, access: ModelAccess, labels: Mapping[str, str], worker: str | None
+) -> ModelGateway:
+    """Start a sandbox's gateway; the key is read here, on the worker, and goes nowhere else."""
+    key = None
+    if access.api_key_env is not None:
+        key = os.environ.get(access.api_key_env) or None
+        if key is None:
+            raise SandboxError(
+                f"environment variable {access.api_key_env} (route.api_key_env) is not set "
+                f"on worker {worker}"
+            )
+    spec = GatewaySpec(
+        access.upstream,
+        key,
+        labels,
+        egress_network=access.egress_network,
+        budget_tokens=access.budget_tokens,
+        budget_usd=access.budget_usd,
+        price=access.price,
+    )
+    gateway = ModelGateway(client, spec)
+    gateway.__enter__()
+    return gateway

@@ -1,0 +1,306 @@
+"""What a model API's answer says about itself: the model, the token usage, the tool calls.
+
+Three wire formats, each as one JSON body or as server-sent events (SSE):
+
+    Anthropic Messages (``.../messages``): ``usage`` {input_tokens, output_tokens,
+        cache_read_input_tokens, cache_creation_input_tokens}; streamed, ``message_start``
+        carries the model and the input side and ``message_delta`` the (cumulative) output.
+        Tool calls are content blocks of type ``tool_use`` (streamed: ``content_block_start``).
+    OpenAI Chat Completions (``.../chat/completions``): ``usage`` {prompt_tokens,
+        completion_tokens, prompt_tokens_details.cached_tokens}; streamed, the last chunk's.
+        Tool calls are ``choices[].message.tool_calls[].function.name`` (streamed: the
+        ``delta.tool_calls`` entries, one call per index).
+    OpenAI Responses (``.../responses``): ``usage`` {input_tokens, output_tokens,
+        input_tokens_details.cached_tokens}; streamed, ``response.completed``'s. Tool calls are
+        output items of a ``*_call`` type (function_call, custom_tool_call, local_shell_call, ...;
+        streamed: ``response.output_item.added``/``done``, one call per item).
+
+The counts are made comparable across the APIs: ``prompt_tokens`` is every input token the
+model read, cached or not. Anthropic's ``input_tokens`` leaves cache reads and writes out, so
+they are added to it; ``cache_read_tokens`` and ``cache_write_tokens`` are parts of
+``prompt_tokens`` for every API. OpenAI reports no cache writes (0).
+
+Which fields are read does not depend on the path: every document is searched for each shape,
+so an answer is counted whatever path it came back on. Where a stream repeats a field, the
+last valid value wins (Anthropic and Chat streams send cumulative usage).
+
+An answer is the upstream's, and anything in it may be malformed: a value that is not a count
+(negative, not an integer, over ``MAX_COUNT``) is ignored, a document that is not JSON is
+skipped, one so big or dense that decoding it could exhaust the proxy's memory is only scanned
+for its usage and model, and nothing here raises.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+ANTHROPIC = "anthropic"
+CHAT = "chat"
+RESPONSES = "responses"
+OTHER = "other"
+
+MAX_TOOL_CALLS = 64  # names kept per answer
+MAX_NAME_CHARS = 128
+MAX_MODEL_CHARS = 256
+MAX_KEY_CHARS = 256  # of a call's id, as kept to tell calls apart
+MAX_COUNT = 10**9  # more tokens than one answer can hold: anything larger is bogus
+# A document decoded whole holds its text two or three times over as Python objects, and
+# each separator or bracket can become an object of about a hundred bytes: past either bound
+# (the proxy has 128 MiB, and the answer itself is in memory too) a document is scanned for
+# its usage and model alone (``scan``). Real answers this big are rare: images, huge outputs.
+MAX_DECODE_BYTES = 4 << 20
+MAX_JSON_ITEMS = 400_000
+SCAN_SLICE_BYTES = 64 << 10  # a usage object or a model name, decoded alone, is never longer
+ANTHROPIC_BLOCKS = {"tool_use", "server_tool_use", "mcp_tool_use"}
+
+_JSON_START = re.compile(rb"\s*[{\[]")
+# A key: an unescaped quote can only open or close a string, so in valid JSON these bytes
+# (after "{" or ",") are an object's key, never text inside a string.
+_USAGE_KEY = re.compile(rb'[{,]\s*"usage"\s*:\s*')
+_MODEL_KEY = re.compile(rb'[{,]\s*"model"\s*:\s*')
+_SSE_START = re.compile(rb"\s*(?:data|event|id|retry)?:")
+
+
+def api_of(path: str, anthropic_version: bool) -> str:
+    """The API a request speaks, from its (decoded) path and whether it names an
+    ``anthropic-version``: it decides the key's header and the shape of a refusal."""
+    segments = [segment for segment in path.split("/") if segment]
+    if ("chat", "completions") in itertools.pairwise(segments):
+        return CHAT
+    if "responses" in segments:
+        return RESPONSES
+    if anthropic_version or ("messages" in segments and "threads" not in segments):
+        return ANTHROPIC
+    return OTHER
+
+
+@dataclass
+class Usage:
+    """What one answer reported; zeros and no model when it said nothing readable."""
+
+    model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    tool_calls: list[str] = field(default_factory=list)
+
+
+def read_answer(data: bytes, content_type: str) -> Usage:
+    """The usage of a JSON or SSE answer (by its content type, else by its first bytes)."""
+    reader = _Reader()
+    for document in documents(data, content_type):
+        reader.document(document)
+    return reader.usage()
+
+
+def documents(data: bytes, content_type: str) -> Iterator[object]:
+    """The JSON documents of an answer: the body, or each SSE event's data."""
+    kind = content_type.lower()
+    sse = "event-stream" in kind or ("json" not in kind and _SSE_START.match(data) is not None)
+    if sse:
+        for payload in sse_payloads(data):
+            if payload.strip() != b"[DONE]":
+                yield decode(payload)
+    elif "json" in kind or _JSON_START.match(data) is not None:
+        yield decode(data)
+
+
+def sse_payloads(data: bytes) -> Iterator[bytes]:
+    """Each event's data: its ``data:`` lines joined by newlines (the SSE rules), read
+    line by line without copying the whole answer."""
+    lines: list[bytes] = []
+    for line in _lines(data):
+        if not line:
+            if lines:
+                yield b"\n".join(lines)
+                lines = []
+        elif line.startswith(b"data:"):
+            value = line[5:]
+            lines.append(value[1:] if value.startswith(b" ") else value)
+    if lines:
+        yield b"\n".join(lines)
+
+
+def _lines(data: bytes) -> Iterator[bytes]:
+    start, end = 0, len(data)
+    while start < end:
+        newline = data.find(b"\n", start)
+        stop = end if newline < 0 else newline
+        line = data[start:stop]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        yield from line.split(b"\r") if b"\r" in line else (line,)
+        start = stop + 1
+
+
+def decode(text: bytes) -> object:
+    """The JSON value of ``text`` (``None`` when it is not JSON); of a document too big or
+    too dense to decode whole, what ``scan`` finds."""
+    items = text.count(b",") + text.count(b":") + text.count(b"[") + text.count(b"{")
+    if len(text) > MAX_DECODE_BYTES or items > MAX_JSON_ITEMS:
+        return scan(text)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # not JSON, bad UTF-8, huge integers, deep nesting
+        return None
+
+
+def scan(text: bytes) -> dict[str, object]:
+    """``{"usage": ..., "model": ...}`` of a big document: its last ``usage`` object and its
+    first ``model``, each found by its key and decoded alone (tool calls are not read)."""
+    found: dict[str, object] = {}
+    last = collections.deque(_USAGE_KEY.finditer(text), maxlen=1)
+    if last:
+        found["usage"] = _value_at(text, last[0].end())
+    first = _MODEL_KEY.search(text)
+    if first is not None:
+        found["model"] = _value_at(text, first.end())
+    return found
+
+
+def _value_at(text: bytes, start: int) -> object:
+    piece = text[start : start + SCAN_SLICE_BYTES].decode("utf-8", "replace")
+    try:
+        return json.JSONDecoder().raw_decode(piece)[0]
+    except (ValueError, RecursionError):  # cut off by the slice, or not JSON
+        return None
+
+
+def count(value: object) -> int | None:
+    """A token count, or ``None`` for anything that is not one."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+        return value
+    return None
+
+
+class _Reader:
+    """Gathers one answer's documents, in order."""
+
+    def __init__(self) -> None:
+        self.model: str | None = None
+        self.input: int = 0
+        self.output: int = 0
+        self.cache_read: int = 0
+        self.cache_write: int = 0
+        self.cache_outside_input = False  # Anthropic's way: cache counts beside input_tokens
+        self.calls: dict[tuple[object, ...], str] = {}
+
+    def document(self, document: object) -> None:
+        if not isinstance(document, dict):
+            return
+        # The answer itself, Anthropic's message_start ("message") or a Responses event.
+        for envelope in (document, document.get("message"), document.get("response")):
+            if isinstance(envelope, dict):
+                self.read_model(envelope.get("model"))
+                self.read_usage(envelope.get("usage"))
+                self.anthropic_blocks(envelope.get("content"))
+                self.chat_choices(envelope.get("choices"))
+                self.responses_items(envelope.get("output"))
+        self.anthropic_block(document.get("content_block"), document.get("index"))
+        self.responses_item(document.get("item"), document.get("output_index"))
+
+    def read_model(self, value: object) -> None:
+        if isinstance(value, str) and value:
+            self.model = value[:MAX_MODEL_CHARS]
+
+    def read_usage(self, usage: object) -> None:
+        if not isinstance(usage, dict):
+            return
+        first = ("prompt_tokens", "input_tokens") if "prompt_tokens" in usage else ("input_tokens",)
+        for key in first:
+            if (value := count(usage.get(key))) is not None:
+                self.input = value
+                break
+        for key in ("completion_tokens", "output_tokens"):
+            if (value := count(usage.get(key))) is not None:
+                self.output = value
+                break
+        anthropic = {"cache_read_input_tokens", "cache_creation_input_tokens"} & usage.keys()
+        if anthropic and "prompt_tokens" not in usage:
+            self.cache_outside_input = True
+        cached = [usage.get("cache_read_input_tokens")]
+        for details in ("prompt_tokens_details", "input_tokens_details"):
+            if isinstance(usage.get(details), dict):
+                cached.append(usage[details].get("cached_tokens"))
+        for candidate in cached:
+            if (value := count(candidate)) is not None:
+                self.cache_read = value
+                break
+        if (value := count(usage.get("cache_creation_input_tokens"))) is not None:
+            self.cache_write = value
+
+    def anthropic_blocks(self, blocks: object) -> None:
+        if isinstance(blocks, list):
+            for position, block in enumerate(blocks):
+                self.anthropic_block(block, position)
+
+    def anthropic_block(self, block: object, index: object) -> None:
+        if isinstance(block, dict) and block.get("type") in ANTHROPIC_BLOCKS:
+            self.call(("block", _key(block.get("id"), index)), block.get("name"))
+
+    def chat_choices(self, choices: object) -> None:
+        if not isinstance(choices, list):
+            return
+        for position, choice in enumerate(choices):
+            if not isinstance(choice, dict):
+                continue
+            which = _key(None, choice.get("index", position))
+            for part in (choice.get("message"), choice.get("delta")):
+                if not isinstance(part, dict):
+                    continue
+                calls = part.get("tool_calls")
+                for number, call in enumerate(calls if isinstance(calls, list) else ()):
+                    function = call.get("function") if isinstance(call, dict) else None
+                    if isinstance(function, dict):
+                        slot = _key(call.get("id"), call.get("index", number))
+                        self.call(("chat", which, slot), function.get("name"))
+                legacy = part.get("function_call")
+                if isinstance(legacy, dict):
+                    self.call(("chat", which, "function_call"), legacy.get("name"))
+
+    def responses_items(self, items: object) -> None:
+        if isinstance(items, list):
+            for position, item in enumerate(items):
+                self.responses_item(item, position)
+
+    def responses_item(self, item: object, index: object) -> None:
+        if not isinstance(item, dict):
+            return
+        kind = item.get("type")
+        if isinstance(kind, str) and kind.endswith("_call"):
+            # A built-in tool's item (local_shell_call, web_search_call) has no name: its type
+            # names it. An item with a name that is not text names nothing.
+            name = item["name"] if "name" in item else kind[: -len("_call")]
+            self.call(("item", _key(item.get("id"), index)), name)
+
+    def call(self, key: tuple[object, ...], name: object) -> None:
+        """One tool call's name; the first name seen for a call counts, up to the bound."""
+        if not isinstance(name, str) or not name or key in self.calls:
+            return
+        if len(self.calls) < MAX_TOOL_CALLS:
+            self.calls[key] = name[:MAX_NAME_CHARS]
+
+    def usage(self) -> Usage:
+        cache_read, cache_write = self.cache_read, self.cache_write
+        if self.cache_outside_input:
+            prompt = self.input + cache_read + cache_write
+        else:  # cached tokens are inside the prompt count: never more than it
+            prompt = self.input
+            cache_read = min(cache_read, prompt)
+            cache_write = min(cache_write, prompt - cache_read)
+        return Usage(
+            self.model, prompt, self.output, cache_read, cache_write, list(self.calls.values())
+        )
+
+
+def _key(identifier: object, index: object) -> object:
+    """What tells one call (or choice) from another: its id, else its position."""
+    if isinstance(identifier, str) and identifier:
+        return identifier[:MAX_KEY_CHARS]
+    return index if count(index) is not None else None
