@@ -302,6 +302,18 @@ class Trial(Strict):
     abstained: bool
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_read_tokens: int = Field(
+        default=0, ge=0, description="Of prompt_tokens: read from the model's prompt cache."
+    )
+    cache_write_tokens: int = Field(
+        default=0, ge=0, description="Of prompt_tokens: written to the model's prompt cache."
+    )
+    cost_usd: float | None = Field(
+        default=None,
+        ge=0,
+        description="Dollars of the trial's model calls at the controls' pinned prices; "
+        "None when the model is not priced (never 0 for unknown).",
+    )
     wall_s: float
     retries_used: int = 0
     tool_calls: int = 0
@@ -388,6 +400,7 @@ class ScoredTrial:
     wall_s: float
     retries_used: int
     tool_calls: int
+    cost_usd: float | None = None  # None: not priced
     stop_reason: str | None = None
     route_mismatch: bool = False
     verify_exit_code: int | None = None  # the checklist: every pass was verified

@@ -75,6 +75,9 @@ class AgentResult:
     tool_violation: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_read_tokens: int = 0  # of prompt_tokens
+    cache_write_tokens: int = 0  # of prompt_tokens
+    cost_usd: float | None = None  # at the pinned price; None: not priced
     log: str = ""
     log_truncated: bool = False
     stop_reason: str | None = None

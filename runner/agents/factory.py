@@ -7,14 +7,18 @@ from pathlib import Path
 
 from runner.agents.base import Agent
 from runner.agents.command import Command
+from runner.agents.installed.agent import Installed
+from runner.agents.installed.catalogue import kind_of
 from runner.agents.model.loop import ModelAgent
 from runner.agents.model.toolbox import ToolPolicy
 from runner.agents.replay import Replay
 from runner.agents.scripted import Scripted
 from runner.config.model import (
     AgentSpec,
+    Arm,
     CommandAgent,
     Controls,
+    InstalledAgent,
     OpenAIAgent,
     PatchAgent,
     ScriptedAgent,
@@ -40,6 +44,10 @@ def make_agent(
         model_only = controls is not None and controls.runtime.network == "model-only"
         route = controls.route if controls is not None and model_only else None
         return Command(members or [], spec.argv, toggles, route)
+    if isinstance(spec, InstalledAgent):
+        if controls is None:
+            raise TypeError("an installed agent needs the controls")
+        return installed_agent(spec, members, toggles, controls)
     if isinstance(spec, OpenAIAgent):
         if controls is None:
             raise TypeError("an openai agent needs the controls")
@@ -65,11 +73,58 @@ def make_agent(
     raise TypeError(f"unknown agent spec {spec!r}")
 
 
+def installed_agent(
+    spec: InstalledAgent, members: list[Member] | None, toggles: Toggles | None, controls: Controls
+) -> Installed:
+    """A catalogue CLI; ``members`` are its -on leg's toggle files (None on the -off leg and
+    for an arm without legs). ``prepare`` has checked the name, version, route and targets."""
+    kind = kind_of(spec.name)
+    route = controls.route_for(spec)
+    if kind is None or route is None:
+        raise TypeError(f"installed agent {spec.name!r} is not in the catalogue or has no route")
+    return Installed(
+        kind,
+        spec,
+        route,
+        tuple(controls.tools.allowlist),
+        toggles,
+        on_files=members if toggles is None else None,
+        transcript_cap=controls.runtime.caps.transcript_bytes,
+        price=controls.prices.get(route.model),
+    )
+
+
 def agent_members(spec: AgentSpec, base_dir: Path) -> list[Member] | None:
     """Read an arm's agent directory (relative to controls.yaml) on this machine."""
     if isinstance(spec, PatchAgent | CommandAgent):
         return members_from_dir((base_dir / spec.dir).resolve())
     return None
+
+
+def arm_members(arm: Arm, base_dir: Path) -> list[Member] | None:
+    """What of an arm travels with the protocol: its agent directory, or an installed
+    agent's -on leg files (``toggles.on_files``, each placed at its target)."""
+    if isinstance(arm.agent, InstalledAgent):
+        return toggle_members(arm.toggles, base_dir)
+    return agent_members(arm.agent, base_dir)
+
+
+def toggle_members(toggles: Toggles | None, base_dir: Path) -> list[Member] | None:
+    """``on_files`` read from disk: a file at its target, a directory's files under it."""
+    if toggles is None or not toggles.on_files:
+        return None
+    found: list[Member] = []
+    for target, source in sorted(toggles.on_files.items()):
+        path = (base_dir / source).resolve()
+        target = target.strip("/")
+        if path.is_dir():
+            found += [
+                Member(f"{target}/{m.path}", m.is_dir, m.data, m.executable)
+                for m in members_from_dir(path)
+            ]
+        else:
+            found.append(Member(target, False, path.read_bytes(), False))
+    return found
 
 
 def agents_for(controls: Controls, members: Mapping[str, list[Member] | None]) -> dict[str, Agent]:

@@ -21,13 +21,14 @@ from runner.config.model import (
     Arm,
     CommandAgent,
     Controls,
+    InstalledAgent,
     OpenAIAgent,
     PatchAgent,
     Route,
 )
 from runner.errors import ArchiveError, UserError
 from runner.fixtures.archives import members_from_dir, tree_digest
-from runner.hashing import sha256_json
+from runner.hashing import sha256_bytes, sha256_json
 
 
 class LoadedControls:
@@ -63,11 +64,21 @@ def protocol_hash(controls: Controls, agent_dir_digests: dict[str, str]) -> str:
     for section, key in UNSET_OMITTED:
         if data[section].get(key) is None:
             del data[section][key]
+    for key in TOP_LEVEL_UNSET_OMITTED:
+        if not data.get(key):
+            data.pop(key, None)
+    for arm in data["arms"]:
+        toggles = arm.get("toggles") or {}
+        for key in TOGGLES_UNSET_OMITTED:
+            if not toggles.get(key):
+                toggles.pop(key, None)
     return sha256_json({"controls": data, "agent_dirs": dict(sorted(agent_dir_digests.items()))})
 
 
 # (section, key) of optional settings whose absence is not hashed.
 UNSET_OMITTED = (("runtime", "archive"), ("suite", "validation"), ("suite", "exclude"))
+TOP_LEVEL_UNSET_OMITTED = ("prices", "budget")
+TOGGLES_UNSET_OMITTED = ("on_files", "on_env")
 
 
 def format_validation_error(
@@ -157,7 +168,7 @@ def missing_api_keys(controls: Controls, environ: Mapping[str, str]) -> list[str
     if controls.runtime.network == "model-only":
         used.append(("route", controls.route))
     for index, arm in enumerate(controls.arms):
-        if isinstance(arm.agent, OpenAIAgent):
+        if isinstance(arm.agent, OpenAIAgent | InstalledAgent):
             field = f"arms[{index}].agent.route" if arm.agent.route else "route"
             used.append((field, controls.route_for(arm.agent)))
     found: list[str] = []
@@ -180,6 +191,10 @@ def load_controls(path: Path) -> LoadedControls:
     controls = parse_controls(text, str(path))
     loaded = LoadedControls(controls, path.resolve(), {})
     for index, arm in enumerate(controls.arms):
+        if arm.toggles is not None and arm.toggles.on_files:
+            loaded.agent_dir_digests[f"{arm.name}:on_files"] = _on_files_digest(
+                path, index, loaded.base, arm.toggles.on_files
+            )
         directory = loaded.agent_dir(arm)
         if directory is None:
             continue
@@ -193,3 +208,25 @@ def load_controls(path: Path) -> LoadedControls:
         except ArchiveError as exc:
             raise UserError(f"{path}: arms[{index}].agent.dir: {exc}") from exc
     return loaded
+
+
+def _on_files_digest(path: Path, index: int, base: Path, on_files: Mapping[str, str]) -> str:
+    """The digest of an installed agent's -on leg files: each target with its source's digest
+    (a file's bytes, or a directory's tree digest)."""
+    pairs = []
+    for target, source in sorted(on_files.items()):
+        where = f"{path}: arms[{index}].toggles.on_files.{target}"
+        found = (base / source).resolve()
+        try:
+            if found.is_dir():
+                digest = tree_digest(members_from_dir(found))
+            else:
+                digest = sha256_bytes(found.read_bytes())
+        except FileNotFoundError as exc:
+            raise UserError(
+                f"{where}: {found} not found; fix the path (relative to controls.yaml)"
+            ) from exc
+        except (OSError, ArchiveError) as exc:
+            raise UserError(f"{where}: {exc}") from exc
+        pairs.append([target, digest])
+    return sha256_json(pairs)

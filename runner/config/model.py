@@ -246,8 +246,36 @@ class OpenAIAgent(Strict):
     )
 
 
+class InstalledAgent(Strict):
+    """A released agent CLI from the catalogue (``deltarun agents``), installed into the task's
+    image from its registry artifacts and run headless under the harness's rules."""
+
+    type: Literal["installed"]
+    name: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9-]{0,39}$",
+        description="Catalogue name: claude-code, codex, aider or mini-swe-agent.",
+    )
+    version: str = Field(
+        pattern=r"^[0-9]+(\.[0-9]+)*([.+-][0-9A-Za-z.]+)?$",
+        description="Exact version of the CLI (no ranges).",
+    )
+    route: Route | None = Field(
+        default=None, description="The model route of this agent; the top-level route if unset."
+    )
+    settings: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="Agent-specific settings (the catalogue entry lists them, e.g. edit_format).",
+    )
+    artifacts_sha256: str = Field(
+        default="",
+        description="SHA-256 over the fetched artifacts (tarballs, wheels), written by "
+        "`deltarun build`; a fetch that hashes otherwise stops the run.",
+    )
+
+
 AgentSpec = Annotated[
-    ScriptedAgent | PatchAgent | CommandAgent | OpenAIAgent, Field(discriminator="type")
+    ScriptedAgent | PatchAgent | CommandAgent | OpenAIAgent | InstalledAgent,
+    Field(discriminator="type"),
 ]
 
 
@@ -259,8 +287,17 @@ class Toggles(Strict):
     )
     prompt_prefix: str = Field(default="", description="Text put before the prompt (off leg).")
     prompt_suffix: str = Field(default="", description="Text put after the prompt (off leg).")
+    on_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Installed agents: files placed for the -on leg only, target (inside the "
+        "agent's configuration, e.g. skills/lint/SKILL.md or CLAUDE.md) -> source file or "
+        "directory relative to controls.yaml.",
+    )
+    on_env: dict[str, str] = Field(
+        default_factory=dict, description="Installed agents: environment of the -on leg only."
+    )
 
-    @field_validator("env")
+    @field_validator("env", "on_env")
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
         for key in value:
@@ -307,6 +344,35 @@ class Leg:
         return self.arm.control
 
 
+class Price(Strict):
+    """US dollars per million tokens of one model, as pinned in the controls."""
+
+    input: float = Field(ge=0, description="Per million input (prompt) tokens, not cached.")
+    output: float = Field(ge=0, description="Per million output (completion) tokens.")
+    cache_read: float = Field(default=0, ge=0, description="Per million cache-read tokens.")
+    cache_write: float = Field(default=0, ge=0, description="Per million cache-write tokens.")
+
+    def dollars(self, fresh: int, output: int, cache_read: int = 0, cache_write: int = 0) -> float:
+        return (
+            fresh * self.input
+            + output * self.output
+            + cache_read * self.cache_read
+            + cache_write * self.cache_write
+        ) / 1e6
+
+
+class Budget(Strict):
+    """Spending limits the model gateway enforces (installed agents under model-only)."""
+
+    trial_tokens: int | None = Field(
+        default=None, ge=1, description="Input plus output tokens of one trial at most."
+    )
+    trial_usd: float | None = Field(default=None, gt=0, description="Dollars of one trial.")
+    run_usd: float | None = Field(
+        default=None, gt=0, description="Dollars of the whole run; past it no trial starts."
+    )
+
+
 class MetricsSpec(Strict):
     module: str
     sha256: str = ""
@@ -336,6 +402,14 @@ class Controls(Strict):
     images: dict[str, str] = Field(
         default_factory=dict, description="Pinned image digests: reference → sha256:..."
     )
+    prices: dict[str, Price] = Field(
+        default_factory=dict,
+        description="Pinned price table, model name -> dollars per million tokens; a model "
+        "without a price is reported as not priced.",
+    )
+    budget: Budget | None = Field(
+        default=None, description="Token and dollar budgets per trial and per run."
+    )
 
     @model_validator(mode="after")
     def _arms(self) -> Controls:
@@ -348,7 +422,16 @@ class Controls(Strict):
                     f"arms[{index}] ({arm.name}) is an openai agent without a route; add "
                     "route: {base_url, model} at the top level or under its agent"
                 )
-        if self.runtime.network == "model-only" and self.route is None:
+        for index, arm in enumerate(self.arms):
+            # An installed agent's route, network and toggles are checked with the catalogue
+            # (runner.agents.installed.checks), one line each with exit 2.
+            others = not isinstance(arm.agent, InstalledAgent)
+            if others and arm.toggles is not None and (arm.toggles.on_files or arm.toggles.on_env):
+                raise ValueError(
+                    f"arms[{index}].toggles: on_files and on_env are for installed agents; "
+                    "use env or the prompt texts"
+                )
+        if self.runtime.network == "model-only" and self.route is None and not self._own_routes():
             raise ValueError("runtime.network 'model-only' needs a top-level route to reach")
         for name in self.tools.allowlist:
             if name not in TOOL_NAMES:
@@ -363,16 +446,24 @@ class Controls(Strict):
             )
         return self
 
+    def _own_routes(self) -> bool:
+        """No arm under model-only needs the top-level route: each is an installed agent
+        (whose route the catalogue checks) or calls no model."""
+        return all(
+            isinstance(arm.agent, InstalledAgent | ScriptedAgent | PatchAgent) for arm in self.arms
+        )
+
     def route_for(self, agent: AgentSpec) -> Route | None:
-        """The model route an agent uses: its own (openai agents), else the top-level one."""
-        if isinstance(agent, OpenAIAgent) and agent.route is not None:
+        """The model route an agent uses: its own (openai and installed agents), else the
+        top-level one."""
+        if isinstance(agent, OpenAIAgent | InstalledAgent) and agent.route is not None:
             return agent.route
         return self.route
 
     def model_route(self, agent: AgentSpec) -> Route | None:
         """The route of an agent a model drives (a live, sampled arm): an openai agent's,
         and a command agent's under ``network: model-only``; None for the rest."""
-        if isinstance(agent, OpenAIAgent):
+        if isinstance(agent, OpenAIAgent | InstalledAgent):
             return self.route_for(agent)
         if isinstance(agent, CommandAgent) and self.runtime.network == "model-only":
             return self.route

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from runner import __version__, telemetry
 from runner.agents.base import Agent
-from runner.agents.factory import agent_members, agents_for
+from runner.agents.factory import agents_for, arm_members
 from runner.config.loader import LoadedControls, protocol_hash
 from runner.config.model import Controls
 from runner.distributed import keys
@@ -80,7 +80,7 @@ def publish(loaded: LoadedControls, suite: Suite, blobs: BlobStore) -> Bundle:
                 blobs.upload_file(suite.archive_path(task.hidden), expected=task.hidden_sha256)
     agent_blobs: dict[str, str] = {}
     for arm in loaded.controls.arms:
-        members = agent_members(arm.agent, loaded.base)
+        members = arm_members(arm, loaded.base)
         if members is not None:
             agent_blobs[arm.name] = blobs.upload(build_tar(members, uid=0, gid=0))
     source, _origin = read_module(loaded.base, loaded.controls.metrics)

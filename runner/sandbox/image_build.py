@@ -17,7 +17,7 @@ import docker
 import docker.errors
 
 from runner.errors import SandboxError, UserError
-from runner.sandbox.base import Limits, SandboxSpec
+from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.engine import API_ERRORS
 from runner.sandbox.images import BuildRequest, ImageBuildFailed, ImageInfo
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from runner.config.model import Runtime
 
 TAIL_LINES = 6
+PROBE_PATH = "/usr/local/bin:/usr/bin:/bin"
 BUILD_TIMEOUT_S = 3600  # one read of the build stream: a long silent RUN step must not end it
 # Build-log lines that say nothing about why a build failed: kept out of the tail.
 _PLUMBING = ("--->", "Removing intermediate container")
@@ -93,6 +94,26 @@ class DockerImageBuilder:
             DockerSandboxFactory(self.client).preflight(spec)
         except SandboxError as exc:
             raise UserError(f"the sandbox preflight could not run ({exc})") from exc
+
+    def probe(self, image: str, script: str) -> str:
+        """What ``sh -c script`` prints as the agent's uid in a throwaway sandbox of
+        ``image`` (no network, small limits): asking an image what it has."""
+        spec = SandboxSpec(
+            image=image,
+            limits=Limits(
+                memory_bytes=256 << 20, nano_cpus=1_000_000_000, pids=64, workspace_bytes=1 << 20
+            ),
+            lifetime_s=60,
+            labels={"run": "build", "job": "probe"},
+        )
+        try:
+            with DockerSandboxFactory(self.client).open(spec) as sandbox:
+                result = sandbox.run(
+                    ExecRequest(argv=["sh", "-c", script], env={"PATH": PROBE_PATH}, timeout_s=30)
+                )
+        except SandboxError as exc:
+            raise UserError(f"image {image[:19]}: the probe could not run ({exc})") from exc
+        return result.output.decode("utf-8", "replace")
 
     def tag(self, image: str, tag: str) -> None:
         repository, _, name = tag.rpartition(":")

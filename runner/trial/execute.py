@@ -30,6 +30,7 @@ from typing import Protocol
 
 from runner import telemetry
 from runner.agents.base import Agent, AgentContext, AgentResult
+from runner.agents.installed.agent import Installed
 from runner.config.model import Controls
 from runner.errors import DeltarunError, UserError
 from runner.fixtures.archives import Member
@@ -198,11 +199,44 @@ def preflight_spec(controls: Controls, image: str) -> SandboxSpec:
     )
 
 
+def agent_access(agent: Agent, controls: Controls) -> ModelAccess | None:
+    """Sandbox A's way to the model: an installed CLI's own route with the trial's budget;
+    under ``model-only`` a command agent's top-level route; no other agent calls the model
+    from inside the sandbox."""
+    if isinstance(agent, Installed):
+        budget = controls.budget
+        price = controls.prices.get(agent.route.model)
+        return ModelAccess(
+            agent.route.base_url,
+            agent.route.api_key_env,
+            controls.runtime.model_network,
+            budget_tokens=budget.trial_tokens if budget else None,
+            budget_usd=budget.trial_usd if budget else None,
+            price=price.model_dump() if price is not None else None,
+        )
+    return model_access(controls) if agent.needs_agent_dir else None
+
+
+def agent_image(task: Task, agent: Agent, env: TrialEnv) -> str:
+    """Sandbox A's image: the task's, or for an installed CLI its layer on the task's pinned
+    image (``runner.agents.installed.layer``)."""
+    image = image_of(task, env.controls)
+    if isinstance(agent, Installed):
+        return agent.image_on(env.pins.get(image) or image)
+    return image
+
+
 def _spec(
-    job: Job, image: str, env: TrialEnv, lifetime: float, agent_dir: bool, io: bool = True
+    job: Job,
+    image: str,
+    env: TrialEnv,
+    lifetime: float,
+    agent_dir: bool,
+    io: bool = True,
+    access: ModelAccess | None = None,
 ) -> SandboxSpec:
-    """Under ``model-only`` a command agent's sandbox A reaches the model (a command agent is
-    the one kind that calls it itself); sandbox B (verify) never does."""
+    """Sandbox A reaches the model through ``access`` (``agent_access``); sandbox B (verify)
+    never does."""
     return SandboxSpec(
         image=image,
         image_id=env.pins.get(image),
@@ -213,7 +247,7 @@ def _spec(
         with_io=io,
         workspace_root_owned=not io,
         oci_runtime=env.controls.runtime.oci_runtime,
-        model_access=model_access(env.controls) if io and agent_dir else None,
+        model_access=access if io else None,
     )
 
 
@@ -225,7 +259,7 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts)
     result = facts.agent
     if agent_wall is None or result is None or task.kind is TaskKind.NEGATIVE:
         return
-    if result.abstained:
+    if result.abstained or result.stop_reason == "budget_exhausted":  # the agent's own miss
         return
     if isinstance(task, AnswerTask):
         if result.answer_present and not result.answer_invalid:
@@ -243,7 +277,14 @@ def _agent_phase(
     controls = env.controls
     timeout_s = task_timeout(task, controls.runtime.timeout_s)
     forbidden = tuple(controls.tools.forbidden_paths)
-    spec = _spec(job, image_of(task, controls), env, timeout_s, agent.needs_agent_dir)
+    spec = _spec(
+        job,
+        agent_image(task, agent, env),
+        env,
+        timeout_s,
+        agent.needs_agent_dir,
+        access=agent_access(agent, controls),
+    )
     workspace = fixture.workspace_tar(forbidden)
     kit = fixture.baseline_tar(forbidden)
     with env.sandboxes.open(spec) as sandbox:

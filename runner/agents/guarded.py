@@ -1,0 +1,70 @@
+"""A program run as the agent under deltarun's guard, and what the gateway saw of it.
+
+The guard (``runner/sandbox_scripts/guard.py``) runs the program in ``/workspace`` as the
+agent's uid and, the moment it exits, kills every other process of that uid before the
+exit can be seen; it alone writes to stderr, one report line. Used by ``command`` agents
+and installed CLIs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from runner.agents.base import GUARD_FILE, AgentContext, AgentResult
+from runner.config.model import Route
+from runner.sandbox.base import ExecRequest, ModelCall
+
+GUARD_REPORT = re.compile(rb"deltarun-guard: mode=(\w+) (exit|signal|terminated|error)=(\w+)")
+
+
+def run_guarded(ctx: AgentContext, argv: Sequence[str], env: Mapping[str, str]) -> AgentResult:
+    """Run ``argv`` under the guard within the trial's limit. A guard that failed is an
+    error; one that never reported (killed by the agent) is a broken guard."""
+    guarded = ["python3", "-I", "-S", GUARD_FILE, "run", "--", *argv]
+    result = ctx.sandbox.run(
+        ExecRequest(
+            argv=guarded,
+            env=env,
+            timeout_s=ctx.timeout_s,
+            output_cap=ctx.output_cap,
+            separate_stderr=True,
+            stderr_cap=4096,
+        )
+    )
+    log = result.output.decode("utf-8", "replace")
+    report = GUARD_REPORT.search(result.stderr)
+    exit_code = result.exit_code
+    if report is not None and report.group(2) == b"exit":
+        exit_code = int(report.group(3))
+    if report is not None and report.group(2) == b"error":
+        failure = report.group(3).decode("ascii", "replace")
+        return AgentResult(
+            exit_code=exit_code, log=log, error=f"deltarun's guard failed: {failure}"
+        )
+    broken = report is None and not result.timed_out and not result.oom_killed
+    return AgentResult(
+        exit_code=exit_code,
+        timed_out=result.timed_out,
+        oom_killed=result.oom_killed,
+        log=log,
+        log_truncated=result.output_truncated,
+        guard_broken=broken,
+    )
+
+
+def model_usage(base: AgentResult, calls: list[ModelCall], route: Route) -> AgentResult:
+    """Tokens summed from the gateway's log, and the route lock on every answered request."""
+    tokens = replace(
+        base,
+        prompt_tokens=sum(c.prompt_tokens for c in calls),
+        completion_tokens=sum(c.completion_tokens for c in calls),
+        cache_read_tokens=sum(c.cache_read_tokens for c in calls),
+        cache_write_tokens=sum(c.cache_write_tokens for c in calls),
+    )
+    answered = sorted({c.model for c in calls if c.model is not None})
+    error = next((e for model in answered if (e := route.mismatch(model))), None)
+    if error is None:
+        return tokens
+    return replace(tokens, route_mismatch=True, stop_reason="route_mismatch", error=error)

@@ -1,0 +1,163 @@
+"""Bad input for installed agents: one line naming the arm and the field, exit 2, before
+anything is built or written; the protocol hash covers the -on leg's files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from runner.agents.factory import arm_members, make_agent
+from runner.agents.installed.agent import Installed
+from runner.agents.installed.checks import check_installed
+from runner.config.loader import load_controls, parse_controls
+from runner.config.model import Controls
+from runner.errors import UsageError, UserError
+
+ROUTE = {"base_url": "http://127.0.0.1:9/v1", "model": "m-1", "max_output_tokens": 1000}
+
+
+def controls(**changes: Any) -> dict[str, Any]:
+    arm: dict[str, Any] = {
+        "name": "claude",
+        "agent": {"type": "installed", "name": "claude-code", "version": "2.1.328"},
+    }
+    arm.update(changes.pop("arm", {}))
+    data: dict[str, Any] = {
+        "protocol_id": "p",
+        "suite": {"file": "tasks.jsonl"},
+        "runtime": {"network": "model-only"},
+        "route": ROUTE,
+        "arms": [
+            {"name": "control", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+            arm,
+        ],
+    }
+    data.update(changes)
+    return data
+
+
+def parsed(data: dict[str, Any]) -> Controls:
+    return parse_controls(yaml.safe_dump(data), "controls.yaml")
+
+
+def refused(data: dict[str, Any]) -> str:
+    with pytest.raises(UsageError) as info:
+        check_installed(parsed(data), "controls.yaml")
+    assert info.value.exit_code == 2
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("controls.yaml: ")
+    return message
+
+
+def test_a_sound_installed_arm_passes() -> None:
+    check_installed(parsed(controls()), "controls.yaml")
+
+
+def test_an_unknown_agent_is_named_with_the_catalogue() -> None:
+    message = refused(
+        controls(arm={"agent": {"type": "installed", "name": "claude", "version": "1"}})
+    )
+    assert "arms[1] (claude).agent.name: 'claude' is not in the catalogue" in message
+    assert "claude-code" in message and "mini-swe-agent" in message
+
+
+def test_a_version_must_be_exact() -> None:
+    data = controls(arm={"agent": {"type": "installed", "name": "codex", "version": "^0.171"}})
+    with pytest.raises(UserError, match="version"):
+        parsed(data)
+
+
+def test_network_route_settings_and_toggle_targets() -> None:
+    assert "runtime.network: model-only" in refused(controls(runtime={"network": "none"}))
+    no_route = controls()
+    del no_route["route"]
+    no_route["runtime"] = {"network": "model-only"}
+    assert "arms[1] (claude).agent.route: no route" in refused(no_route)
+    bad = controls(arm={"agent": {"type": "installed", "name": "aider", "version": "0.86.2",
+                                  "settings": {"edit_fmt": "whole"}}})  # fmt: skip
+    assert "agent.settings.edit_fmt: aider has no such setting (edit_format)" in refused(bad)
+    outside = controls(
+        arm={"baseline": "both", "toggles": {"on_files": {"../etc/passwd": "skill"}}}
+    )
+    assert "toggles.on_files.../etc/passwd: not one of claude-code's extension points" in refused(
+        outside
+    )
+
+
+def test_prices_and_budgets_that_cannot_be_met() -> None:
+    priced = {"m-2": {"input": 1, "output": 2}}
+    assert "prices has no entry for model 'm-1'" in refused(controls(prices=priced))
+    assert "prices has no entry" in refused(controls(budget={"trial_usd": 1.0}))
+    low = refused(controls(budget={"trial_tokens": 10}))
+    assert "budget.trial_tokens (10) is below one request's maximum output (1000" in low
+    runs = controls(
+        prices={"m-1": {"input": 1, "output": 2}}, budget={"trial_usd": 2, "run_usd": 1}
+    )
+    assert "budget.run_usd (1.0) is below budget.trial_usd (2.0)" in refused(runs)
+
+
+def test_on_files_are_part_of_the_protocol_and_reach_only_the_on_leg(tmp_path: Path) -> None:
+    (tmp_path / "skill").mkdir()
+    (tmp_path / "skill" / "SKILL.md").write_text("# lint first\n")
+    data = controls(
+        arm={
+            "baseline": "both",
+            "toggles": {"on_files": {"skills/lint": "skill"}, "env": {"X": "1"}},
+        }
+    )
+    path = tmp_path / "controls.yaml"
+    path.write_text(yaml.safe_dump(data))
+    first = load_controls(path).protocol_sha256
+    (tmp_path / "skill" / "SKILL.md").write_text("# lint last\n")
+    assert load_controls(path).protocol_sha256 != first
+    loaded = load_controls(path)
+    arm = loaded.controls.arms[1]
+    members = arm_members(arm, tmp_path)
+    assert [m.path for m in members or []] == ["skills/lint/SKILL.md"]
+    legs = {leg.name: leg for leg in loaded.controls.legs()}
+    on = make_agent(arm.agent, members, legs["claude-on"].toggles, loaded.controls)
+    off = make_agent(arm.agent, members, legs["claude-off"].toggles, loaded.controls)
+    assert isinstance(on, Installed) and isinstance(off, Installed)
+    assert [m.path for m in on.on_files] == ["skills/lint/SKILL.md"] and off.on_files == []
+    assert off.env.get("X") == "1" and "X" not in on.env
+
+
+def test_on_files_are_refused_on_other_agents() -> None:
+    data = controls(
+        arm={
+            "agent": {"type": "scripted", "action": "noop"},
+            "baseline": "both",
+            "toggles": {"on_files": {"CLAUDE.md": "x"}},
+        }
+    )
+    with pytest.raises(UserError, match="on_files and on_env are for installed agents"):
+        parsed(data)
+
+
+def test_old_protocols_keep_their_hash() -> None:
+    """Settings added for installed agents hash only when set: a protocol without them
+    hashes exactly as before they existed."""
+    from runner.config.loader import UNSET_OMITTED, protocol_hash
+    from runner.hashing import sha256_json
+
+    plain = parsed(controls(arm={"agent": {"type": "scripted", "action": "noop"},
+                                 "baseline": "both", "toggles": {"env": {"X": "1"}}}))  # fmt: skip
+    before = plain.model_dump(mode="json", by_alias=True)
+    for section, key in UNSET_OMITTED:
+        if before[section].get(key) is None:
+            del before[section][key]
+    del before["prices"], before["budget"]
+    del before["arms"][1]["toggles"]["on_files"], before["arms"][1]["toggles"]["on_env"]
+    assert protocol_hash(plain, {}) == sha256_json({"controls": before, "agent_dirs": {}})
+    priced = parsed(
+        controls(
+            arm={"agent": {"type": "scripted", "action": "noop"}},
+            prices={"m-1": {"input": 1, "output": 2}},
+        )
+    )
+    assert protocol_hash(priced, {}) != protocol_hash(
+        parsed(controls(arm={"agent": {"type": "scripted", "action": "noop"}})), {}
+    )
