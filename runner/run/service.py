@@ -32,6 +32,7 @@ from runner.config.model import Controls
 from runner.errors import RouteMismatch, RunInterrupted, UsageError, UserError
 from runner.fixtures.inputs import LocalInputs
 from runner.models import Job, Trial
+from runner.run.agent_images import Layered, ensure, installed_arms
 from runner.run.executors.local import Interrupted
 from runner.run.prepare import PreparedRun
 from runner.sandbox.base import SandboxFactory
@@ -271,6 +272,7 @@ class RunService:
         (workers check their own)."""
         from runner.run.prepare import prepare
 
+        self.layer_agents(controls)
         local = options.broker is None
         return prepare(
             controls,
@@ -282,6 +284,26 @@ class RunService:
             expect_protocol=options.expect_protocol,
             allow_missing=options.allow_missing,
         )
+
+    def layer_agents(self, controls: Path) -> list[Layered]:
+        """Fetch and layer every installed agent onto the task images it runs on, when
+        missing (with progress); a pinned ``artifacts_sha256`` must match (exit 3)."""
+        from runner.agents.installed.checks import check_installed
+        from runner.agents.installed.layer import AgentImages
+        from runner.config.loader import load_controls
+        from runner.sandbox.image_build import DockerImageBuilder
+        from runner.suite.load import load_suite
+
+        loaded = load_controls(controls)
+        if not installed_arms(loaded.controls):
+            return []
+        check_installed(loaded.controls, str(controls))
+        runtime = loaded.controls.runtime
+        suite = load_suite(
+            loaded.suite_path, loaded.controls.suite.sha256 or None, runtime.archive_caps
+        )
+        builder = DockerImageBuilder(self.engine.client)
+        return ensure(loaded, suite, AgentImages(builder, builder, self.events.note))
 
     def _preflight(self, path: Path) -> Preflight:
         return Preflight(path, self.engine)
@@ -367,7 +389,7 @@ class Preflight:
         self.engine = engine
 
     def __call__(self, controls: Controls, image: str) -> None:
-        from runner.run.prepare import command_names
+        from runner.run.checks import command_names
         from runner.sandbox.docker import DockerSandboxFactory
         from runner.trial.execute import preflight_spec
 
