@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
+from runner.config.model import Budget
 from runner.errors import RouteMismatch
 from runner.models import Job, Outcome, TaskKind, Trial
 from runner.run.prepare import PreparedRun, prepare
 from runner.run.rundir import DUPLICATES
-from runner.run.service import Recording, describe
+from runner.run.service import BudgetReached, Recording, describe
 from runner.trial.env import stop_reason
 from runner.trial.record import bare_record
 from tests.helpers import PY_IMAGE, make_suite, pin_validation, repo_task
@@ -125,3 +126,19 @@ def test_duplicates_are_kept_aside_and_never_counted(tmp_path: Path) -> None:
     resumed = Recording(prepared)
     assert resumed.recorded == 1 and resumed.passes["model"] == 0
     assert describe(["ctrl", "model"], resumed) == "ctrl 0/0 · model 0/1"
+
+
+def test_the_run_budget_stops_new_trials_and_counts_what_resumed_runs_spent(
+    tmp_path: Path,
+) -> None:
+    prepared = prepared_run(tmp_path, "exploratory")
+    budget = prepared.loaded.controls.model_copy(update={"budget": Budget(run_usd=1.0)})
+    prepared.loaded.controls = budget
+    recording = Recording(prepared)
+    first = record(job_of(prepared, "model", "t1")).model_copy(update={"cost_usd": 0.6})
+    recording.batch([first], [])  # under the budget: the run goes on
+    second = record(job_of(prepared, "model", "t2")).model_copy(update={"cost_usd": 0.5})
+    with pytest.raises(BudgetReached):
+        recording.batch([second], [])
+    assert recording.recorded == 2  # the record that crossed the budget is kept
+    assert Recording(prepared).spent_usd == pytest.approx(1.1)  # a resumed run starts spent

@@ -56,6 +56,10 @@ def build(
         raise UsageError(f"--network {network!r}: choose default (the engine's) or none")
     steps = build_steps(target, rebuild, network, verbose, err.is_terminal, c.Lines().note)
     say(steps, markup=False)
+    if target.suffix in (".yaml", ".yml"):  # controls: its installed agents too
+        from runner.run.agent_build import build_agents
+
+        say(build_agents(target, c.Lines().note), markup=False)
 
 
 @app.command()
@@ -188,7 +192,7 @@ def import_swebench(
 @app.command()
 def schema(
     what: Annotated[
-        str | None, Argument(help="controls | task | trial | report; none lists them")
+        str | None, Argument(help="controls | task | trial | report | trajectory; none lists them")
     ] = None,
 ) -> None:
     """Print the JSON Schema of a file format, for editors (no argument: list the formats)."""

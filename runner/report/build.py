@@ -13,6 +13,7 @@ from runner.evidence.scoring import Scores, paired_delta, score
 from runner.models import Record, ScoredTrial
 from runner.report.checklist import Row, evaluate, withhold_headline
 from runner.report.compare import RunSide, arm_pairs, compare_arms, labels, render
+from runner.report.cost import cost_table
 from runner.report.html import render_html
 from runner.report.jsonform import dumps_json, to_json
 from runner.report.markdown import render_markdown
@@ -95,6 +96,7 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
         tasks=meta.tasks,
         suite_path=controls.suite.file,
         setup_warnings=warnings,
+        cost=cost_table(controls, meta.arms, trials),
     )
     data = to_json(report)
     return BuiltReport(

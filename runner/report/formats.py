@@ -2,7 +2,8 @@
 
 Each schema is derived from the model that reads the file, so it cannot drift from it:
 controls.yaml (``config.model.Controls``), a line of tasks.jsonl and a record of
-trials.jsonl (``runner.models``), report.json (``report.schema.ReportJSON``).
+trials.jsonl (``runner.models``), report.json (``report.schema.ReportJSON``), and the steps
+of an installed agent's trajectory (``runner.agents.installed.kind.Step``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 
 from pydantic import TypeAdapter
 
+from runner.agents.installed.kind import Step
 from runner.config.model import Controls
 from runner.errors import UsageError
 from runner.models import AnswerTask, RepoTask, Trial
@@ -21,12 +23,13 @@ FORMATS = {
     "task": "one line of tasks.jsonl (a repository task or an answer task)",
     "trial": "one record of trials.jsonl",
     "report": "report.json",
+    "trajectory": "a trial's steps (the record's transcript of an installed agent)",
 }
 
 
 def listing() -> list[str]:
     """One line per format, then how to print one."""
-    return [f"{name:9} {about}" for name, about in FORMATS.items()] + [
+    return [f"{name:10} {about}" for name, about in FORMATS.items()] + [
         "print one: deltarun schema NAME"
     ]
 
@@ -38,6 +41,7 @@ def json_schema(name: str) -> str:
         "task": TypeAdapter(RepoTask | AnswerTask),
         "trial": TypeAdapter(Trial),
         "report": TypeAdapter(ReportJSON),
+        "trajectory": TypeAdapter(list[Step]),
     }
     if name not in models:
         raise UsageError(f"unknown schema {name!r}; choose one of {', '.join(models)}")

@@ -11,6 +11,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from runner.evidence.scoring import ArmSummary, PairedDelta, gc_paused
+from runner.report.cost import cost_json
 from runner.report.metric_deltas import MetricDelta
 from runner.report.model import SCHEMA_VERSION, Report, metric_source, rate_json, rounded
 
@@ -23,7 +24,7 @@ def to_json(report: Report) -> dict[str, Any]:
     edited = None
     if report.edited_from is not None:
         edited = {"reported_ledger_sha256": report.edited_from, "ledger_sha256": pins.ledger_sha256}
-    return {
+    data: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "stamp": report.stamp,
         "edited": edited,
@@ -44,6 +45,9 @@ def to_json(report: Report) -> dict[str, Any]:
         "grading": report.grading,
         "metric_deltas": [_metric_delta(m, report) for m in report.metric_deltas],
     }
+    if report.cost is not None:  # only when something is priced: older reports keep their bytes
+        data["cost"] = cost_json(report.cost)
+    return data
 
 
 def _metric_delta(m: MetricDelta, report: Report) -> dict[str, Any]:

@@ -7,6 +7,7 @@ Every section renders from the one ``Report``; numbers are formatted here
 from __future__ import annotations
 
 from runner.evidence.scoring import PairedDelta, Rate, Scores
+from runner.report.cost import cost_markdown
 from runner.report.format import (
     REFUSAL_NOT_MEASURED,
     cost_line,
@@ -68,6 +69,7 @@ def render_markdown(report: Report) -> str:
         _headline,
         _pins,
         _arms,
+        _cost,
         _stops,
         _refusal,
         _deltas,
@@ -196,6 +198,10 @@ def _arms(report: Report) -> list[str]:
             f"| {num(s.retries_mean)} | {num(s.tool_calls_mean)} |"
         )
     return lines
+
+
+def _cost(report: Report) -> list[str]:
+    return cost_markdown(report.cost)
 
 
 def _stops(report: Report) -> list[str]:

@@ -22,6 +22,7 @@ from runner.evidence.scoring import PairedDelta, Rate, Scores, gc_paused
 from runner.evidence.stats import paired_bootstrap_interval
 from runner.models import Outcome, Record, TaskKind
 from runner.report.checklist import Row, verdict, withhold_headline
+from runner.report.cost import CostTable
 from runner.report.metric_deltas import MetricDelta, metric_deltas
 from runner.report.repeats import repeat_stats
 
@@ -109,6 +110,7 @@ class Report:
     suite_path: str = ""  # suite.file as the controls name it
     generated_at: str = ""  # the run's recorded end: the last record's finished_at
     setup_warnings: tuple[str, ...] = ()  # runner.run.setup_warnings
+    cost: CostTable | None = None  # runner.report.cost: None when nothing is priced
 
     @property
     def stamp(self) -> str | None:
@@ -136,6 +138,7 @@ def build(
     tasks: Sequence[Mapping[str, str]] = (),
     suite_path: str = "",
     setup_warnings: Sequence[str] = (),
+    cost: CostTable | None = None,
 ) -> Report:
     """The report of ``trials`` as scored; ``bootstrap`` is (resamples, seed)."""
     by_arm: dict[str, list[Record]] = {}
@@ -163,6 +166,7 @@ def build(
         suite_path=suite_path,
         generated_at=max((t.finished_at for t in trials), default=""),
         setup_warnings=tuple(setup_warnings),
+        cost=cost,
     )
 
 

@@ -145,6 +145,25 @@ class RepeatsJSON(_M):
     pass_hat_k: dict[str, float]
 
 
+class ArmCostJSON(_M):
+    arm: str
+    status: Literal["priced", "partly priced", "not priced", "no model"]
+    trials: int
+    priced_trials: int
+    usd: float
+    usd_per_trial: float | None
+    usd_per_pass: float | None
+
+
+class CostJSON(_M):
+    """Dollars at the controls' pinned prices (present only when something is priced)."""
+
+    arms: list[ArmCostJSON]
+    total_usd: float
+    run_budget_usd: float | None
+    run_budget_reached: bool
+
+
 class ReportJSON(_M):
     """report.json."""
 
@@ -167,3 +186,4 @@ class ReportJSON(_M):
     per_task: dict[str, dict[str, list[str]]]
     grading: dict[str, Literal["pytest", "exit_status", "metrics", "none"]]
     metric_deltas: list[MetricDeltaJSON]
+    cost: CostJSON | None = None

@@ -86,10 +86,13 @@ class Recording:
     finished: Counter[str] = field(default_factory=Counter)
     passes: Counter[str] = field(default_factory=Counter)
 
+    spent_usd: float = 0.0  # priced trials' dollars, for budget.run_usd
+
     def __post_init__(self) -> None:
         for trial in self.prepared.run_dir.scored_trials():
             self.finished[trial.arm] += 1
             self.passes[trial.arm] += int(trial.passed)
+            self.spent_usd += trial.cost_usd or 0.0
 
     @property
     def recorded(self) -> int:
@@ -112,7 +115,16 @@ class Recording:
             )
         self.finished[trial.arm] += 1
         self.passes[trial.arm] += int(trial.passed)
+        self.spent_usd += trial.cost_usd or 0.0
         self.on_trial(trial)
+        budget = self.prepared.loaded.controls.budget
+        if budget is not None and budget.run_usd is not None and self.spent_usd >= budget.run_usd:
+            raise BudgetReached(budget.run_usd)
+
+
+class BudgetReached(Exception):
+    """The run's dollar budget is spent: no further trial starts (not an error: the
+    records so far are the run, and the report says the budget ended it)."""
 
 
 def describe(arms: Sequence[str], recording: Recording) -> str:
@@ -285,7 +297,9 @@ class RunService:
             allow_missing=options.allow_missing,
         )
 
-    def layer_agents(self, controls: Path) -> list[Layered]:
+    def layer_agents(
+        self, controls: Path, say: Callable[[str], None] | None = None
+    ) -> list[Layered]:
         """Fetch and layer every installed agent onto the task images it runs on, when
         missing (with progress); a pinned ``artifacts_sha256`` must match (exit 3)."""
         from runner.agents.installed.checks import check_installed
@@ -303,7 +317,7 @@ class RunService:
             loaded.suite_path, loaded.controls.suite.sha256 or None, runtime.archive_caps
         )
         builder = DockerImageBuilder(self.engine.client)
-        return ensure(loaded, suite, AgentImages(builder, builder, self.events.note))
+        return ensure(loaded, suite, AgentImages(builder, builder, say or self.events.note))
 
     def _preflight(self, path: Path) -> Preflight:
         return Preflight(path, self.engine)
@@ -372,6 +386,11 @@ class RunService:
         events.started(prepared, recording, total)
         try:
             executor.run(prepared, recording.batch)
+        except BudgetReached as reached:
+            events.note(
+                f"run budget ${reached.args[0]:.2f} reached after {recording.recorded}/{total} "
+                "jobs: no further trial started (the report says so)"
+            )
         except Interrupted:
             raise RunInterrupted(
                 f"interrupted: {recording.recorded}/{total} jobs recorded in "
