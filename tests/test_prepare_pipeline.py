@@ -4,6 +4,7 @@ in-memory controls and suites, no Docker."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,14 @@ import yaml
 from runner.config.loader import parse_controls
 from runner.config.model import Controls
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
+from runner.grading.metrics import BUILTIN, exact_match
+from runner.hashing import sha256_bytes
 from runner.models import AnswerTask, TaskKind
 from runner.run import checks
 from runner.run.pipeline import PipelineError, Step, order, run, step
-from runner.run.prepare import STEPS
+from runner.run.prepare import ORDERED, STEPS
 from runner.suite.load import Suite
+from runner.suite.sealing import VALIDATION_NAME
 
 PATH = Path("controls.yaml")
 
@@ -47,6 +51,7 @@ def assert_valid(ordered: list[Step[Any]]) -> None:
 def test_the_order_respects_every_need_and_keeps_the_declared_ties() -> None:
     ordered = order(STEPS)
     assert_valid(ordered)
+    assert ordered == ORDERED  # what prepare runs, ordered on import
     assert [s.name for s in ordered] == [s.name for s in STEPS]  # declared in a valid order
 
 
@@ -75,6 +80,9 @@ def test_a_step_with_a_missing_need_a_double_giver_or_a_circle_is_refused() -> N
         order([step("one", [], ["a"], noop), step("two", [], ["a"], noop)])
     with pytest.raises(PipelineError, match="need each other"):
         order([step("one", ["b"], ["a"], noop), step("two", ["a"], ["b"], noop)])
+    without_exclusion = [s for s in STEPS if s.name != "exclusion"]
+    with pytest.raises(PipelineError, match="'metrics' needs 'suite kept'"):
+        order(without_exclusion)  # the metrics are checked on the suite less suite.exclude
 
 
 def test_run_calls_each_step_once_in_order() -> None:
@@ -98,19 +106,19 @@ def test_expected_protocol() -> None:
         checks.check_expected(PATH, "ab" * 32, "xyz")
 
 
-def suite_of(*ids: str) -> Suite:
+def suite_of(*ids: str, metric: str = "exact_match", root: Path = Path(".")) -> Suite:
     tasks = tuple(
         AnswerTask(
             id=task_id,
             kind=TaskKind.ORDINARY,
             prompt="q",
             expect=1,
-            metrics=["exact"],
+            metrics=[metric],
             deadline_s=5,
         )
         for task_id in ids
     )
-    return Suite(Path("tasks.jsonl"), "0" * 64, tasks, {})
+    return Suite(root / "tasks.jsonl", "0" * 64, tasks, {})
 
 
 def test_exclusion() -> None:
@@ -122,6 +130,45 @@ def test_exclusion() -> None:
     unknown = controls(suite={"file": "tasks.jsonl", "exclude": ["t9"]})
     with pytest.raises(UserError, match=r"suite\.exclude: 't9' is not a task"):
         checks.without_excluded(PATH, unknown, suite)
+
+
+def scored(validation: str | None, exclude: list[str] | None = None) -> Controls:
+    pins: dict[str, Any] = {"file": "tasks.jsonl", "sha256": "0" * 64, "exclude": exclude}
+    if validation is not None:
+        pins["validation"] = validation
+    return controls(channel="scored", suite=pins)
+
+
+def write_validation(root: Path, verdicts: dict[str, str], digest: str = "0" * 64) -> str:
+    tasks = [{"id": k, "verdict": v, "detail": ""} for k, v in verdicts.items()]
+    data = json.dumps({"schema_version": 1, "suite_sha256": digest, "tasks": tasks}).encode()
+    (root / VALIDATION_NAME).write_bytes(data)
+    return sha256_bytes(data)
+
+
+def test_validation_pin(tmp_path: Path) -> None:
+    suite = suite_of("t1", "t2", root=tmp_path)
+    pin = write_validation(tmp_path, {"t1": "valid", "t2": "not-checked"})
+    checks.check_validation(PATH, scored(pin), suite)
+    with pytest.raises(UserError, match="channel scored needs a validated suite"):
+        checks.check_validation(PATH, scored(None), suite)
+    with pytest.raises(DigestMismatch, match="digest mismatch: controls pin"):
+        checks.check_validation(PATH, scored("f" * 64), suite)
+    stale = write_validation(tmp_path, {"t1": "valid"}, digest="1" * 64)
+    with pytest.raises(UserError, match="validated suite 111111111111"):
+        checks.check_validation(PATH, scored(stale), suite)
+    flaky = write_validation(tmp_path, {"t1": "valid", "t2": "flaky"})
+    with pytest.raises(UserError, match=r"1 task\(s\) not valid: t2 \(flaky\)"):
+        checks.check_validation(PATH, scored(flaky), suite)
+    checks.check_validation(PATH, scored(flaky, exclude=["t2"]), suite)  # excluded: fine
+
+
+def test_metrics() -> None:
+    checks.check_metrics(suite_of("t1"), BUILTIN)
+    mixed = suite_of("t1").tasks + suite_of("t2", metric="mine").tasks
+    with pytest.raises(UserError, match=r"tasks\.jsonl:2: metrics: 'mine' is neither built in"):
+        checks.check_metrics(Suite(Path("tasks.jsonl"), "0" * 64, mixed), BUILTIN)
+    checks.check_metrics(suite_of("t1", metric="mine"), {**BUILTIN, "mine": exact_match})
 
 
 def test_image_pins() -> None:

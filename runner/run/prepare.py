@@ -198,6 +198,9 @@ STEPS: list[Step[Draft]] = [
         _written,
     ),
 ]
+# Ordered once, on import: a need no step gives, a fact given twice or a circle fails here
+# (and in tests/test_prepare_pipeline.py), never halfway through a run.
+ORDERED = pipeline.order(STEPS)
 
 
 def prepare(
@@ -219,7 +222,8 @@ def prepare(
         controls_path, out, resume, image_digest, preflight, environ, expect_protocol,
         allow_missing,
     )  # fmt: skip
-    pipeline.run(STEPS, d)
+    for each in ORDERED:
+        each.run(d)
     controls = d.controls
     jobs = plan_jobs(
         controls,

@@ -74,7 +74,13 @@ class Installed:
             return AgentResult(error="installed agents need runtime.network: model-only")
         prompt = ctx.prompt + ABSTAIN_HINT.format(path=AGENT_ENV["DELTARUN_ABSTAIN_FILE"])
         launch = Launch(
-            prompt, self.route.model, base_url, self.spec.settings, self.allowlist, ctx.timeout_s
+            prompt,
+            self.route.model,
+            base_url,
+            self.spec.settings,
+            self.allowlist,
+            ctx.timeout_s,
+            max_output_tokens=self.route.max_output_tokens,
         )
         invocation = self.kind.invocation(launch)
         unpack_as_agent(ctx.sandbox, HOME, self._home_tar(invocation.files))

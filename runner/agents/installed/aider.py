@@ -67,9 +67,9 @@ def invocation(launch: Launch) -> Invocation:
     )  # fmt: skip
     metadata = {
         model: {
-            "max_tokens": 8192,
+            "max_tokens": launch.max_output_tokens,
             "max_input_tokens": 128000,
-            "max_output_tokens": 8192,
+            "max_output_tokens": launch.max_output_tokens,
             "input_cost_per_token": 0,
             "output_cost_per_token": 0,
             "litellm_provider": "openai",

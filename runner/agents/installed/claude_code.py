@@ -82,6 +82,7 @@ def invocation(launch: Launch) -> Invocation:
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(launch.max_output_tokens),
         "HOME": HOME,
     }
     return Invocation(tuple(argv), env)

@@ -70,6 +70,7 @@ def config_toml(launch: Launch) -> str:
         'approval_policy = "never"',
         'sandbox_mode = "danger-full-access"',
         "check_for_update_on_startup = false",
+        f"model_max_output_tokens = {launch.max_output_tokens}",
     ]
     if "reasoning_effort" in launch.settings:
         lines.append(

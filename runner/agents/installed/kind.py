@@ -49,6 +49,7 @@ class Launch:
     settings: Mapping[str, str | int | float | bool]
     allowlist: tuple[str, ...]  # deltarun tool names; empty: the agent's own defaults
     timeout_s: float
+    max_output_tokens: int = 8192  # the route's: one reply's output at most
 
 
 @dataclass(frozen=True)
