@@ -13,7 +13,7 @@ from runner.agents.factory import arm_members, make_agent
 from runner.agents.installed.agent import Installed
 from runner.agents.installed.checks import check_installed
 from runner.config.loader import load_controls, parse_controls
-from runner.config.model import Controls
+from runner.config.model import Controls, InstalledAgent
 from runner.errors import UsageError, UserError
 
 ROUTE = {"base_url": "http://127.0.0.1:9/v1", "model": "m-1", "max_output_tokens": 1000}
@@ -161,3 +161,20 @@ def test_old_protocols_keep_their_hash() -> None:
     assert protocol_hash(priced, {}) != protocol_hash(
         parsed(controls(arm={"agent": {"type": "scripted", "action": "noop"}})), {}
     )
+
+
+def test_build_pins_the_artifacts_digest_into_the_controls(tmp_path: Path) -> None:
+    from runner.run.agent_build import pin_artifacts
+
+    path = tmp_path / "controls.yaml"
+    text = "# keep this comment\n" + yaml.safe_dump(controls(), sort_keys=False)
+    path.write_text(text)
+    before = load_controls(path).protocol_sha256
+    assert pin_artifacts(path, {1: "ab" * 32}) == 1
+    written = path.read_text()
+    assert written.startswith("# keep this comment\n")
+    loaded = load_controls(path)
+    agent = loaded.controls.arms[1].agent
+    assert isinstance(agent, InstalledAgent) and agent.artifacts_sha256 == "ab" * 32
+    assert loaded.protocol_sha256 != before  # the artifacts are part of the protocol
+    assert pin_artifacts(path, {1: "ab" * 32}) == 0 and path.read_text() == written
