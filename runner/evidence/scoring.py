@@ -120,20 +120,60 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def summarise(arm: str, control: bool, trials: Sequence[Record]) -> ArmSummary:
-    """The per-arm summary (docs/outcomes-and-statistics.md).
+    """The per-arm summary (docs/outcomes-and-statistics.md)."""
+    t = _tally(trials)
+    return ArmSummary(
+        arm=arm,
+        control=control,
+        trials=len(trials),
+        n=t.ordinary,
+        passes=t.passes,
+        pass_rate=Rate(t.passes, t.ordinary),
+        timeout_rate=Rate(t.timeouts, t.scored),
+        tool_violation_rate=Rate(t.violations, t.scored),
+        error_rate=Rate(len(trials) - t.scored, len(trials)),
+        tokens_per_pass=(t.tokens / t.passes) if t.passes else None,
+        wall_s_per_task=_mean(t.walls),
+        retries_mean=_mean(t.retries),
+        tool_calls_mean=_mean(t.tool_calls),
+        abstention_accuracy=Rate(t.abstained_ok, t.negative),
+        invalid_completion_rate=Rate(t.invalid_completions, t.negative),
+        false_abstention_rate=Rate(t.false_abstentions, t.ordinary),
+        outcomes=dict(sorted(t.outcomes.items())),
+        stop_reasons=dict(sorted(t.stops.items())),
+    )
 
-    Longer than the house's ~60 lines on purpose: it is one pass over every record of a
-    run, kept in one loop with local names because it dominates the time of a report
-    over 100,000 records (``bench/scoring.py``)."""
-    # One pass over the records (this runs on every record of a run); the float
-    # sums are taken with sum() over lists in record order, as before.
+
+@dataclass(frozen=True)
+class _Tally:
+    """The counts and per-record values of one arm's records (``_tally``)."""
+
+    scored: int  # records without an infrastructure error
+    ordinary: int  # ... of them on ordinary tasks
+    negative: int  # ... of them on negative-control tasks
+    passes: int
+    timeouts: int
+    violations: int
+    abstained_ok: int
+    invalid_completions: int
+    false_abstentions: int
+    tokens: int  # over every record, errors included
+    walls: list[float]
+    retries: list[float]
+    tool_calls: list[float]
+    outcomes: dict[str, int]
+    stops: dict[str, int]
+
+
+def _tally(trials: Sequence[Record]) -> _Tally:
+    """One pass over the records, in one loop with local names: it runs on every record
+    of a run and dominates the time of a report over 100,000 records
+    (``bench/scoring.py``). The float values are kept in record order, the order
+    ``_mean`` sums them in."""
     error = Outcome.ERROR
     ordinary_kind, negative_kind = TaskKind.ORDINARY, TaskKind.NEGATIVE
-    abstain_ok, invalid, false_abstain = (
-        Outcome.ABSTAIN_OK,
-        Outcome.INVALID_COMPLETION,
-        Outcome.FALSE_ABSTAIN,
-    )
+    abstain_ok, invalid = Outcome.ABSTAIN_OK, Outcome.INVALID_COMPLETION
+    false_abstain = Outcome.FALSE_ABSTAIN
     n_scored = n_ordinary = n_negative = 0
     passes = timeouts = violations = 0
     abstained_ok = invalid_completions = false_abstentions = 0
@@ -166,25 +206,22 @@ def summarise(arm: str, control: bool, trials: Sequence[Record]) -> ArmSummary:
             n_negative += 1
             abstained_ok += outcome is abstain_ok
             invalid_completions += outcome is invalid
-    return ArmSummary(
-        arm=arm,
-        control=control,
-        trials=len(trials),
-        n=n_ordinary,
+    return _Tally(
+        scored=n_scored,
+        ordinary=n_ordinary,
+        negative=n_negative,
         passes=passes,
-        pass_rate=Rate(passes, n_ordinary),
-        timeout_rate=Rate(timeouts, n_scored),
-        tool_violation_rate=Rate(violations, n_scored),
-        error_rate=Rate(len(trials) - n_scored, len(trials)),
-        tokens_per_pass=(tokens / passes) if passes else None,
-        wall_s_per_task=_mean(walls),
-        retries_mean=_mean(retries),
-        tool_calls_mean=_mean(tool_calls),
-        abstention_accuracy=Rate(abstained_ok, n_negative),
-        invalid_completion_rate=Rate(invalid_completions, n_negative),
-        false_abstention_rate=Rate(false_abstentions, n_ordinary),
-        outcomes=dict(sorted(outcomes.items())),
-        stop_reasons=dict(sorted(stops.items())),
+        timeouts=timeouts,
+        violations=violations,
+        abstained_ok=abstained_ok,
+        invalid_completions=invalid_completions,
+        false_abstentions=false_abstentions,
+        tokens=tokens,
+        walls=walls,
+        retries=retries,
+        tool_calls=tool_calls,
+        outcomes=outcomes,
+        stops=stops,
     )
 
 

@@ -136,6 +136,29 @@ def _answer(result: AgentResult) -> tuple[Any, str | None]:
     return result.answer, None
 
 
+def _outcome(
+    task: Task, facts: Facts, result: AgentResult, answer_problem: str | None
+) -> tuple[Outcome, str | None]:
+    """The trial's outcome (``classify``) and the reason to record with it; an answer
+    that cannot be stored is no pass."""
+    outcome = classify(
+        kind=task.kind,
+        infra_error=facts.error is not None,
+        timed_out=facts.timed_out,
+        abstained=result.abstained,
+        passed=facts.passed and answer_problem is None,
+        changed=bool(facts.patch) or result.answer_present,
+    )
+    reason = facts.reason or answer_problem or result.reason
+    if (
+        task.kind is TaskKind.NEGATIVE
+        and result.abstained
+        and outcome is Outcome.INVALID_COMPLETION
+    ):
+        reason = reason or "abstained but left a change (a patch or an answer)"
+    return outcome, reason
+
+
 def build_record(
     job: Job,
     task: Task,
@@ -154,22 +177,7 @@ def build_record(
     (``runner.models.Trial``), in the contract's order."""
     result = facts.agent or AgentResult()
     answer, answer_problem = _answer(result)
-    passed = facts.passed and answer_problem is None
-    outcome = classify(
-        kind=task.kind,
-        infra_error=facts.error is not None,
-        timed_out=facts.timed_out,
-        abstained=result.abstained,
-        passed=passed,
-        changed=bool(facts.patch) or result.answer_present,
-    )
-    reason = facts.reason or answer_problem or result.reason
-    if (
-        task.kind is TaskKind.NEGATIVE
-        and result.abstained
-        and outcome is Outcome.INVALID_COMPLETION
-    ):
-        reason = reason or "abstained but left a change (a patch or an answer)"
+    outcome, reason = _outcome(task, facts, result, answer_problem)
     text, encoding = stored_patch(facts.patch, caps.patch_bytes)
     transcript = None if result.transcript is None else sanitize(result.transcript)
     return Trial(
