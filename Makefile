@@ -73,7 +73,7 @@ swebench: setup images  ## SWE-bench-format example: instances + 2 predictions f
 
 # Test workers (pytest-xdist): the Docker tests mostly wait on the engine, so more workers than
 # cores; tests that watch or remove engine-wide state run alone (tests/conftest.py engine_lock).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 
 test: setup redis registry compose chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25 tests
