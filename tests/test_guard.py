@@ -289,7 +289,9 @@ def test_modules_lists_the_installation_not_the_workspace(sandbox: DockerSandbox
     sandbox.put_archive("/workspace", tar_bytes(files))
     check_import = ["python3", "-c", "import evilmod, calc"]
     assert run(sandbox, check_import, workdir="/workspace").exit_code == 0  # importable from cwd
-    result = run(sandbox, ["python3", "-I", GUARD, "modules"], workdir="/workspace")
+    script = (GUARD_SOURCE.parent / "image_modules.py").read_bytes()
+    sandbox.put_archive("/io", single_file_tar("image_modules.py", script, uid=0, gid=0))
+    result = run(sandbox, ["python3", "-I", "/io/image_modules.py"], workdir="/workspace")
     assert result.exit_code == 0, result.output
     names = json.loads(result.output)
     assert names == sorted(set(names))

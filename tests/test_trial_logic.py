@@ -99,7 +99,7 @@ def test_gold_patch_passes_with_the_patch_stored_byte_for_byte(tmp_path: Path) -
     assert trial.image_digest == sandboxes.image_digest
     agent, probe, verify = sandboxes.opened
     assert agent.files["/io/agent.diff"] == ADD_GOLD.encode()
-    assert probe.ran("guard.py modules") and not probe.spec.with_io
+    assert probe.ran("image_modules.py") and not probe.spec.with_io
     # The verdict came from a second fresh sandbox, on the fixture plus the patch.
     assert verify.spec.workspace_root_owned and not verify.spec.with_io
     assert agent_patch(verify) == ADD_GOLD.encode()

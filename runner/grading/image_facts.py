@@ -2,7 +2,7 @@
 
 The grading policy drops a patch's new top-level module when its name is one the
 image already imports (``runner.grading.policy``). Those names are not typed by
-hand: ``guard.py modules`` lists them inside a fresh sandbox of the image, with
+hand: ``image_modules.py`` lists them inside a fresh sandbox of the image, with
 the image's own interpreter, isolated from any working directory. The answer is
 cached by image ID (content-addressed, so the cache can never be stale) and is
 the same on every worker and in ``replay --reverify``.
@@ -18,6 +18,7 @@ from runner.fixtures.archives import single_file_tar
 from runner.sandbox.base import ROOT_USER, WORKSPACE, ExecRequest, SandboxFactory, SandboxSpec
 from runner.sandbox_scripts import source
 
+SCRIPT = "image_modules.py"  # runner/sandbox_scripts/image_modules.py
 _LOCK = threading.Lock()
 _MODULES: dict[str, frozenset[str]] = {}
 _BOUNDS = JsonBounds(max_bytes=8 << 20, max_depth=2, max_items=1_000_000)
@@ -38,11 +39,11 @@ def module_names(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) ->
 def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> frozenset[str]:
     with sandboxes.open(spec) as sandbox:
         sandbox.put_archive(
-            WORKSPACE, single_file_tar("guard.py", source("guard.py"), uid=0, gid=0, mode=0o444)
+            WORKSPACE, single_file_tar(SCRIPT, source(SCRIPT), uid=0, gid=0, mode=0o444)
         )
         result = sandbox.run(
             ExecRequest(
-                argv=["python3", "-I", f"{WORKSPACE}/guard.py", "modules"],
+                argv=["python3", "-I", f"{WORKSPACE}/{SCRIPT}"],
                 user=ROOT_USER,
                 workdir="/",
                 env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},

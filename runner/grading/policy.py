@@ -44,7 +44,7 @@ module, a symlink) in ``tests/pkg/``; Python would import it instead of the
 test file. A module the fixture itself already has at that path is the
 repository's own (a project may ship a module an image has installed, or be
 installed in the image itself) and is not new. The image's module names come
-from the image (``guard.py modules`` run in it), not from a list.
+from the image (``image_modules.py`` run in it), not from a list.
 
 Files that *also* carry runner settings (``pyproject.toml``, ``setup.cfg``) are
 the project's: the agent may edit them, and the verify phase takes the runner's

@@ -21,7 +21,7 @@ baseline (``sh -c '... init'``)   exit 0, like any unnamed command
                                   mode=ptrace exit=0`` on stderr (with
                                   ``separate_stderr``, else in ``output``)
 ``guard.py sweep``                exit 0, ``deltarun-guard: swept=0``
-``guard.py modules``              exit 0, ``factory.modules`` as a JSON list
+``image_modules.py``              exit 0, ``factory.modules`` as a JSON list
 ``git ... diff --cached ...``     exit 0, ``sandbox.patch`` on stdout (``take_patch``)
 ``git ... apply ...`` + ``stat``   exit 0, an empty workspace's ``stat -f`` on stdout
 ``collector.py`` (``start``)       ``finish`` gives what ``run_pytest.py`` sent: the
@@ -182,7 +182,7 @@ class FakeSandbox:
             return exec_result(0, GUARD_REPORT)
         if action == "sweep":
             return exec_result(0, b"deltarun-guard: swept=0\n")
-        if action == "modules":
+        if any(a.endswith("image_modules.py") for a in argv):
             return self._capped(request, json.dumps(list(self.factory.modules)).encode())
         return exec_result(0)
 
@@ -265,7 +265,7 @@ class FakeSandboxFactory:
     """Opens ``FakeSandbox``es that share one ``script``; keeps them in ``opened``, in order.
 
     ``verdict`` decides the verify phase's test command; ``modules`` is what
-    ``guard.py modules`` lists; ``model_base_url`` and ``gateway_calls`` are what a
+    ``image_modules.py`` lists; ``model_base_url`` and ``gateway_calls`` are what a
     sandbox opened with ``model_access`` reports. All can be set between trials.
     """
 

@@ -1,7 +1,8 @@
 """Scripts deltarun copies into sandboxes and runs there with the image's own python3
 (stdlib only): ``guard.py`` (ends the agent phase when the agent ends, sweeps leftover
-processes, lists the image's modules), ``run_pytest.py`` and ``deltarun_results.py``
-(the verify phase's pytest run and its results file)."""
+processes), ``image_modules.py`` (lists the modules an image imports), ``run_pytest.py``
+and ``deltarun_results.py`` (the verify phase's pytest run and its results channel) and
+``collector.py`` (the channel's one reader)."""
 
 from __future__ import annotations
 
