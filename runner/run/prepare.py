@@ -32,7 +32,7 @@ from runner.hashing import sha256_bytes
 from runner.models import Job, RepoTask, Task, grading_of
 from runner.paths import is_forbidden
 from runner.run import checks, pipeline
-from runner.run.agent_images import pin_agent_images
+from runner.run.agent_images import installed_arms, pin_agent_images
 from runner.run.pipeline import Step, step
 from runner.run.rundir import RunDir, RunMeta, new_run_id, now_utc
 from runner.suite.load import Suite, load_suite
@@ -70,6 +70,7 @@ class Draft:
     environ: Mapping[str, str] | None
     expect_protocol: str | None
     allow_missing: bool
+    layer: Callable[[LoadedControls, Suite], object] | None
     loaded: LoadedControls = field(init=False)
     suite: Suite = field(init=False)
     metrics: Mapping[str, Metric] = field(init=False)
@@ -127,6 +128,14 @@ def _preflight(d: Draft) -> None:
         d.preflight(d.controls, image)  # limits and image checked before anything is written
 
 
+def _agent_images(d: Draft) -> None:
+    """Installed agents run from their layer on each task image (built here when missing,
+    by ``layer``), pinned by ID beside the task images."""
+    if d.layer is not None and installed_arms(d.controls):
+        d.layer(d.loaded, d.suite)
+    d.digests.update(pin_agent_images(d.controls, d.digests, d.image_digest))
+
+
 def _written(d: Draft) -> None:
     d.run_dir, d.meta = _run_dir(d.path, d.out, d.resume, d.loaded, d.suite, d.digests)
 
@@ -175,7 +184,7 @@ STEPS: list[Step[Draft]] = [
         "agent images",
         ["task images", "environments checked", "pins checked"],
         ["agent images"],
-        lambda d: d.digests.update(pin_agent_images(d.controls, d.digests, d.image_digest)),
+        _agent_images,
     ),
     step("keys", ["controls"], ["keys checked"], _keys),
     step(
@@ -213,14 +222,16 @@ def prepare(
     environ: Mapping[str, str] | None = None,
     expect_protocol: str | None = None,
     allow_missing: bool = False,
+    layer: Callable[[LoadedControls, Suite], object] | None = None,
 ) -> PreparedRun:
     """Check everything (``STEPS``) and plan the jobs still to run. ``environ`` is given when
     trials run here (their keys must be here too); ``preflight`` checks each image with the
     run's limits; ``expect_protocol`` is a pre-registered protocol hash the controls must
-    still hash to. Nothing is written before every check passed."""
+    still hash to; ``layer`` builds the installed agents' images when missing. Nothing is
+    written before every check passed."""
     d = Draft(
         controls_path, out, resume, image_digest, preflight, environ, expect_protocol,
-        allow_missing,
+        allow_missing, layer,
     )  # fmt: skip
     for each in ORDERED:
         each.run(d)

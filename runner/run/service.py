@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from runner.agents.installed.layer import AgentImages
+from runner.config.loader import LoadedControls
 from runner.config.model import Controls
 from runner.errors import RouteMismatch, RunInterrupted, UsageError, UserError
 from runner.fixtures.inputs import LocalInputs
@@ -36,6 +38,7 @@ from runner.run.agent_images import Layered, ensure, installed_arms
 from runner.run.executors.local import Interrupted
 from runner.run.prepare import PreparedRun
 from runner.sandbox.base import SandboxFactory
+from runner.suite.load import Suite
 from runner.trial.env import stop_reason, trial_env
 from runner.trial.execute import execute_trial
 
@@ -284,7 +287,6 @@ class RunService:
         (workers check their own)."""
         from runner.run.prepare import prepare
 
-        self.layer_agents(controls)
         local = options.broker is None
         return prepare(
             controls,
@@ -295,6 +297,7 @@ class RunService:
             environ=os.environ if local else None,
             expect_protocol=options.expect_protocol,
             allow_missing=options.allow_missing,
+            layer=self.layer,
         )
 
     def layer_agents(
@@ -303,20 +306,25 @@ class RunService:
         """Fetch and layer every installed agent onto the task images it runs on, when
         missing (with progress); a pinned ``artifacts_sha256`` must match (exit 3)."""
         from runner.agents.installed.checks import check_installed
-        from runner.agents.installed.layer import AgentImages
         from runner.config.loader import load_controls
-        from runner.sandbox.image_build import DockerImageBuilder
         from runner.suite.load import load_suite
 
         loaded = load_controls(controls)
         if not installed_arms(loaded.controls):
             return []
         check_installed(loaded.controls, str(controls))
-        runtime = loaded.controls.runtime
-        suite = load_suite(
-            loaded.suite_path, loaded.controls.suite.sha256 or None, runtime.archive_caps
-        )
-        builder = DockerImageBuilder(self.engine.client)
+        caps = loaded.controls.runtime.archive_caps
+        suite = load_suite(loaded.suite_path, loaded.controls.suite.sha256 or None, caps)
+        return self.layer(loaded, suite, say)
+
+    def layer(
+        self, loaded: LoadedControls, suite: Suite, say: Callable[[str], None] | None = None
+    ) -> list[Layered]:
+        """``layer_agents`` on controls and a suite already loaded (``prepare``'s step)."""
+        from runner.sandbox.engine import connect
+        from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
+
+        builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S))
         return ensure(loaded, suite, AgentImages(builder, builder, say or self.events.note))
 
     def _preflight(self, path: Path) -> Preflight:
