@@ -24,7 +24,7 @@ from runner.agents.installed.kind import (
     Step,
     denied_tools,
 )
-from runner.agents.installed.steps import excerpt, json_lines
+from runner.agents.installed.steps import count, excerpt, json_lines
 
 name = "claude-code"
 api: Api = "anthropic"
@@ -118,7 +118,7 @@ def steps(logs: Mapping[str, bytes]) -> list[Step]:
         if key is not None:
             last_of[key] = len(found) - 1
         found[-1] = replace(
-            found[-1], input_tokens=_input(usage), output_tokens=_int(usage.get("output_tokens"))
+            found[-1], input_tokens=_input(usage), output_tokens=count(usage.get("output_tokens"))
         )
     return found
 
@@ -141,7 +141,7 @@ def _session_usage(logs: Mapping[str, bytes]) -> dict[str, dict[str, object]]:
 
 def _input(usage: dict[str, object]) -> int:
     keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    return sum(_int(usage.get(key)) for key in keys)
+    return sum(count(usage.get(key)) for key in keys)
 
 
 def _block(role: str, block: dict[str, object]) -> Step | None:
@@ -157,7 +157,3 @@ def _block(role: str, block: dict[str, object]) -> Step | None:
             content = "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
         return Step("tool", result=excerpt(content))
     return None
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -25,7 +25,7 @@ from runner.agents.installed.kind import (
     Launch,
     Step,
 )
-from runner.agents.installed.steps import excerpt, json_lines
+from runner.agents.installed.steps import count, excerpt, json_lines
 
 name = "codex"
 api: Api = "openai-responses"
@@ -132,8 +132,8 @@ def steps(logs: Mapping[str, bytes]) -> list[Step]:
                 last.tool,
                 last.arguments,
                 last.result,
-                _int(usage.get("input_tokens")),
-                _int(usage.get("output_tokens")),
+                count(usage.get("input_tokens")),
+                count(usage.get("output_tokens")),
             )
     return found
 
@@ -153,7 +153,3 @@ def _item(item: dict[str, object]) -> Step | None:
         changes = json.dumps(item.get("changes"), ensure_ascii=False, sort_keys=True)
         return Step("assistant", tool="apply_patch", arguments=excerpt(changes))
     return None
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -23,7 +23,7 @@ from runner.agents.installed.kind import (
     Step,
 )
 from runner.agents.installed.python_cli import launcher
-from runner.agents.installed.steps import excerpt, loads
+from runner.agents.installed.steps import count, excerpt, loads
 
 name = "mini-swe-agent"
 api: Api = "openai-chat"
@@ -119,10 +119,6 @@ def _with_usage(step: Step, message: dict[str, Any]) -> Step:
         return step
     return replace(
         step,
-        input_tokens=_count(usage.get("prompt_tokens")),
-        output_tokens=_count(usage.get("completion_tokens")),
+        input_tokens=count(usage.get("prompt_tokens")),
+        output_tokens=count(usage.get("completion_tokens")),
     )
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -18,6 +18,11 @@ def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more]"
 
 
+def count(value: object) -> int:
+    """A token count from a log: a non-negative integer, else 0 (never a bool or a float)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def loads(text: str | bytes) -> Any:
     """JSON, or None for anything that is not (too deep included: a log can nest ``[``
     past Python's recursion limit)."""
