@@ -178,3 +178,47 @@ def test_build_pins_the_artifacts_digest_into_the_controls(tmp_path: Path) -> No
     assert isinstance(agent, InstalledAgent) and agent.artifacts_sha256 == "ab" * 32
     assert loaded.protocol_sha256 != before  # the artifacts are part of the protocol
     assert pin_artifacts(path, {1: "ab" * 32}) == 0 and path.read_text() == written
+
+
+class _Engine:
+    """The engine as layering asks it before any build: the base exists and has glibc and
+    Python 3.11 (no build is expected: the fetch is refused first)."""
+
+    def inspect(self, image: str) -> Any:
+        from runner.sandbox.images import ImageInfo
+
+        return ImageInfo("sha256:" + "b" * 64, ()) if image == "base" else None
+
+    def probe(self, image: str, script: str) -> str:
+        return "glibc 2.36\npython 3 11\n"
+
+    def build(self, *args: Any) -> str:
+        raise AssertionError("nothing is built for a version the registry lacks")
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [("codex", "0.0.0-not-released"), ("mini-swe-agent", "0.0.0")],  # npm, then PyPI
+)
+def test_a_version_the_registry_lacks_is_exit_2_naming_the_field(
+    name: str, version: str, tmp_path: Path
+) -> None:
+    """Asked of the real registries (npm, PyPI) with the user's own clients."""
+    import shutil
+
+    from runner.agents.installed.catalogue import kind_of
+    from runner.agents.installed.layer import AgentImages
+
+    if name == "codex" and shutil.which("npm") is None:
+        pytest.skip("npm is not installed")  # .ci/run installs it; conftest fails CI without
+    kind = kind_of(name)
+    assert kind is not None
+    engine = _Engine()
+    images = AgentImages(engine, engine, lambda line: None, cache=tmp_path)  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as info:
+        images.ensure(kind, version, "base", where="controls.yaml: arms[1] (x)")
+    message = str(info.value)
+    assert info.value.exit_code == 2 and "\n" not in message
+    assert message.startswith("controls.yaml: arms[1] (x): agent.version: ")
+    assert f"{name} {version} is not released" in message
+    assert not any(tmp_path.rglob("manifest.json"))  # nothing kept in the cache

@@ -28,15 +28,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.agents.installed.kind import Artifact, Kind
-from runner.errors import DigestMismatch, UserError
+from runner.errors import DigestMismatch, UsageError, UserError
 from runner.fixtures.cache import default_root
 from runner.hashing import sha256_file, sha256_json
 
 FETCH_TIMEOUT_S = 1800.0
 MAX_MEMBER_BYTES = 1 << 30
 MANIFEST = "manifest.json"
+# What npm and pip say when the registry has no such version (or no such package).
+_NOT_FOUND = (
+    "No matching version found",  # npm ETARGET
+    "E404",  # npm: no such package
+    "No matching distribution found",  # pip
+    "Could not find a version that satisfies",  # pip
+)
 # manylinux tags a wheel may carry to run on glibc 2.<minor> (x86_64).
 _LEGACY_TAGS = {5: "manylinux1", 12: "manylinux2010", 17: "manylinux2014"}
+
+
+class UnknownVersion(UsageError):
+    """The registry has no artifact for the agent's version (exit 2, like any bad field)."""
 
 
 @dataclass(frozen=True)
@@ -131,8 +142,12 @@ def _run(argv: list[str], what: str, agent: str) -> str:
     except subprocess.TimeoutExpired as exc:
         raise UserError(f"{what} took over {FETCH_TIMEOUT_S:.0f}s; check the registry") from exc
     if done.returncode != 0:
-        tail = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["no output"]
-        raise UserError(f"{what} failed: {tail[0].strip()[:300]}")
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        for line in lines:
+            if any(marker in line for marker in _NOT_FOUND):
+                raise UnknownVersion(f"{what}: the registry says {line[:200]!r}")
+        tail = lines[-1:] or ["no output"]
+        raise UserError(f"{what} failed: {tail[0][:300]}")
     return done.stdout
 
 

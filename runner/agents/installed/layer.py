@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from runner.agents.installed.fetch import Fetched, Target, check_pin, fetch
+from runner.agents.installed.fetch import Fetched, Target, UnknownVersion, check_pin, fetch
 from runner.agents.installed.kind import INSTALL_DIR, Kind
-from runner.errors import UserError
+from runner.errors import UsageError, UserError
 from runner.sandbox.images import BuildRequest, ImageBuilder
 
 AGENT_LABEL = "deltarun.agent"
@@ -109,7 +109,13 @@ class AgentImages:
         why = unsupported(kind, target)
         if why is not None:
             raise UserError(f"{where}: {kind.name} cannot run on image {base}: {why}")
-        fetched = fetch(kind, version, target, self.say, self.cache)
+        try:
+            fetched = fetch(kind, version, target, self.say, self.cache)
+        except UnknownVersion as exc:
+            raise UsageError(
+                f"{where}: agent.version: {kind.name} {version} is not released ({exc}); "
+                "pick a version the registry has"
+            ) from exc
         check_pin(fetched, pinned, where)
         tag = agent_tag(kind, version, info.id)
         labels = {
