@@ -79,3 +79,29 @@ def test_no_prices_and_no_costs_means_no_section() -> None:
     trials = [trial("t1", "cli", Outcome.SUCCESS), trial("t1", "ctrl", Outcome.MISS)]
     assert cost_table(controls(), ["ctrl", "cli"], trials) is None
     assert cost_markdown(None) == []
+
+
+def test_each_installed_arm_pins_its_agent_and_artifacts_digest() -> None:
+    from runner.run.agent_images import Layered, artifact_pins
+
+    pinned = "a" * 64
+    data = controls()
+    assert artifact_pins(data, []) == {
+        "cli": {"agent": "codex@0.171.0", "artifacts_sha256": ""}  # nothing built, none pinned
+    }
+    built = Layered("cli", 1, "img", "tag", "sha256:1", pinned)
+    assert artifact_pins(data, [built])["cli"]["artifacts_sha256"] == pinned
+    arms = data.model_dump(mode="json", by_alias=True)["arms"]
+    arms[1]["agent"]["artifacts_sha256"] = "b" * 64
+    from_controls = controls(arms=arms)
+    assert artifact_pins(from_controls, [])["cli"]["artifacts_sha256"] == "b" * 64
+    from runner.report.markdown import pin_rows
+    from runner.report.model import Pins
+
+    pins = Pins(
+        protocol_id="p", protocol_sha256="p" * 64, suite_sha256="s" * 64, channel="scored",
+        run_id="r", control_arm="ctrl", image_digests={}, agent_dir_digests={},
+        ledger_sha256="l" * 64, deltarun_version="0", python_version="3",
+        agent_artifacts=artifact_pins(from_controls, []),
+    )  # fmt: skip
+    assert f"| agent of cli | `codex@0.171.0` artifacts `{'b' * 64}` |" in pin_rows(pins)

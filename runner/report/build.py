@@ -164,6 +164,7 @@ def _pins(run_dir: RunDir, meta: RunMeta, controls: Controls) -> Pins:
         control_arm=meta.control_arm,
         image_digests=meta.image_digests,
         agent_dir_digests=meta.agent_dir_digests,
+        agent_artifacts=meta.agent_artifacts,
         ledger_sha256=run_dir.ledger_sha256(),
         deltarun_version=meta.deltarun_version,
         python_version=meta.python_version,

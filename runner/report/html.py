@@ -116,6 +116,7 @@ def _pins(report: dict[str, Any]) -> list[str]:
         "timeout_s": "timeout s", "seed": "seed", "routes": "route of",
         "control_arm": "control arm", "ledger_sha256": "ledger sha256",
         "image_digests": "image", "agent_dir_digests": "agent dir of",
+        "agent_artifacts": "agent of",
         "deltarun_version": "deltarun version", "python_version": "Python version",
         "builtin_metrics_sha256": "built-in metrics (runner/grading/metrics.py) sha256",
     }  # fmt: skip
@@ -141,6 +142,8 @@ def _pin_text(value: Any) -> str:
             f"{value.get('model')} at {value.get('base_url')}, "
             f"temperature {value.get('temperature')}"
         )
+    if isinstance(value, dict) and "agent" in value:
+        return f"{value.get('agent')} artifacts {value.get('artifacts_sha256') or 'not pinned'}"
     return str(value)
 
 

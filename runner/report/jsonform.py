@@ -32,7 +32,10 @@ def to_json(report: Report) -> dict[str, Any]:
         "headline_withheld": report.withheld,
         "checklist": [{"item": r.item, "ok": r.ok, "detail": r.detail} for r in report.rows],
         "setup_warnings": list(report.setup_warnings),
-        "pins": pins.model_dump(mode="json"),
+        # agent_artifacts only where the run has installed arms: other reports keep their bytes
+        "pins": pins.model_dump(
+            mode="json", exclude=None if pins.agent_artifacts else {"agent_artifacts"}
+        ),
         "arms": [_summary(s) for s in scores.summaries],
         "repeats": dict(report.repeats),
         "deltas": [

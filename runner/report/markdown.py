@@ -17,7 +17,7 @@ from runner.report.format import (
     pct,
     signed_pp,
 )
-from runner.report.model import EXPLORATORY_STAMP, Report, metric_source, rounded
+from runner.report.model import EXPLORATORY_STAMP, Pins, Report, metric_source, rounded
 
 
 def headline(d: PairedDelta) -> str:
@@ -113,9 +113,12 @@ def _top(report: Report) -> list[str]:
 
 
 def _pins(report: Report) -> list[str]:
-    pins = report.pins
-    lines = ["## Pins", "", "| pin | value |", "|---|---|"]
-    lines += [
+    return ["## Pins", "", "| pin | value |", "|---|---|", *pin_rows(report.pins)]
+
+
+def pin_rows(pins: Pins) -> list[str]:
+    """The rows of the pins table."""
+    lines = [
         f"| suite sha256 | `{pins.suite_sha256}` |",
         f"| validation sha256 | `{pins.validation_sha256 or 'not validated'}` |",
         f"| excluded tasks | {', '.join(pins.excluded) or 'none'} |",
@@ -136,6 +139,9 @@ def _pins(report: Report) -> list[str]:
         lines.append(f"| image `{image}` | `{digest}` |")
     for arm, digest in sorted(pins.agent_dir_digests.items()):
         lines.append(f"| agent dir of {arm} | `{digest}` |")
+    for arm, pin in sorted(pins.agent_artifacts.items()):
+        digest = pin.get("artifacts_sha256") or "not pinned"
+        lines.append(f"| agent of {arm} | `{pin.get('agent', '?')}` artifacts `{digest}` |")
     if pins.metrics is not None:
         for name in pins.metrics.functions:
             lines.append(f"| metric `{name}` | `{pins.metrics.module}` `{pins.metrics.sha256}` |")

@@ -73,6 +73,8 @@ class Pins(BaseModel):
     routes: dict[str, RoutePin] = {}  # arm → the model its route pins
     validation_sha256: str | None = None  # suite.validation: the pinned validation.json
     excluded: list[str] = []  # suite.exclude: tasks left out of the run
+    # installed arm → {"agent": "<name>@<version>", "artifacts_sha256": ...}
+    agent_artifacts: dict[str, dict[str, str]] = {}
 
 
 def rounded(value: float | None, digits: int = 6) -> float | None:

@@ -56,6 +56,20 @@ def ensure(loaded: LoadedControls, suite: Suite, images: AgentImages) -> list[La
     return done
 
 
+def artifact_pins(controls: Controls, layered: list[Layered]) -> dict[str, dict[str, str]]:
+    """Each installed arm's agent and the digest of its artifacts, for run.json and the
+    report's pins: what was layered in this run, else what the controls pin ("" when
+    neither says: the run built nothing and the controls pin nothing)."""
+    built = {layer.arm: layer.artifacts_sha256 for layer in layered}
+    return {
+        arm: {
+            "agent": f"{agent.name}@{agent.version}",
+            "artifacts_sha256": built.get(arm, agent.artifacts_sha256),
+        }
+        for _, arm, agent in installed_arms(controls)
+    }
+
+
 def agent_tags(controls: Controls, base_ids: Mapping[str, str]) -> set[str]:
     """The agent images a run uses, named from the task images' pinned IDs."""
     tags = set()

@@ -32,7 +32,7 @@ from runner.hashing import sha256_bytes
 from runner.models import Job, RepoTask, Task, grading_of
 from runner.paths import is_forbidden
 from runner.run import checks, pipeline
-from runner.run.agent_images import installed_arms, pin_agent_images
+from runner.run.agent_images import Layered, artifact_pins, installed_arms, pin_agent_images
 from runner.run.pipeline import Step, step
 from runner.run.rundir import RunDir, RunMeta, new_run_id, now_utc
 from runner.suite.load import Suite, load_suite
@@ -70,13 +70,14 @@ class Draft:
     environ: Mapping[str, str] | None
     expect_protocol: str | None
     allow_missing: bool
-    layer: Callable[[LoadedControls, Suite], object] | None
+    layer: Callable[[LoadedControls, Suite], Sequence[Layered]] | None
     loaded: LoadedControls = field(init=False)
     suite: Suite = field(init=False)
     metrics: Mapping[str, Metric] = field(init=False)
     metrics_source: bytes | None = None
     used: set[str] = field(default_factory=set)
     digests: dict[str, str] = field(default_factory=dict)
+    agent_artifacts: dict[str, dict[str, str]] = field(default_factory=dict)
     run_dir: RunDir = field(init=False)
     meta: RunMeta = field(init=False)
 
@@ -131,13 +132,17 @@ def _preflight(d: Draft) -> None:
 def _agent_images(d: Draft) -> None:
     """Installed agents run from their layer on each task image (built here when missing,
     by ``layer``), pinned by ID beside the task images."""
+    layered = []
     if d.layer is not None and installed_arms(d.controls):
-        d.layer(d.loaded, d.suite)
+        layered = list(d.layer(d.loaded, d.suite))
     d.digests.update(pin_agent_images(d.controls, d.digests, d.image_digest))
+    d.agent_artifacts = artifact_pins(d.controls, layered)
 
 
 def _written(d: Draft) -> None:
-    d.run_dir, d.meta = _run_dir(d.path, d.out, d.resume, d.loaded, d.suite, d.digests)
+    d.run_dir, d.meta = _run_dir(
+        d.path, d.out, d.resume, d.loaded, d.suite, d.digests, d.agent_artifacts
+    )
 
 
 # Each check and what it needs; ``runner.run.pipeline.order`` runs them in an order that
@@ -222,7 +227,7 @@ def prepare(
     environ: Mapping[str, str] | None = None,
     expect_protocol: str | None = None,
     allow_missing: bool = False,
-    layer: Callable[[LoadedControls, Suite], object] | None = None,
+    layer: Callable[[LoadedControls, Suite], Sequence[Layered]] | None = None,
 ) -> PreparedRun:
     """Check everything (``STEPS``) and plan the jobs still to run. ``environ`` is given when
     trials run here (their keys must be here too); ``preflight`` checks each image with the
@@ -266,6 +271,7 @@ def _run_dir(
     loaded: LoadedControls,
     suite: Suite,
     digests: dict[str, str],
+    agent_artifacts: dict[str, dict[str, str]],
 ) -> tuple[RunDir, RunMeta]:
     """A new run directory, or the one resumed under the same protocol hash."""
     run_dir = RunDir(out)
@@ -293,6 +299,7 @@ def _run_dir(
         tasks=[_task_meta(t, exposed.get(t.id)) for t in suite.tasks],
         image_digests=digests,
         agent_dir_digests=dict(sorted(loaded.agent_dir_digests.items())),
+        agent_artifacts=agent_artifacts,
         created_at=now_utc().isoformat(),
         deltarun_version=__version__,
         python_version=platform.python_version(),

@@ -18,7 +18,7 @@ import os
 import secrets
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,8 @@ class RunMeta:
     python_version: str
     controls_path: str = ""  # where the controls (and so the suite) were, for --reverify
     builtin_metrics_sha256: str = ""  # runner/grading/metrics.py of the deltarun that ran it
+    # installed arm → {"agent": "<name>@<version>", "artifacts_sha256": digest of its files}
+    agent_artifacts: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
