@@ -343,6 +343,15 @@ class Trial(Strict):
     route_mismatch: bool = False
     transcript: list[dict[str, Any]] | None = None
     transcript_truncated: bool = False
+    session: str | None = Field(
+        default=None,
+        description="In transit only: base64 of the gzip'd tar of the agent's session "
+        "(runner.agents.installed.session). The run directory keeps it as "
+        "sessions/<session_sha256>.tar.gz and the ledger holds null here.",
+    )
+    session_sha256: str | None = Field(
+        default=None, description="SHA-256 of the session archive kept in sessions/."
+    )
     worker: str
     image_digest: str = ""
     attempt: int = 1

@@ -17,9 +17,14 @@ places its skill on the -on leg only, and a request to another host gets nowhere
 
 from __future__ import annotations
 
+import base64
+import gzip
+import io
+import json
 import os
 import secrets
 import shutil
+import tarfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -348,12 +353,36 @@ def test_each_cli_fixes_the_task_through_the_gateway(
     assert PLACEHOLDER_KEY.encode() in dumps  # the look did reach the CLI's processes
     assert key.encode() not in dumps
     assert key not in trial.model_dump_json()
+    check_session(trial, name, len(fake.answered()), key)
     # The session log as steps.
     assert trial.transcript, trial.agent_log[-3000:]
     if name != "aider":  # aider edits by text and logs no counts; the others call tools
         assert any(step.get("tool") for step in trial.transcript), trial.transcript
         counted = [(s.get("input_tokens", 0), s.get("output_tokens", 0)) for s in trial.transcript]
         assert tuple(map(sum, zip(*counted, strict=True))) == (served.prompt, served.completion)
+
+
+SESSION_FILES = {
+    "claude-code": "home/.claude/projects/",
+    "codex": "home/.codex/sessions/",
+    "mini-swe-agent": "home/traj.json",
+    "aider": "home/.aider.chat.history.md",
+}
+
+
+def check_session(trial: Trial, name: str, requests: int, key: str) -> None:
+    """The session kept whole: the CLI's own log files, its stdout and one gateway line per
+    model request; the key nowhere in it."""
+    assert trial.session is not None
+    data = gzip.decompress(base64.b64decode(trial.session))
+    assert key.encode() not in data
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        files = {m.name: archive.extractfile(m).read() for m in archive if m.isreg()}  # type: ignore[union-attr]
+    assert any(path.startswith(SESSION_FILES[name]) for path in files), sorted(files)
+    gateway = [json.loads(line) for line in files["gateway.jsonl"].splitlines()]
+    assert len(gateway) == requests and all(line["status"] == 200 for line in gateway)
+    assert sum(line["prompt_tokens"] for line in gateway) == trial.prompt_tokens
+    assert files["stdout.log"]
 
 
 def claude_run(

@@ -87,3 +87,49 @@ def test_protocol_mismatch(tmp_path: Path) -> None:
     assert run.check_protocol("p1").run_id == "r"
     with pytest.raises(ProtocolMismatch, match="belongs to protocol p1"):
         run.check_protocol("p2")
+
+
+def test_a_session_is_kept_beside_the_ledger_named_by_its_digest(tmp_path: Path) -> None:
+    import base64
+    import gzip
+    import hashlib
+
+    from runner.agents.installed.session import session_archive
+    from runner.sandbox.base import ModelCall
+
+    run = RunDir(tmp_path / "run")
+    run.create(meta(), b"protocol_id: p\n")
+    calls = [ModelCall(200, "m", 10, 2, tool_calls=("Bash",))]
+    archive = session_archive({"../escape": b"x", "log/a.jsonl": b"{}"}, "out", calls)
+    carried = record("j1").model_copy(update={"session": base64.b64encode(archive).decode()})
+    run.append(carried)
+    run.write_records([record("j2").model_copy(update={"session": carried.session})], [])
+    lines = [json.loads(line) for line in run.ledger_path.read_text().splitlines()]
+    digest = hashlib.sha256(archive).hexdigest()
+    assert [(r["session"], r["session_sha256"]) for r in lines] == [(None, digest)] * 2
+    kept = tmp_path / "run" / "sessions" / f"{digest}.tar.gz"
+    assert kept.read_bytes() == archive
+    names = gzip.decompress(archive)
+    assert b"home/log/a.jsonl" in names and b"escape" not in names  # a hostile name dropped
+    assert record("j3").model_copy(update={"session": "not base64!"}).session is not None
+    run.append(record("j3").model_copy(update={"session": "not base64!"}))
+    assert json.loads(run.ledger_path.read_text().splitlines()[-1])["session_sha256"] is None
+
+
+def test_a_session_over_the_cap_leaves_out_its_largest_files_first() -> None:
+    import gzip
+    import io
+    import os
+    import tarfile
+
+    from runner.agents.installed.session import session_archive
+
+    files = {"big": os.urandom(300_000), "small": b"kept"}
+    archive = session_archive(files, "stdout", [], cap=100_000)
+    assert len(archive) <= 100_000
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(archive))) as tar:
+        names = tar.getnames()
+        cut = tar.extractfile("cut.txt").read().decode()  # type: ignore[union-attr]
+    assert "home/small" in names and "home/big" not in names
+    assert "home/big (300000 bytes)" in cut
+    assert session_archive(files, "stdout", [], cap=100_000) == archive  # same bytes

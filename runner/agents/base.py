@@ -87,6 +87,7 @@ class AgentResult:
     transcript_truncated: bool = False
     guard_broken: bool = False  # the agent killed the harness's guard: a miss, with a violation
     reason: str | None = None  # why the phase ended as it did, for the record
+    session: bytes | None = None  # gzip'd tar of what the agent did (installed agents)
 
     @property
     def abstained(self) -> bool:

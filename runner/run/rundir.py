@@ -5,6 +5,9 @@
     RUN_DIR/trials.jsonl             one fsync'd line per job id: the ledger
     RUN_DIR/trials.duplicates.jsonl  later records of an already recorded job (audit only)
     RUN_DIR/report.{md,json}         written by `report`, rebuilt by `replay`
+    RUN_DIR/sessions/<sha256>.tar.gz an installed agent's session (its log files, stdout and
+                                     the gateway's request log), named by the record's
+                                     ``session_sha256``; the ledger never holds the bytes
 
 A run directory belongs to one protocol hash; opening it under another raises
 ``ProtocolMismatch``. A torn last line (a crash mid-write) is set aside in
@@ -13,6 +16,7 @@ A run directory belongs to one protocol hash; opening it under another raises
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -29,12 +33,13 @@ from runner.atomic import write_atomic
 from runner.config.loader import parse_controls
 from runner.config.model import Controls
 from runner.errors import ProtocolMismatch, UserError
-from runner.hashing import sha256_file
+from runner.hashing import sha256_bytes, sha256_file
 from runner.models import ScoredTrial, Trial
 
 RUN_FILE = "run.json"
 LEDGER = "trials.jsonl"
 DUPLICATES = "trials.duplicates.jsonl"
+SESSIONS = "sessions"
 
 
 @dataclass(frozen=True)
@@ -178,9 +183,25 @@ class RunDir:
                 self._recorded = {t.job_id for t in self.trials()}
             return set(self._recorded)
 
+    def keep_session(self, trial: Trial) -> Trial:
+        """The record as the ledger holds it: a session carried in transit is written to
+        ``sessions/<sha256>.tar.gz`` (fsync'd, before its record) and replaced by its digest."""
+        if trial.session is None:
+            return trial
+        try:
+            data = base64.b64decode(trial.session, validate=True)
+        except ValueError:
+            return trial.model_copy(update={"session": None})  # not ours: nothing to keep
+        digest = sha256_bytes(data)
+        path = self.path / SESSIONS / f"{digest}.tar.gz"
+        if not path.is_file():
+            path.parent.mkdir(exist_ok=True)
+            write_atomic(path, data)
+        return trial.model_copy(update={"session": None, "session_sha256": digest})
+
     def append(self, trial: Trial) -> bool:
         """Append one record, fsync'd. Returns False (and keeps it aside) for a duplicate."""
-        line = trial.model_dump_json() + "\n"
+        line = self.keep_session(trial).model_dump_json() + "\n"
         with self._lock:
             if self._recorded is None:
                 self._recorded = {t.job_id for t in self.trials()}
@@ -206,7 +227,8 @@ class RunDir:
                 if not batch:
                     continue
                 with target.open("a", encoding="utf-8") as handle:
-                    handle.write("".join(t.model_dump_json() + "\n" for t in batch))
+                    kept = [self.keep_session(t) for t in batch]
+                    handle.write("".join(t.model_dump_json() + "\n" for t in kept))
                     handle.flush()
                     os.fsync(handle.fileno())
             self._recorded = None  # re-read on demand: no set of every id kept in memory

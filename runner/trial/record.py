@@ -223,6 +223,7 @@ def build_record(
         route_mismatch=result.route_mismatch,
         transcript=transcript,
         transcript_truncated=result.transcript_truncated,
+        session=None if result.session is None else base64.b64encode(result.session).decode(),
         worker=worker,
         image_digest=facts.image_digest,
         attempt=retries + 1,

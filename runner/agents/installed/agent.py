@@ -6,7 +6,8 @@ the sandbox holds only a placeholder key (the gateway adds the real one). It run
 guard with the trial's limit, like a ``command`` agent. Afterwards: tokens and the route
 lock from the gateway's log, the tool calls the model asked for checked against a
 non-empty allowlist, a budget the gateway refused ending the trial as the agent's own miss,
-and the CLI's session log read into steps (``transcript``).
+and the CLI's session log read into steps (``transcript``) and kept whole with the
+gateway's request log (``session``, ``runner.agents.installed.session``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from runner.agents.base import AGENT_ENV, AgentContext, AgentResult, collect_out
 from runner.agents.guarded import model_usage, run_guarded
 from runner.agents.installed.kind import HOME, Kind, Launch, Step, violations
 from runner.agents.installed.layer import agent_tag
+from runner.agents.installed.session import session_archive
 from runner.config.model import InstalledAgent, Price, Route, Toggles
 from runner.fixtures.archives import Member, build_tar
 from runner.paths import AGENT_UID
@@ -90,8 +92,15 @@ class Installed:
             return result
         calls = ctx.sandbox.model_calls()
         result = self._judged(model_usage(result, calls, self.route), calls)
-        steps, cut = self._transcript(ctx, result.log)
-        result = replace(result, transcript=steps, transcript_truncated=cut)
+        session = read_session(ctx, self.kind.session_logs)
+        logs = {"stdout": result.log.encode("utf-8", "replace"), **session}
+        steps, cut = transcript_of(self.kind.steps(logs), self.transcript_cap)
+        result = replace(
+            result,
+            transcript=steps,
+            transcript_truncated=cut,
+            session=session_archive(session, result.log, calls),
+        )
         if result.timed_out:
             return result
         return collect_outputs(ctx.sandbox, result, ctx.output_cap)
@@ -132,14 +141,6 @@ class Installed:
         if any(call.budget_exhausted for call in calls) and result.error is None:
             result = replace(result, stop_reason="budget_exhausted", reason=BUDGET_REASON)
         return result
-
-    def _transcript(
-        self, ctx: AgentContext, stdout: str
-    ) -> tuple[list[dict[str, Any]] | None, bool]:
-        logs = {"stdout": stdout.encode("utf-8", "replace")}
-        logs |= read_session(ctx, self.kind.session_logs)
-        steps = self.kind.steps(logs)
-        return transcript_of(steps, self.transcript_cap)
 
 
 def _with_parents(members: list[Member]) -> list[Member]:
