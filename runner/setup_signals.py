@@ -22,6 +22,53 @@ NOT_COLLECTED = (
 )
 
 
+# What a test log says when the setup broke before any test ran, and the fix to try.
+_SETUP_LINES = (
+    ("unrecognized arguments", "the test settings carry an option of a pytest plugin the image "
+     "lacks: add the plugin to the environment (specs: pip_packages) or drop the option"),
+    ("No module named", "a module is not importable: if it is the project's own package, "
+     "give the task an install step (specs: install) or declare its src/ folder in the "
+     "packaging metadata; if it is a dependency, add it to the environment"),
+    ("ImportError while loading conftest", "a conftest.py does not import: add what it "
+     "needs to the environment, or an install step"),
+    ("ImportError while importing test module", "a test module does not import: add what "
+     "it needs to the environment, or an install step"),
+    ("install step", "the install step failed: run it by hand in the image (offline) and "
+     "fix the step or the environment"),
+    ("ERROR collecting", "collection failed: run the declared tests by hand in the image"),
+    ("INTERNALERROR", "pytest crashed before the tests ran: check the plugins and settings"),
+)  # fmt: skip
+# Reasons of a verify phase whose tests never ran (runner.grading.verdict).
+_NEVER_RAN = (
+    "before pytest reported",
+    "collection failed",
+    "did not run",
+    "no test ran",
+    "install step",
+)
+
+
+def setup_failure(reason: str | None, log: str) -> str | None:
+    """When the tests never ran because the setup broke: the first error line of the test
+    log and the fix to try; None otherwise (tests ran, or nothing says why not)."""
+    if not reason or not any(marker in reason for marker in _NEVER_RAN):
+        return None
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for marker, fix in _SETUP_LINES:
+        for line in lines:
+            if marker in line:
+                return f"{_first_error(lines, line)[:200]} -> {fix}"
+    return None
+
+
+def _first_error(lines: list[str], found: str) -> str:
+    """The most telling line near ``found``: the first ``E   ...Error`` line, else it."""
+    for line in lines:
+        if line.startswith("E ") and ("Error" in line or "error" in line):
+            return line.removeprefix("E").strip()
+    return found
+
+
 def not_collected(reason: str | None) -> bool:
     return reason is not None and any(s in reason for s in NOT_COLLECTED)
 

@@ -25,6 +25,15 @@ ARMS = [
 ]
 FIXED = {**ADD_FIXTURE, "calc/__init__.py": "def add(a, b):\n    return a + b\n"}
 WRONG_CONTEXT = ADD_GOLD.replace("return a - b", "return a * b")
+# A src/ layout its packaging metadata declares: gold is valid without an install step.
+SRC_LAYOUT = {
+    **{k.replace("calc/", "src/calc/"): v for k, v in ADD_FIXTURE.items()},
+    "pyproject.toml": '[tool.setuptools.packages.find]\nwhere = ["src"]\n',
+}
+SRC_GOLD = ADD_GOLD.replace("calc/__init__.py", "src/calc/__init__.py")
+# Settings naming a plugin the image lacks; a conftest importing what the image lacks.
+NEEDS_PLUGIN = {**ADD_FIXTURE, "pytest.ini": "[pytest]\naddopts = --cov=calc -p no:randomly\n"}
+NEEDS_MODULE = {**ADD_FIXTURE, "conftest.py": "import not_in_the_image  # noqa\n"}
 README_PATCH = (
     "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n"
     "@@ -1 +1 @@\n-calc\n+calc, documented\n"
@@ -32,8 +41,10 @@ README_PATCH = (
 FLAKY_TEST = "import os\n\n\ndef test_coin():\n    assert os.urandom(1)[0] % 2 == 0\n"
 
 
-def check(passed: bool, *, applied: bool = True, missing: bool = False) -> Check:
-    return Check(passed, applied, missing, None, "note")
+def check(
+    passed: bool, *, applied: bool = True, missing: bool = False, setup: str | None = None
+) -> Check:
+    return Check(passed, applied, missing, None, "note", setup)
 
 
 def task(**extra: Any) -> RepoTask:
@@ -50,6 +61,8 @@ def task(**extra: Any) -> RepoTask:
         ([check(False)], [check(False)], "gold-fails"),
         ([check(False)], [check(False, applied=False)], "gold-does-not-apply"),
         ([check(False)], [check(False, missing=True)], "test-not-collected"),
+        ([check(False)], [check(False, missing=True, setup="E ... -> fix")], "setup-broken"),
+        ([check(False, setup="E")], None, "setup-broken"),
         ([check(False), check(False)], [check(True), check(False)], "flaky"),
         ([check(True), check(False)], [check(True), check(True)], "flaky"),
         ([check(False)], None, "no-gold"),
@@ -91,6 +104,9 @@ def test_every_broken_kind_gets_its_verdict(tmp_path: Path, docker_api: Any) -> 
         },
         repo_task("no-gold"),
         repo_task("neg", kind="negative", hidden=False),
+        repo_task("src-layout"),
+        repo_task("needs-plugin"),
+        repo_task("needs-module"),
     ]
     gold_dir(
         tmp_path,
@@ -101,6 +117,9 @@ def test_every_broken_kind_gets_its_verdict(tmp_path: Path, docker_api: Any) -> 
             "gold-stale": WRONG_CONTEXT,
             "test-missing": ADD_GOLD,
             "cmd-missing": ADD_GOLD,
+            "src-layout": SRC_GOLD,
+            "needs-plugin": ADD_GOLD,
+            "needs-module": ADD_GOLD,
         },
     )
     # (A test file that does not exist at all is refused by seal: test_cli_errors.)
@@ -108,7 +127,12 @@ def test_every_broken_kind_gets_its_verdict(tmp_path: Path, docker_api: Any) -> 
         tmp_path,
         tasks,
         ARMS,
-        fixtures={"already-fixed": FIXED},
+        fixtures={
+            "already-fixed": FIXED,
+            "src-layout": SRC_LAYOUT,
+            "needs-plugin": NEEDS_PLUGIN,
+            "needs-module": NEEDS_MODULE,
+        },
         hidden={"test-missing": {"tests/test_hidden.py": "VALUE = 1\n"}},
     )
     result = run_cli("validate", str(controls), "-j", "2")
@@ -124,11 +148,18 @@ def test_every_broken_kind_gets_its_verdict(tmp_path: Path, docker_api: Any) -> 
         "cmd-missing": "test-not-collected",
         "no-gold": "no-gold",
         "neg": "valid",
+        "src-layout": "valid",
+        "needs-plugin": "setup-broken",
+        "needs-module": "setup-broken",
     }, document
+    details = {t["id"]: t["detail"] for t in document["tasks"]}
+    assert "unrecognized arguments: --cov=calc" in details["needs-plugin"], details
+    assert "add the plugin to the environment" in details["needs-plugin"]
+    assert "No module named 'not_in_the_image'" in details["needs-module"], details
     assert document["suite_sha256"] == sha256_file(tmp_path / "suite" / "tasks.jsonl")
     assert sha256_file(tmp_path / "suite" / "validation.json") in result.stderr
     lines = [line for line in result.stderr.splitlines() if "not valid" in line]
-    assert lines == [lines[0]] and "6 of 8 tasks are not valid" in lines[0], result.stderr
+    assert lines == [lines[0]] and "8 of 11 tasks are not valid" in lines[0], result.stderr
     table = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()}
     assert table == verdicts
 
@@ -182,7 +213,12 @@ def test_validate_runs_its_checks_on_celery_workers(
     gold_dir(tmp_path, {"ok": ADD_GOLD, "already-fixed": README_PATCH})
     controls = make_suite(
         tmp_path, [repo_task("ok"), repo_task("already-fixed")], ARMS,
-        fixtures={"already-fixed": FIXED},
+        fixtures={
+            "already-fixed": FIXED,
+            "src-layout": SRC_LAYOUT,
+            "needs-plugin": NEEDS_PLUGIN,
+            "needs-module": NEEDS_MODULE,
+        },
     )  # fmt: skip
     worker = start_worker(redis_server, tmp_path / "worker.log", "-c", "2")
     try:

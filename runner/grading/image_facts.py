@@ -1,16 +1,19 @@
 """What a sandbox image can import, asked of the image itself, once per image per process.
 
 The grading policy drops a patch's new top-level module when its name is one the
-image already imports (``runner.grading.policy``). Those names are not typed by
-hand: ``image_modules.py`` lists them inside a fresh sandbox of the image, with
-the image's own interpreter, isolated from any working directory. The answer is
-cached by image ID (content-addressed, so the cache can never be stale) and is
-the same on every worker and in ``replay --reverify``.
+image already imports (``runner.grading.policy``), and the verify phase loads the
+image's installed pytest plugins explicitly, plugin autoloading being off (so none
+can come from the workspace). Neither list is typed by hand: ``image_modules.py``
+makes both inside a fresh sandbox of the image, with the image's own interpreter,
+isolated from any working directory. The answer is cached by image ID
+(content-addressed, so the cache can never be stale) and is the same on every worker
+and in ``replay --reverify``.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 from runner.errors import InfraError
@@ -20,23 +23,36 @@ from runner.sandbox_scripts import source
 
 SCRIPT = "image_modules.py"  # runner/sandbox_scripts/image_modules.py
 _LOCK = threading.Lock()
-_MODULES: dict[str, frozenset[str]] = {}
-_BOUNDS = JsonBounds(max_bytes=8 << 20, max_depth=2, max_items=1_000_000)
+_FACTS: dict[str, ImageFacts] = {}
+_BOUNDS = JsonBounds(max_bytes=8 << 20, max_depth=3, max_items=1_000_000)
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """The top-level module names an image can import, and its pytest plugins' modules."""
+
+    modules: frozenset[str]
+    pytest_plugins: tuple[str, ...]
+
+
+def image_facts(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) -> ImageFacts:
+    """What the image of ``spec`` (ID ``image_id``) has, asked once per process."""
+    with _LOCK:
+        known = _FACTS.get(image_id)
+    if known is not None:
+        return known
+    facts = _probe(sandboxes, spec)
+    with _LOCK:
+        _FACTS[image_id] = facts
+    return facts
 
 
 def module_names(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) -> frozenset[str]:
     """The top-level module names the image of ``spec`` (ID ``image_id``) can import."""
-    with _LOCK:
-        known = _MODULES.get(image_id)
-    if known is not None:
-        return known
-    names = _probe(sandboxes, spec)
-    with _LOCK:
-        _MODULES[image_id] = names
-    return names
+    return image_facts(sandboxes, spec, image_id).modules
 
 
-def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> frozenset[str]:
+def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> ImageFacts:
     with sandboxes.open(spec) as sandbox:
         sandbox.put_archive(
             WORKSPACE, single_file_tar(SCRIPT, source(SCRIPT), uid=0, gid=0, mode=0o444)
@@ -58,9 +74,19 @@ def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> frozenset[str]:
             f"listing the modules of image {spec.image!r} failed (exit {result.exit_code}): {tail}"
         )
     try:
-        names = loads_bounded(result.output, _BOUNDS)
+        answer = loads_bounded(result.output, _BOUNDS)
     except BoundsError as exc:
         raise InfraError(f"the module list of image {spec.image!r} is unreadable ({exc})") from exc
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise InfraError(f"the module list of image {spec.image!r} is not a list of names")
-    return frozenset(names)
+    names = answer.get("modules") if isinstance(answer, dict) else None
+    plugins = answer.get("pytest_plugins") if isinstance(answer, dict) else None
+    if (
+        not isinstance(names, list)
+        or not isinstance(plugins, list)
+        or not _strings(names + plugins)
+    ):
+        raise InfraError(f"the module list of image {spec.image!r} is not two lists of names")
+    return ImageFacts(frozenset(names), tuple(plugins))
+
+
+def _strings(values: list[object]) -> bool:
+    return all(isinstance(item, str) for item in values)

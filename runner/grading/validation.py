@@ -8,6 +8,11 @@ a setup mistake that would otherwise turn into an agent's score:
 verdict                           meaning
 ================================  ==========================================================
 ``valid``                         bare fixture fails, gold passes, in every run
+``setup-broken``                  the gold side's tests never ran because the setup broke:
+                                  a collection error, a usage error (a settings option
+                                  whose plugin the image lacks), the project's own package
+                                  not importable, an install step that failed; the detail
+                                  is the first error line and the fix to try
 ``test-not-collected``            the runner found no test to run (a wrong path, pytest
                                   exit 4 or 5, a declared test that never ran)
 ``gold-does-not-apply``           ``git apply`` refused the gold patch (or it is unreadable)
@@ -22,8 +27,8 @@ verdict                           meaning
 ``not-checked``                   an answer task: graded by metrics, not by a test
 ================================  ==========================================================
 
-When several apply, the first of: error, test-not-collected, gold-does-not-apply,
-flaky, passes-without-fix, no-gold, gold-fails, valid.
+When several apply, the first of: error, setup-broken, test-not-collected,
+gold-does-not-apply, flaky, passes-without-fix, no-gold, gold-fails, valid.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from runner.models import RepoTask, Task, TaskKind, Trial
-from runner.setup_signals import not_collected
+from runner.setup_signals import not_collected, setup_failure
 
 VALID = "valid"
 FINE = (VALID, "not-checked")
@@ -47,12 +52,14 @@ class Check:
     not_collected: bool
     error: str | None
     note: str  # one line: the reason, or the exit status
+    setup: str | None = None  # the tests never ran: the first error line and the fix to try
 
     def as_json(self) -> dict[str, object]:
         return {
             "passed": self.passed,
             "applied": self.applied,
             "not_collected": self.not_collected,
+            "setup": self.setup,
             "error": self.error,
             "note": self.note,
         }
@@ -75,6 +82,7 @@ def check_of(trial: Trial, task: RepoTask, gold: bool) -> Check:
         not_collected=command_runner_found_nothing or not_collected(reason),
         error=trial.error,
         note=note[:300],
+        setup=setup_failure(reason, trial.verify_log) if applied else None,
     )
 
 
@@ -99,6 +107,9 @@ def classify(task: Task, bare: Sequence[Check], gold: Sequence[Check] | None) ->
     # With a gold patch, its runs say whether a test is found (a bare fixture may rightly
     # fail to collect: the test imports what the fix adds). Without one, the bare runs.
     judged = gold if gold else bare
+    broken = [c for c in judged if c.setup is not None]
+    if broken and not any(c.passed for c in judged):
+        return Verdict("setup-broken", broken[0].setup or "")
     missing = [c for c in judged if c.not_collected]
     if missing:
         return Verdict("test-not-collected", missing[0].note)

@@ -43,6 +43,7 @@ from runner.errors import InfraError
 from runner.fixtures import harness_git
 from runner.fixtures.archives import Entry, Member, owned_tar
 from runner.fixtures.declared import holds_declared, runner_config, test_files
+from runner.fixtures.layout import import_roots
 from runner.fixtures.view import BLOCK, FixtureView, footprint
 from runner.grading.verdict import CHANNEL_CAP, Canary, canaries, grade
 from runner.models import RepoTask
@@ -77,6 +78,8 @@ class VerifySettings:
     timeout_s: float
     output_cap: int
     workspace_bytes: int
+    # The image's installed pytest plugins (``runner.grading.image_facts``), loaded with -p.
+    plugins: tuple[str, ...] = ()
 
 
 def sandbox_bytes(
@@ -118,7 +121,8 @@ def verify(
             False, reason="the patched tree would not fit in runtime.limits.workspace"
         )
     config = runner_config(list(fixture.pristine.values()))
-    place = _Place(f".deltarun-{secrets.token_hex(8)}", config.suffix)
+    roots = tuple(f"{WORKSPACE}/{r}" for r in import_roots(fixture.pristine, fixture.files))
+    place = _Place(f".deltarun-{secrets.token_hex(8)}", config.suffix, roots, settings.plugins)
     # The fixture, in the test's uid, by the image's tar; then what root owns.
     if workspace is not None:
         unpack_as_agent(sandbox, WORKSPACE, workspace)
@@ -222,6 +226,8 @@ class _Place:
 
     harness: str  # .deltarun-<random>, at the workspace root
     suffix: str  # of the runner settings' copy: pytest reads it by its suffix
+    roots: tuple[str, ...] = ()  # the project's package folders (runner.fixtures.layout)
+    plugins: tuple[str, ...] = ()  # the image's pytest plugins' modules
 
     @property
     def home(self) -> str:
@@ -283,7 +289,13 @@ def _test_env(place: _Place) -> dict[str, str]:
 
 
 def _fixed_args(place: _Place) -> list[str]:
-    return ["-c", f"{WORKSPACE}/{place.config}", "--rootdir", WORKSPACE, "-p", "no:cacheprovider"]
+    """The harness's settings copy and root, and the image's plugins (autoloading is off:
+    none can come from the workspace)."""
+    plugins = [arg for module in place.plugins for arg in ("-p", module)]
+    return [
+        "-c", f"{WORKSPACE}/{place.config}", "--rootdir", WORKSPACE, "-p", "no:cacheprovider",
+        *plugins,
+    ]  # fmt: skip
 
 
 def _command_request(task: RepoTask, place: _Place, settings: VerifySettings) -> ExecRequest:
@@ -293,6 +305,8 @@ def _command_request(task: RepoTask, place: _Place, settings: VerifySettings) ->
         "PYTEST_ADDOPTS": " ".join(_fixed_args(place)),
         "DELTARUN_HIDDEN_TEST": task.hidden_test,
     }
+    if place.roots:
+        env["PYTHONPATH"] = ":".join(place.roots)
     return ExecRequest(
         argv=["sh", "-c", 'exec sh -c "$DELTARUN_HIDDEN_TEST"'],
         env=env,
@@ -321,6 +335,7 @@ def _pytest_request(
     spec = {
         "channel": place.channel,
         "rootdir": WORKSPACE,
+        "paths": list(place.roots),
         "select": task.hidden_tests,
         "canaries": [c.spec() for c in planted],
         "args": ["-q", *task.pytest_args, *_fixed_args(place), *test_files(task.hidden_tests)],

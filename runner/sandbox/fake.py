@@ -21,7 +21,7 @@ baseline (``sh -c '... init'``)   exit 0, like any unnamed command
                                   mode=ptrace exit=0`` on stderr (with
                                   ``separate_stderr``, else in ``output``)
 ``guard.py sweep``                exit 0, ``deltarun-guard: swept=0``
-``image_modules.py``              exit 0, ``factory.modules`` as a JSON list
+``image_modules.py``              exit 0, ``factory.modules``, no pytest plugins
 ``git ... diff --cached ...``     exit 0, ``sandbox.patch`` on stdout (``take_patch``)
 ``git ... apply ...`` + ``stat``   exit 0, an empty workspace's ``stat -f`` on stdout
 ``collector.py`` (``start``)       ``finish`` gives what ``run_pytest.py`` sent: the
@@ -183,7 +183,8 @@ class FakeSandbox:
         if action == "sweep":
             return exec_result(0, b"deltarun-guard: swept=0\n")
         if any(a.endswith("image_modules.py") for a in argv):
-            return self._capped(request, json.dumps(list(self.factory.modules)).encode())
+            answer = {"modules": list(self.factory.modules), "pytest_plugins": []}
+            return self._capped(request, json.dumps(answer).encode())
         return exec_result(0)
 
     def _pytest(self, request: ExecRequest) -> ExecResult:

@@ -2,11 +2,13 @@
 
 Copied into a fresh sandbox of the image and run there with the image's own python3
 (standard library only, any python3 >= 3.6) as ``python3 -I image_modules.py``:
-prints a JSON array of the top-level module names this interpreter can import from
-its own installation (never from the working directory): built-ins, the standard
-library, what ``pkgutil`` finds on ``sys.path`` (namespace package folders too) and
-the top-level names of installed distributions. The grading policy protects those
-names from being shadowed by a patch (``runner.grading.image_facts``).
+prints a JSON object: ``modules``, the top-level module names this interpreter can
+import from its own installation (never from the working directory): built-ins, the
+standard library, what ``pkgutil`` finds on ``sys.path`` (namespace package folders
+too) and the top-level names of installed distributions; and ``pytest_plugins``, the
+modules of the installed pytest plugins (entry point group ``pytest11``). The grading
+policy protects those names from being shadowed by a patch, and the verify phase
+loads those plugins explicitly (``runner.grading.image_facts``).
 """
 
 import os
@@ -119,6 +121,26 @@ def _distribution_names(suffixes: "list[str]") -> "set[str]":
     return names
 
 
+def _pytest_plugins() -> "list[str]":
+    """The modules of the image's installed pytest plugins (entry points in ``pytest11``),
+    which pytest would autoload; the harness loads them explicitly, autoloading off."""
+    try:
+        import importlib.metadata as metadata
+    except ImportError:
+        return []
+    try:
+        found = metadata.entry_points()
+        points = (
+            found.select(group="pytest11")
+            if hasattr(found, "select")
+            else found.get("pytest11", ())  # Python < 3.10: a dict of groups
+        )
+        modules = {str(point.value).split(":")[0].strip() for point in points}
+    except Exception:
+        return []
+    return sorted(m for m in modules if m and all(p.isidentifier() for p in m.split(".")))
+
+
 def main() -> int:
     import json
 
@@ -128,7 +150,8 @@ def main() -> int:
     names |= _path_names(suffixes)
     names |= _distribution_names(suffixes)
     valid = sorted(name for name in names if name.isidentifier() and name != "__pycache__")
-    sys.stdout.write(json.dumps(valid) + "\n")
+    answer = {"modules": valid, "pytest_plugins": _pytest_plugins()}
+    sys.stdout.write(json.dumps(answer) + "\n")
     sys.stdout.flush()
     return 0
 

@@ -5,6 +5,7 @@ Runs in the verify sandbox as the test's uid with the image's python3:
 (read, then closed, before any code under test is imported)::
 
     {"channel": ".../channel.sock", "rootdir": "/workspace",
+     "paths": [the project's package folders, after the root on the import path],
      "select": [test ids or files], "canaries": [{"file", "name", "fail", "left", "right"}],
      "args": [pytest arguments]}
 
@@ -30,9 +31,10 @@ def main() -> None:
     del sys.path[0]
     channel = deltarun_results.connect(spec["channel"])
     channel.send({"t": "start"})
-    # The repository root first on the import path, as `python -m pytest` run from it
-    # (pytest itself was imported from the image by the plugin, before this).
-    sys.path.insert(0, spec["rootdir"])
+    # The repository root first on the import path, as `python -m pytest` run from it, then
+    # the folders the project's packaging metadata declares (a src/ layout), as an install
+    # would (pytest itself was imported from the image by the plugin, before this).
+    sys.path[0:0] = [spec["rootdir"], *spec.get("paths", [])]
     import pytest
 
     recorder = deltarun_results.Recorder(channel, spec["select"], spec["canaries"])

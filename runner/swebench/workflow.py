@@ -79,7 +79,15 @@ def seal_and_validate(
     found = validate(controls, gold, validate_n, service, parallel=parallel)
     if found.invalid:
         write_exclude(controls, sorted(found.invalid))
-        for task_id, verdict in found.invalid.items():
+        broken = [k for k, v in found.invalid.items() if v.verdict == "setup-broken"]
+        if broken:
+            say(
+                f"{len(broken)} instance(s) are setup-broken: their tests never ran, so the "
+                "setup, not the task, is at fault (fix it and import again):"
+            )
+        # Setup problems first: one fix often saves many instances.
+        order = sorted(found.invalid.items(), key=lambda kv: kv[1].verdict != "setup-broken")
+        for task_id, verdict in order:
             say(f"  excluded {task_id}: {verdict.verdict} ({verdict.detail})")
     digest, _ = seal_target(controls, load_controls, say)
     say(f"sealed with the validation: suite sha256 {digest}")

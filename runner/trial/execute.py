@@ -36,7 +36,7 @@ from runner.errors import DeltarunError, UserError
 from runner.fixtures.archives import Member
 from runner.fixtures.staging import StagedFixture, Staging, fixture_key
 from runner.gitpatch import PatchError
-from runner.grading.image_facts import module_names
+from runner.grading.image_facts import image_facts, module_names
 from runner.grading.metrics import BUILTIN, Metric, score_answer
 from runner.grading.policy import Ground, Screened, screen
 from runner.grading.verify import VerifyOutcome, VerifySettings, sandbox_bytes, verify
@@ -460,6 +460,9 @@ def _verify(
     spec = replace(spec, limits=replace(spec.limits, workspace_bytes=room))
     workspace = fixture.workspace_tar(())
     with env.sandboxes.open(spec) as sandbox:
+        probe = _spec(job, image_of(task, controls), env, 60, False, io=False)
+        plugins = image_facts(env.sandboxes, probe, sandbox.image_digest).pytest_plugins
+        settings = replace(settings, plugins=plugins)
         found: VerifyOutcome = verify(
             sandbox, task, fixture.view, workspace, hidden, patch, settings
         )
