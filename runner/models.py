@@ -141,6 +141,13 @@ class RepoTask(_TaskBase):
         default_factory=list,
         description="Extra pytest options for hidden_tests (e.g. ['-p', 'asyncio']).",
     )
+    install: list[str] = Field(
+        default_factory=list,
+        description="Shell commands that install the project under test (e.g. 'python3 -m pip "
+        "install -e . --no-deps --no-build-isolation'), run offline as the agent's uid with "
+        "pip's user scheme: in the agent's sandbox before the agent, in the verify sandbox "
+        "after the patch and before the hidden tests. A failing step is a miss naming it.",
+    )
     image: str | None = Field(default=None, description="Sandbox image; runtime.image if unset.")
     timeout_s: float | None = Field(default=None, gt=0, description="Overrides runtime.timeout_s.")
     size_bucket: str = Field(default="", description="Covariate for the report, e.g. s/m/l.")
@@ -164,6 +171,8 @@ class RepoTask(_TaskBase):
                         f"hidden_tests: {entry!r} is not a test id; write it like "
                         "tests/test_x.py::test_y, relative to the repository root"
                     )
+        if any(not step.strip() or "\x00" in step for step in self.install):
+            raise ValueError("install: each step is a non-empty shell command")
         if self.pytest_args and self.hidden_tests is None:
             raise ValueError("'pytest_args' applies only with 'hidden_tests'")
         if self.hidden is None and self.hidden_sha256:

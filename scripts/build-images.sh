@@ -10,8 +10,8 @@ BASE_TAG="${DELTARUN_BASE:-deltarun/base:bookworm}"
 PY_TAG="deltarun/sandbox-python:bookworm"
 PROXY_TAG="deltarun/model-proxy:bookworm"
 
-if ! docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
-    if [[ "$BASE_TAG" == deltarun/base:* ]]; then
+if [[ "$BASE_TAG" == deltarun/base:* ]] || ! docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
+    if [[ "$BASE_TAG" == deltarun/base:* ]]; then  # ours: rebuilt when its package list changed
         if ! command -v debootstrap >/dev/null 2>&1; then
             if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
                 apt-get update -qq
@@ -28,7 +28,7 @@ if ! docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
     fi
 fi
 
-want="$(sha256sum worker_images/python/Dockerfile | cut -c1-64)"
+want="$( (sha256sum worker_images/python/Dockerfile; docker image inspect -f '{{.Id}}' "$BASE_TAG") | sha256sum | cut -c1-64)"
 have="$(docker image inspect -f '{{ index .Config.Labels "deltarun.dockerfile" }}' "$PY_TAG" 2>/dev/null || true)"
 if [ "$want" != "$have" ]; then
     echo "building $PY_TAG..."

@@ -141,6 +141,14 @@ def import_swebench(
         str | None, Option("--environment", help="Every task in environments/NAME/")
     ] = None,
     dockerfile_template: DockerfileTemplate = None,
+    specs: Annotated[
+        Path | None,
+        Option(
+            "--specs",
+            help="Per-repository specs (SWE-bench's {repo: {version: {install, pip_packages, "
+            "python, env_vars, test_cmd, pre_install}}}), YAML or JSON",
+        ),
+    ] = None,
     predictions: Annotated[
         list[str] | None,
         Option("--predictions", help="[NAME=]FILE: one patch arm per predictions file"),
@@ -166,7 +174,9 @@ def import_swebench(
     """SWE-bench instances and local clones into a suite of git-tree fixtures whose declared
     tests are FAIL_TO_PASS + PASS_TO_PASS; predictions files become patch arms. Seals it
     (or says to build its environments first); with --validate N, validates it and writes
-    the instances that are not valid into suite.exclude."""
+    the instances that are not valid into suite.exclude.
+
+    Longer than the house's ~60 lines on purpose: one declaration per command-line option."""
     from runner.run.service import RunService
     from runner.swebench.importer import ImportOptions, arm_for
     from runner.swebench.workflow import import_suite
@@ -177,6 +187,7 @@ def import_swebench(
         out=out_dir,
         environment=environment,
         dockerfile_template=dockerfile_template,
+        specs=specs,
         with_hints=with_hints,
         negatives=negatives,
         predictions=tuple(arm_for(spec) for spec in predictions or []),

@@ -43,6 +43,7 @@ from runner.errors import InfraError
 from runner.fixtures import harness_git
 from runner.fixtures.archives import Entry, Member, owned_tar
 from runner.fixtures.declared import holds_declared, runner_config, test_files
+from runner.fixtures.install import PIP_ENV, failure, install_script
 from runner.fixtures.layout import import_roots
 from runner.fixtures.view import BLOCK, FixtureView, footprint
 from runner.grading.verdict import CHANNEL_CAP, Canary, canaries, grade
@@ -135,6 +136,29 @@ def verify(
         if problem is not None:
             return VerifyOutcome(False, reason=problem)
         sandbox.put_archive(WORKSPACE, owned_tar(second))
+    log = ""
+    if task.install:
+        problem, log = _install(sandbox, task, place, settings)
+        if problem is not None:
+            return VerifyOutcome(False, log=log, reason=problem)
+        place = replace(place, user_site=True)
+    found = _tests(sandbox, task, place, settings, hidden, rng)
+    if log:  # the install's log first, kept in the record within the output cap
+        whole = log + found.log
+        kept = whole[-settings.output_cap :]
+        found = replace(found, log=kept, log_truncated=found.log_truncated or kept != whole)
+    return found
+
+
+def _tests(
+    sandbox: Sandbox,
+    task: RepoTask,
+    place: _Place,
+    settings: VerifySettings,
+    hidden: list[Member],
+    rng: random.Random | None,
+) -> VerifyOutcome:
+    """The hidden test command, or the declared tests under the harness's pytest."""
     if task.hidden_tests is None:
         result = sandbox.run(_command_request(task, place, settings))
         found = _found(result, settings)
@@ -228,6 +252,7 @@ class _Place:
     suffix: str  # of the runner settings' copy: pytest reads it by its suffix
     roots: tuple[str, ...] = ()  # the project's package folders (runner.fixtures.layout)
     plugins: tuple[str, ...] = ()  # the image's pytest plugins' modules
+    user_site: bool = False  # the task's install step put the project in the user site
 
     @property
     def home(self) -> str:
@@ -276,8 +301,9 @@ def _apply(
 
 
 def _test_env(place: _Place) -> dict[str, str]:
-    """The test's environment: the harness's, nothing of the agent's."""
-    return {
+    """The test's environment: the harness's, nothing of the agent's. The user site only
+    holds what the task's install step put there (the sandbox is fresh)."""
+    env = {
         "HOME": "/home/agent",
         "PATH": PATH,
         "LANG": "C.UTF-8",
@@ -286,6 +312,30 @@ def _test_env(place: _Place) -> dict[str, str]:
         "PYTHONNOUSERSITE": "1",
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
+    if place.user_site:
+        del env["PYTHONNOUSERSITE"]
+    return env
+
+
+def _install(
+    sandbox: Sandbox, task: RepoTask, place: _Place, settings: VerifySettings
+) -> tuple[str | None, str]:
+    """The task's install step on the patched tree, as the test's uid, before the collector
+    starts; every process it left swept. The reason when a step fails, and its log."""
+    sweep = f"python3 -I -S {place.home}/guard.py sweep >/dev/null 2>&1"
+    env = {k: v for k, v in _test_env(place).items() if k != "PYTHONNOUSERSITE"}
+    result = sandbox.run(
+        ExecRequest(
+            argv=["sh", "-c", install_script(task.install, sweep)],
+            env=env | PIP_ENV,
+            timeout_s=settings.timeout_s,
+            output_cap=settings.output_cap,
+        )
+    )
+    output = result.output[-settings.output_cap :].decode("utf-8", "replace")
+    if result.exit_code == 0 and not result.timed_out:
+        return None, output
+    return failure(task.install, output, result.exit_code, result.timed_out), output
 
 
 def _fixed_args(place: _Place) -> list[str]:
@@ -336,6 +386,7 @@ def _pytest_request(
         "channel": place.channel,
         "rootdir": WORKSPACE,
         "paths": list(place.roots),
+        "user_site": place.user_site,
         "select": task.hidden_tests,
         "canaries": [c.spec() for c in planted],
         "args": ["-q", *task.pytest_args, *_fixed_args(place), *test_files(task.hidden_tests)],

@@ -6,6 +6,7 @@ Runs in the verify sandbox as the test's uid with the image's python3:
 
     {"channel": ".../channel.sock", "rootdir": "/workspace",
      "paths": [the project's package folders, after the root on the import path],
+     "user_site": whether the task's install step put the project in the user site,
      "select": [test ids or files], "canaries": [{"file", "name", "fail", "left", "right"}],
      "args": [pytest arguments]}
 
@@ -35,6 +36,10 @@ def main() -> None:
     # the folders the project's packaging metadata declares (a src/ layout), as an install
     # would (pytest itself was imported from the image by the plugin, before this).
     sys.path[0:0] = [spec["rootdir"], *spec.get("paths", [])]
+    if spec.get("user_site"):  # where the task's install step put the project
+        import site
+
+        site.addsitedir(site.getusersitepackages())
     import pytest
 
     recorder = deltarun_results.Recorder(channel, spec["select"], spec["canaries"])

@@ -37,11 +37,12 @@ import yaml
 
 from runner.errors import UserError
 from runner.fixtures.archives import build_tar
+from runner.swebench.environments import SANDBOX_IMAGE, make_environments, read_specs, read_text
 from runner.swebench.instances import Instance, instance_of, parse_instances
 from runner.swebench.predictions import parse_predictions
 from runner.swebench.scratch import Scratch
+from runner.swebench.specs import Specs
 
-SANDBOX_IMAGE = "deltarun/sandbox-python:bookworm"
 ARM_RE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -59,6 +60,7 @@ class ImportOptions:
     predictions: tuple[tuple[str, Path], ...] = ()  # (arm name, file)
     control: str | None = None  # an arm name, or "empty"; default the first predictions
     timeout_s: float = 1800.0
+    specs: Path | None = None  # per-repository specs (runner.swebench.specs)
 
 
 @dataclass
@@ -80,7 +82,7 @@ def load_instances(path: Path) -> list[Instance]:
     (``tasks/<instance_id>/``: task.yaml, tests.json, problem_statement.md, gold.patch,
     test.patch, optional Dockerfile) given as the folder holding ``tasks/`` or ``tasks/``."""
     if path.is_file():
-        return parse_instances(_read_text(path), str(path))
+        return parse_instances(read_text(path), str(path))
     tasks = path / "tasks" if (path / "tasks").is_dir() else path
     if not path.is_dir():
         raise UserError(f"{path}: not found; pass an instances file (.jsonl/.json) or a folder")
@@ -95,7 +97,7 @@ def _layout_instance(folder: Path) -> Instance:
     if not spec_path.is_file():
         raise UserError(f"{spec_path}: missing; every task folder needs task.yaml")
     try:
-        spec = yaml.safe_load(_read_text(spec_path)) or {}
+        spec = yaml.safe_load(read_text(spec_path)) or {}
     except yaml.YAMLError as exc:
         raise UserError(f"{spec_path}: not valid YAML ({exc})") from exc
     if not isinstance(spec, dict):
@@ -107,18 +109,18 @@ def _layout_instance(folder: Path) -> Instance:
         ("test.patch", "test_patch"),
     ):
         if (folder / name).is_file():
-            row[key] = _read_text(folder / name)
+            row[key] = read_text(folder / name)
     tests_path = folder / "tests.json"
     if tests_path.is_file():
         try:
-            tests = json.loads(_read_text(tests_path))
+            tests = json.loads(read_text(tests_path))
         except json.JSONDecodeError as exc:
             raise UserError(f"{tests_path}: not valid JSON ({exc.msg})") from exc
         if not isinstance(tests, dict):
             raise UserError(f"{tests_path}: must be an object with FAIL_TO_PASS, PASS_TO_PASS")
         row.update({k: v for k, v in tests.items() if k in ("FAIL_TO_PASS", "PASS_TO_PASS")})
     dockerfile = folder / "Dockerfile"
-    text = _read_text(dockerfile) if dockerfile.is_file() else None
+    text = read_text(dockerfile) if dockerfile.is_file() else None
     return instance_of(row, str(folder), dockerfile=text)
 
 
@@ -135,11 +137,12 @@ def import_swebench(options: ImportOptions, say: Callable[[str], None]) -> Impor
         raise UserError(f"{options.dockerfile_template}: Dockerfile template not found")
     if options.negatives < 0 or options.negatives > len(instances):
         raise UserError(f"--negatives must be between 0 and {len(instances)} (the instances)")
+    specs = read_specs(options.specs, instances, say)
     clones = {i.repo: _clone_of(options.repos, i) for i in instances}
     options.out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=options.out.parent, prefix=f".{options.out.name}.part-"))
     try:
-        result = _write(options, instances, clones, predictions, control, work, say)
+        result = _write(options, instances, clones, predictions, control, work, say, specs)
         if options.out.exists():
             options.out.rmdir()
         os.replace(work, options.out)
@@ -158,7 +161,13 @@ def _write(
     control: str,
     out: Path,
     say: Callable[[str], None],
+    specs: Specs,
 ) -> Imported:
+    """Write the suite (repositories, hidden files, tasks, environments), the gold patches,
+    the arms and the controls into ``out``.
+
+    Longer than the house's ~60 lines on purpose: one step per part of the suite, in the
+    order each needs the last."""
     suite = out / "suite"
     for folder in ("repos", "hidden"):
         (suite / folder).mkdir(parents=True)
@@ -169,14 +178,22 @@ def _write(
     by_repo: dict[str, list[Instance]] = {}
     for instance in instances:
         by_repo.setdefault(instance.repo, []).append(instance)
-    environments = _environments(options, instances, suite)
+    environments = make_environments(
+        options.environment, options.dockerfile_template, instances, suite, specs, say
+    )
     for repo, group in sorted(by_repo.items()):
         say(f"import: {repo}: {len(group)} instances from {clones[repo]}")
         trees[repo] = {}
         found = _write_repo(suite, repo, group, clones[repo], trees[repo], fixtures)
         largest = max(largest, found)
     for instance in instances:
-        lines.append(_task_line(instance, fixtures[instance.instance_id], options, environments))
+        line = _task_line(instance, fixtures[instance.instance_id], options, environments)
+        spec = specs.of(instance.repo, instance.version)
+        if spec is not None and spec.install:
+            line["install"] = list(spec.install)
+        if spec is not None and spec.pytest_args:
+            line["pytest_args"] = list(spec.pytest_args)
+        lines.append(line)
     negatives = _negatives(options, instances, fixtures, environments, clones, trees)
     lines += negatives
     lines.sort(key=lambda line: str(line["id"]))
@@ -278,52 +295,6 @@ def _tags(instance: Instance) -> list[str]:
     if instance.version:
         tags.append(f"version:{instance.version}")
     return tags
-
-
-def _environments(options: ImportOptions, instances: list[Instance], suite: Path) -> dict[str, str]:
-    """Environment name by instance id: one per (repo, version), made from the template or
-    the layout's own Dockerfile; every instance in ``--environment NAME``; none otherwise."""
-    if options.environment is not None:
-        return {i.instance_id: options.environment for i in instances}
-    found: dict[str, str] = {}
-    made: dict[str, str] = {}  # environment name -> Dockerfile text
-    for instance in instances:
-        text = instance.dockerfile
-        if text is None and options.dockerfile_template is not None:
-            text = _read_text(options.dockerfile_template)
-            for key, value in (
-                ("repo", instance.repo),
-                ("version", instance.version),
-                ("base_commit", instance.base_commit),
-            ):
-                text = text.replace("{{" + key + "}}", value)
-        if text is None:
-            continue
-        name = _environment_name(instance)
-        if made.setdefault(name, text) != text:
-            raise UserError(
-                f"instance {instance.instance_id!r}: its Dockerfile differs from another "
-                f"instance's of {instance.repo} version {instance.version or '(none)'}; one "
-                "environment per (repo, version) needs one Dockerfile"
-            )
-        found[instance.instance_id] = name
-    for env_name, text in made.items():
-        context = suite / "environments" / env_name
-        context.mkdir(parents=True)
-        (context / "Dockerfile").write_text(text, encoding="utf-8")
-        template = options.dockerfile_template
-        if template is not None:
-            for extra in sorted(template.parent.iterdir()):
-                if extra != template and not extra.name.startswith("."):
-                    copy = shutil.copytree if extra.is_dir() else shutil.copy2
-                    copy(extra, context / extra.name)
-    return found
-
-
-def _environment_name(instance: Instance) -> str:
-    raw = instance.repo.replace("/", "__") + (f"-{instance.version}" if instance.version else "")
-    name = re.sub(r"[^a-z0-9._-]+", "-", raw.lower()).strip("-._")[:64]
-    return name or "env"
 
 
 def _negatives(
@@ -434,7 +405,7 @@ def _predictions(options: ImportOptions, instances: list[Instance]) -> dict[str,
     for name, path in options.predictions:
         if name in found or name == "empty":
             raise UserError(f"{path}: arm name {name!r} is taken; name it with NAME=FILE")
-        found[name] = parse_predictions(_read_text(path), str(path), known).patches
+        found[name] = parse_predictions(read_text(path), str(path), known).patches
     return found
 
 
@@ -482,10 +453,3 @@ def _clone_of(repos: Path, instance: Instance) -> Path:
         f"instance {instance.instance_id!r}: repository {instance.repo} not found under "
         f"{repos} (looked for {owner}__{name}/ and {owner}/{name}/); clone it there"
     )
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read ({exc})") from exc

@@ -66,6 +66,7 @@ from runner.trial.workspace import (
     MAX_VERIFY_PATCH_BYTES,
     baseline,
     copy_in,
+    install,
     stop_agent,
     take_patch,
 )
@@ -292,6 +293,8 @@ def _agent_phase(
         copy_in(sandbox, workspace)
         prompt = agent.toggles.prompt(task.prompt) if agent.toggles else task.prompt
         baseline(sandbox, prompt, guard=agent.runs_programs, staged=kit)
+        if isinstance(task, RepoTask) and task.install:
+            install(sandbox, task.install, timeout_s)
         hidden_test = None
         if isinstance(task, RepoTask) and grading_of(task) is not Grading.NONE:
 

@@ -13,6 +13,7 @@ from runner.agents.base import AGENT_ENV, GUARD_FILE, PROMPT_FILE
 from runner.errors import InfraError
 from runner.fixtures import harness_git
 from runner.fixtures.archives import Entry, owned_tar
+from runner.fixtures.install import PIP_ENV, failure, install_script
 from runner.sandbox.base import (
     BASELINE_DIR,
     IO_DIR,
@@ -97,6 +98,29 @@ def baseline(sandbox: Sandbox, prompt: str, guard: bool, staged: Path | None = N
     if inline:
         script += f' && printf %s "$DELTARUN_PROMPT" > {PROMPT_FILE} && chmod 0444 {PROMPT_FILE}'
     _root(sandbox, script, env={"DELTARUN_PROMPT": prompt} if inline else None)
+
+
+def install(sandbox: Sandbox, steps: list[str], timeout_s: float) -> str | None:
+    """The task's install step in the agent's sandbox, after the baseline and before the
+    agent, as the agent's uid; what it leaves in the workspace (``*.egg-info``, build
+    folders) is kept out of the agent's patch. The reason when a step fails (the agent
+    still runs; the verify phase's own install decides)."""
+    result = sandbox.run(
+        ExecRequest(
+            argv=["sh", "-c", install_script(steps, "true")],
+            env={**AGENT_ENV, **PIP_ENV},
+            timeout_s=timeout_s,
+            output_cap=1 << 16,
+        )
+    )
+    _root(
+        sandbox,
+        f"{GIT} ls-files --others --directory | sed 's|^|/|' >> {BASELINE_DIR}/git/info/exclude",
+    )
+    if result.exit_code == 0 and not result.timed_out:
+        return None
+    output = result.output.decode("utf-8", "replace")
+    return failure(steps, output, result.exit_code, result.timed_out)
 
 
 def stop_agent(sandbox: Sandbox) -> None:

@@ -1,0 +1,102 @@
+"""The environments of an import: one per (repo, version), from a Dockerfile template,
+the task-directory layout's own Dockerfile or the per-repository specs
+(``runner.swebench.specs``), and the specs file itself, read before anything is written."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from runner.errors import UsageError, UserError
+from runner.swebench.instances import Instance
+from runner.swebench.specs import Spec, Specs, dockerfile, parse_specs
+from runner.swebench.wheels import fetch_wheels
+
+SANDBOX_IMAGE = "deltarun/sandbox-python:bookworm"
+
+
+def read_specs(path: Path | None, instances: list[Instance], say: Callable[[str], None]) -> Specs:
+    """The specs file, read and checked before anything is written (warnings said)."""
+    if path is None:
+        return Specs({})
+    if not path.is_file():
+        raise UsageError(f"{path}: specs file not found")
+    specs = parse_specs(read_text(path), str(path))
+    for warning in specs.warnings:
+        say(f"warning: {warning}")
+    used = {(i.repo, i.version) for i in instances}
+    for repo, version in sorted(set(specs.by_key) - used):
+        say(f"warning: {path}: {repo} {version}: no instance uses this spec")
+    return specs
+
+
+def make_environments(
+    environment: str | None,
+    template: Path | None,
+    instances: list[Instance],
+    suite: Path,
+    specs: Specs,
+    say: Callable[[str], None],
+) -> dict[str, str]:
+    """Environment name by instance id: one per (repo, version), made from the template,
+    the layout's own Dockerfile or the specs; every instance in ``--environment NAME``;
+    none otherwise."""
+    if environment is not None:
+        return {i.instance_id: environment for i in instances}
+    found: dict[str, str] = {}
+    made: dict[str, str] = {}  # environment name -> Dockerfile text
+    wheels: dict[str, Spec] = {}  # environment name -> the spec whose pins it installs
+    for instance in instances:
+        text = instance.dockerfile
+        spec = specs.of(instance.repo, instance.version)
+        from_specs = text is None and template is None
+        if from_specs and spec is not None and spec.needs_environment:
+            text = dockerfile(spec, SANDBOX_IMAGE, bool(spec.pip_packages))
+            if spec.pip_packages:
+                wheels[environment_name(instance)] = spec
+        if text is None and template is not None:
+            text = read_text(template)
+            for key, value in (
+                ("repo", instance.repo),
+                ("version", instance.version),
+                ("base_commit", instance.base_commit),
+            ):
+                text = text.replace("{{" + key + "}}", value)
+        if text is None:
+            continue
+        name = environment_name(instance)
+        if made.setdefault(name, text) != text:
+            raise UserError(
+                f"instance {instance.instance_id!r}: its Dockerfile differs from another "
+                f"instance's of {instance.repo} version {instance.version or '(none)'}; one "
+                "environment per (repo, version) needs one Dockerfile"
+            )
+        found[instance.instance_id] = name
+    for env_name, text in made.items():
+        context = suite / "environments" / env_name
+        context.mkdir(parents=True)
+        (context / "Dockerfile").write_text(text, encoding="utf-8")
+        if env_name in wheels:
+            fetch_wheels(wheels[env_name], context / "wheels", say)
+        template = template
+        if template is not None:
+            for extra in sorted(template.parent.iterdir()):
+                if extra != template and not extra.name.startswith("."):
+                    copy = shutil.copytree if extra.is_dir() else shutil.copy2
+                    copy(extra, context / extra.name)
+    return found
+
+
+def environment_name(instance: Instance) -> str:
+    raw = instance.repo.replace("/", "__") + (f"-{instance.version}" if instance.version else "")
+    name = re.sub(r"[^a-z0-9._-]+", "-", raw.lower()).strip("-._")[:64]
+    return name or "env"
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read ({exc})") from exc

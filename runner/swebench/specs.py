@@ -1,0 +1,184 @@
+"""Per-repository specs for ``deltarun import swebench --specs FILE``, in the shape of
+SWE-bench's ``MAP_REPO_VERSION_TO_SPECS``: ``{repo: {version: {key: value}}}`` (YAML or
+JSON), so a team brings the specs it already has. Pure: parsing and what each spec means.
+
+==================  ============================================================================
+key                 what deltarun does with it
+==================  ============================================================================
+``install``         the task's install step (after ``pre_install``): run offline as the
+                    agent's uid in both sandboxes (``RepoTask.install``)
+``pre_install``     steps run before ``install`` (a list, or one command)
+``pip_packages``    exact pins fetched on this machine with pip for the image's Python and
+                    installed into the environment image (offline, from the fetched wheels)
+``python``          the Python the environment must have: checked when its image is built
+``env_vars``        environment variables of the environment image (``ENV``)
+``test_cmd``        a pytest command: its options become the task's ``pytest_args``
+==================  ============================================================================
+
+SWE-bench keys deltarun has no use for (``packages``, ``eval_commands``,
+``execute_test_as_nonroot``, ``nano_cpus``, ``no_use_env``, ``docker_specs``) are accepted
+and ignored, each named once in a warning; any other key is an error naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from runner.errors import UsageError
+
+USED = ("install", "pre_install", "pip_packages", "python", "env_vars", "test_cmd")
+IGNORED = (
+    "packages",
+    "eval_commands",
+    "execute_test_as_nonroot",
+    "nano_cpus",
+    "no_use_env",
+    "docker_specs",
+    "env_patches",
+)
+PIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
+ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One (repo, version)'s spec, as deltarun uses it."""
+
+    install: tuple[str, ...] = ()  # pre_install then install
+    pip_packages: tuple[str, ...] = ()
+    python: str = ""
+    env_vars: Mapping[str, str] = field(default_factory=dict)
+    pytest_args: tuple[str, ...] = ()
+
+    @property
+    def needs_environment(self) -> bool:
+        return bool(self.pip_packages or self.python or self.env_vars)
+
+
+@dataclass(frozen=True)
+class Specs:
+    """Every spec of a specs file, by (repo, version), and the warnings parsing gave."""
+
+    by_key: Mapping[tuple[str, str], Spec]
+    warnings: tuple[str, ...] = ()
+
+    def of(self, repo: str, version: str) -> Spec | None:
+        return self.by_key.get((repo, version))
+
+
+def parse_specs(text: str, source: str) -> Specs:
+    """The specs of ``text`` (YAML or JSON); one ``UsageError`` line naming the file, the
+    repo, the version and the key otherwise."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{source}: not valid YAML or JSON ({exc})".splitlines()[0]) from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: must map each repo (owner/name) to its versions' specs")
+    found: dict[tuple[str, str], Spec] = {}
+    ignored: set[str] = set()
+    for repo, versions in data.items():
+        where = f"{source}: {repo}"
+        if not isinstance(repo, str) or repo.count("/") != 1:
+            raise UsageError(f"{where}: a repo is written owner/name")
+        if not isinstance(versions, dict):
+            raise UsageError(f"{where}: must map each version to its spec")
+        for version, raw in versions.items():
+            here = f"{where} {version}"
+            if not isinstance(raw, dict):
+                raise UsageError(f"{here}: a spec is a mapping of keys (install, test_cmd, …)")
+            found[(repo, str(version))] = _spec(raw, here, ignored)
+    warnings = tuple(
+        f"{source}: {key} is a SWE-bench key deltarun does not use; ignored"
+        for key in sorted(ignored)
+    )
+    return Specs(found, warnings)
+
+
+def _spec(raw: dict[Any, Any], where: str, ignored: set[str]) -> Spec:
+    for key in raw:
+        if key in IGNORED:
+            ignored.add(key)
+        elif key not in USED:
+            known = ", ".join(USED)
+            raise UsageError(f"{where}: unknown key {key!r}; the keys deltarun uses: {known}")
+    pre = raw.get("pre_install") or []
+    steps = [pre] if isinstance(pre, str) else pre
+    if not isinstance(steps, list) or not all(isinstance(s, str) and s.strip() for s in steps):
+        raise UsageError(f"{where}: pre_install must be a command or a list of commands")
+    install = raw.get("install")
+    if install is not None and (not isinstance(install, str) or not install.strip()):
+        raise UsageError(f"{where}: install must be one shell command")
+    pins = raw.get("pip_packages") or []
+    if not isinstance(pins, list) or not all(isinstance(p, str) and PIN_RE.match(p) for p in pins):
+        raise UsageError(
+            f"{where}: pip_packages must be exact pins (name==version), e.g. pytest-cov==5.0.0"
+        )
+    python = str(raw.get("python") or "")
+    if python and not PYTHON_RE.match(python):
+        raise UsageError(f"{where}: python must be a version like 3.11, not {python!r}")
+    env = raw.get("env_vars") or {}
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and ENV_RE.match(k) and isinstance(v, str | int | float)
+        for k, v in env.items()
+    ):
+        raise UsageError(f"{where}: env_vars must map NAME to a value")
+    return Spec(
+        install=(*steps, *([install] if install else [])),
+        pip_packages=tuple(pins),
+        python=python,
+        env_vars={k: str(v) for k, v in sorted(env.items())},
+        pytest_args=_pytest_args(raw.get("test_cmd"), where),
+    )
+
+
+def _pytest_args(command: object, where: str) -> tuple[str, ...]:
+    """The options of a pytest ``test_cmd`` (``pytest -rA``, ``python -m pytest …``)."""
+    if command is None:
+        return ()
+    if not isinstance(command, str):
+        raise UsageError(f"{where}: test_cmd must be one command")
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise UsageError(f"{where}: test_cmd: {exc}") from exc
+    for start in range(len(words)):
+        if words[start] in ("pytest", "py.test") or words[start : start + 2] == ["-m", "pytest"]:
+            rest = words[start + (1 if words[start] != "-m" else 2) :]
+            return tuple(rest)  # options and their values; the harness adds the tests
+    raise UsageError(
+        f"{where}: test_cmd {command!r} is not a pytest command; deltarun grades the declared "
+        "tests with its own pytest (drop test_cmd, or give pytest's options)"
+    )
+
+
+def dockerfile(spec: Spec, base: str, wheels: bool) -> str:
+    """The environment of a spec: ``base`` plus the pinned packages (installed offline from
+    the fetched wheels in the context's ``wheels/``), the Python check and the variables."""
+    lines = [f"FROM {base}", "USER root"]
+    if spec.python:
+        major, minor = spec.python.split(".")
+        lines.append(
+            'RUN python3 -c "import sys; v = sys.version_info[:2]; assert v == '
+            f"({major}, {minor}), 'the specs ask for Python {spec.python}; the image has %d.%d'"
+            ' % v"'
+        )
+    if wheels:
+        pins = " ".join(shlex.quote(p) for p in spec.pip_packages)
+        lines += [
+            "COPY wheels/ /tmp/deltarun-wheels/",
+            "RUN python3 -m pip install --no-index --find-links /tmp/deltarun-wheels "
+            f"--break-system-packages --no-compile --disable-pip-version-check {pins} "
+            "&& rm -rf /tmp/deltarun-wheels",
+        ]
+    lines += [f"ENV {k}={json.dumps(v)}" for k, v in spec.env_vars.items()]
+    lines.append("USER agent")
+    return "\n".join(lines) + "\n"
