@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,12 @@ from tests.realprojects.build import build
 pytestmark = pytest.mark.docker
 
 
-def test_a_real_project_suite_imports_builds_and_validates(tmp_path: Path) -> None:
+def test_a_real_project_suite_imports_builds_and_validates(
+    tmp_path: Path, redis_server: Any
+) -> None:
+    """On the local pool, then with every check recorded by a real Celery worker."""
+    from tests.distributed_support import start_worker
+
     data = build(tmp_path / "data")
     instances = tmp_path / "all.jsonl"
     instances.write_text(data["instances"].read_text() + data["broken"].read_text())
@@ -32,12 +38,23 @@ def test_a_real_project_suite_imports_builds_and_validates(tmp_path: Path) -> No
     assert imported.returncode == 0, imported.stderr
     built = run_cli("build", str(out / "controls.yaml"))
     assert built.returncode == 0, built.stderr
-    result = run_cli("validate", str(out / "controls.yaml"), "-j", "2", timeout=900)
-    assert result.returncode == 1, result.stderr  # the broken instance
-    document = json.loads((out / "suite" / "validation.json").read_text())
-    verdicts = {t["id"]: (t["verdict"], t["detail"]) for t in document["tasks"]}
+    local = verdicts_of(run_cli("validate", str(out / "controls.yaml"), "-j", "2"), out)
+    worker = start_worker(redis_server, tmp_path / "worker.log", "-c", "2")
+    try:
+        celery = run_cli("validate", str(out / "controls.yaml"), "--broker", redis_server.url)
+    finally:
+        worker.stop()
+    assert verdicts_of(celery, out) == local
+    verdicts = dict(local)
     broken = verdicts.pop("jquast__wcwidth-nocov-1")
     assert len(verdicts) == 8 and all(v == "valid" for v, _ in verdicts.values()), verdicts
     assert broken[0] == "setup-broken", broken
     assert "unrecognized arguments" in broken[1] and "--cov" in broken[1]
     assert "add the plugin to the environment" in broken[1]
+
+
+def verdicts_of(result: Any, out: Path) -> dict[str, tuple[str, str]]:
+    """Each task's verdict and detail from the validation ``result`` wrote."""
+    assert result.returncode == 1, result.stderr  # the broken instance
+    document = json.loads((out / "suite" / "validation.json").read_text())
+    return {t["id"]: (t["verdict"], t["detail"]) for t in document["tasks"]}

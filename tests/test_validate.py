@@ -213,12 +213,7 @@ def test_validate_runs_its_checks_on_celery_workers(
     gold_dir(tmp_path, {"ok": ADD_GOLD, "already-fixed": README_PATCH})
     controls = make_suite(
         tmp_path, [repo_task("ok"), repo_task("already-fixed")], ARMS,
-        fixtures={
-            "already-fixed": FIXED,
-            "src-layout": SRC_LAYOUT,
-            "needs-plugin": NEEDS_PLUGIN,
-            "needs-module": NEEDS_MODULE,
-        },
+        fixtures={"already-fixed": FIXED},
     )  # fmt: skip
     worker = start_worker(redis_server, tmp_path / "worker.log", "-c", "2")
     try:
