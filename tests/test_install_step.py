@@ -70,6 +70,8 @@ def test_the_install_step_runs_in_both_sandboxes_and_stays_out_of_the_patch(
     assert failed["outcome"] == "miss", failed
     assert failed["reason"].startswith("install step `python3 -c 'raise SystemExit(7)'` failed")
     assert "(exit 7)" in failed["reason"]
+    # The agent's sandbox ran it too (before the agent): its failure leads the agent log.
+    assert failed["agent_log"].startswith("[deltarun] in the agent's sandbox: install step")
 
 
 def test_validate_calls_a_broken_setup_setup_broken(tmp_path: Path) -> None:

@@ -294,7 +294,9 @@ def _agent_phase(
         prompt = agent.toggles.prompt(task.prompt) if agent.toggles else task.prompt
         baseline(sandbox, prompt, guard=agent.runs_programs, staged=kit)
         if isinstance(task, RepoTask) and task.install:
-            install(sandbox, task.install, timeout_s)
+            problem = install(sandbox, task.install, timeout_s)
+            if problem is not None:
+                facts.setup_note = f"[deltarun] in the agent's sandbox: {problem}\n"
         hidden_test = None
         if isinstance(task, RepoTask) and grading_of(task) is not Grading.NONE:
 

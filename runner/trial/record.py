@@ -44,6 +44,7 @@ class Facts:
     image_digest: str = ""
     reason: str | None = None  # why the outcome is what it is, when the harness knows
     error: str | None = None
+    setup_note: str = ""  # the install step failed in the agent's sandbox (leads agent_log)
 
 
 def bare_record(
@@ -214,8 +215,9 @@ def build_record(
         verify_exit_code=facts.verify_exit_code,
         verify_log=facts.verify_log,
         verify_log_truncated=facts.verify_log_truncated,
-        agent_log=clean_text(result.log[-caps.output_bytes :]),
-        agent_log_truncated=result.log_truncated or len(result.log) > caps.output_bytes,
+        agent_log=clean_text((facts.setup_note + result.log)[-caps.output_bytes :]),
+        agent_log_truncated=result.log_truncated
+        or len(facts.setup_note + result.log) > caps.output_bytes,
         oom_killed=result.oom_killed or facts.verify_oom_killed,
         agent_exit_code=result.exit_code,
         error=None if facts.error is None else clean_text(facts.error),
