@@ -4,6 +4,8 @@ the key."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from runner.errors import UsageError
@@ -71,3 +73,21 @@ def test_bad_specs_are_one_line_naming_the_field(text: str, message: str) -> Non
         parse_specs(text, "specs.yaml")
     assert message in str(info.value) and "\n" not in str(info.value)
     assert info.value.exit_code == 2
+
+
+def test_a_spec_no_instance_uses_and_an_ignored_key_are_warnings(tmp_path: Path) -> None:
+    from runner.swebench.environments import read_specs
+    from runner.swebench.instances import Instance
+
+    path = tmp_path / "specs.yaml"
+    path.write_text(SPECS)
+    used = Instance("acme__cov-1", "acme/cov", "a" * 40, "", "", "p", "", "1.0", (), ())
+    said: list[str] = []
+    specs = read_specs(path, [used], said.append)
+    assert specs.of("acme/cov", "1.0") is not None
+    assert said == [
+        f"warning: {path}: eval_commands is a SWE-bench key deltarun does not use; ignored",
+        f"warning: {path}: acme/plain 0.1: no instance uses this spec",
+    ]
+    with pytest.raises(UsageError, match="specs file not found"):
+        read_specs(tmp_path / "missing.yaml", [used], said.append)
