@@ -24,8 +24,6 @@ NOT_COLLECTED = (
 
 # What a test log says when the setup broke before any test ran, and the fix to try.
 _SETUP_LINES = (
-    ("unrecognized arguments", "the test settings carry an option of a pytest plugin the image "
-     "lacks: add the plugin to the environment (specs: pip_packages) or drop the option"),
     ("No module named", "a module is not importable: if it is the project's own package, "
      "give the task an install step (specs: install) or declare its src/ folder in the "
      "packaging metadata; if it is a dependency, add it to the environment"),
@@ -38,6 +36,27 @@ _SETUP_LINES = (
     ("ERROR collecting", "collection failed: run the declared tests by hand in the image"),
     ("INTERNALERROR", "pytest crashed before the tests ran: check the plugins and settings"),
 )  # fmt: skip
+# The plugins behind options test settings often carry (prefix of the option -> package).
+_PLUGIN_OPTIONS = (
+    ("--cov", "pytest-cov"),
+    ("--no-cov", "pytest-cov"),
+    ("--timeout", "pytest-timeout"),
+    ("-n", "pytest-xdist"),
+    ("--numprocesses", "pytest-xdist"),
+    ("--dist", "pytest-xdist"),
+    ("--reruns", "pytest-rerunfailures"),
+    ("--benchmark", "pytest-benchmark"),
+    ("--asyncio-mode", "pytest-asyncio"),
+    ("--html", "pytest-html"),
+    ("--mypy", "pytest-mypy"),
+    ("--flake8", "pytest-flake8"),
+    ("--black", "pytest-black"),
+    ("--mpl", "pytest-mpl"),
+    ("--ds", "pytest-django"),
+    ("--hypothesis", "hypothesis"),
+    ("--randomly", "pytest-randomly"),
+    ("-p", "a plugin"),
+)
 # Reasons of a verify phase whose tests never ran (runner.grading.verdict).
 _NEVER_RAN = (
     "before pytest reported",
@@ -54,10 +73,34 @@ def setup_failure(reason: str | None, log: str) -> str | None:
     if not reason or not any(marker in reason for marker in _NEVER_RAN):
         return None
     lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in lines:
+        if "unrecognized arguments:" in line:
+            return _unrecognized(line)
     for marker, fix in _SETUP_LINES:
         for line in lines:
             if marker in line:
                 return f"{_first_error(lines, line)[:200]} -> {fix}"
+    return None
+
+
+def _unrecognized(line: str) -> str:
+    """The options pytest refused, the plugin each belongs to (when known) and the fix."""
+    options = line.split("unrecognized arguments:", 1)[1].split()
+    named = [f"{o} ({_plugin_of(o)})" if _plugin_of(o) else o for o in options]
+    plugins = sorted({p for p in map(_plugin_of, options) if p and p != "a plugin"})
+    which = " and ".join(plugins) if plugins else "the plugin"
+    return (
+        f"pytest: unrecognized arguments: {' '.join(named)}"[:300]
+        + f" -> the test settings carry options of {which}, which the image lacks: add "
+        f"{which} to the environment (specs: pip_packages) or drop the options"
+    )
+
+
+def _plugin_of(option: str) -> str | None:
+    name = option.split("=")[0]
+    for prefix, plugin in _PLUGIN_OPTIONS:
+        if name == prefix or (prefix.startswith("--") and name.startswith(prefix)):
+            return plugin
     return None
 
 

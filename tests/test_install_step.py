@@ -47,34 +47,9 @@ def suite(tmp_path: Path) -> Path:
     return make_suite(tmp_path, tasks, ARMS, fixtures=fixtures)
 
 
-def test_the_install_step_runs_in_both_sandboxes_and_stays_out_of_the_patch(
+def test_the_install_step_runs_in_both_sandboxes_and_a_broken_setup_is_setup_broken(
     tmp_path: Path,
 ) -> None:
-    controls = suite(tmp_path)
-    out = tmp_path / "run"
-    result = run_cli("run", str(controls), "--out", str(out), "-j", "2")
-    assert result.returncode == 0, result.stderr
-    records = {
-        (r["task_id"], r["arm"]): r
-        for r in map(json.loads, (out / "trials.jsonl").read_text().splitlines())
-    }
-    installed = records[("installed", "gold")]
-    assert installed["outcome"] == "success", (installed["reason"], installed["verify_log"])
-    assert "[deltarun] install step 1:" in installed["verify_log"]
-    assert "egg-info" not in installed["patch"] and installed["patch"].count("diff --git") == 1
-    assert records[("installed", "ctrl")]["outcome"] == "miss"
-    # Without the step the project's package does not import: the tests never run.
-    plain = records[("not-installed", "gold")]
-    assert plain["outcome"] == "miss" and "No module named 'calc'" in plain["verify_log"]
-    failed = records[("install-fails", "gold")]
-    assert failed["outcome"] == "miss", failed
-    assert failed["reason"].startswith("install step `python3 -c 'raise SystemExit(7)'` failed")
-    assert "(exit 7)" in failed["reason"]
-    # The agent's sandbox ran it too (before the agent): its failure leads the agent log.
-    assert failed["agent_log"].startswith("[deltarun] in the agent's sandbox: install step")
-
-
-def test_validate_calls_a_broken_setup_setup_broken(tmp_path: Path) -> None:
     controls = suite(tmp_path)
     result = run_cli("validate", str(controls), "-j", "2")
     assert result.returncode == 1, result.stderr
@@ -86,3 +61,21 @@ def test_validate_calls_a_broken_setup_setup_broken(tmp_path: Path) -> None:
     assert "install step" in found["not-installed"][1]  # the fix to try names the step
     assert found["install-fails"][0] == "setup-broken", found
     assert "install step" in found["install-fails"][1]
+    # The checks' records: the gold patch replayed in the agent's sandbox, then verified.
+    records = {
+        r["task_id"]: r
+        for r in map(
+            json.loads, (Path(document["run_dir"]) / "trials.jsonl").read_text().splitlines()
+        )
+        if r["arm"] == "gold"
+    }
+    installed = records["installed"]
+    assert installed["outcome"] == "success", (installed["reason"], installed["verify_log"])
+    assert "[deltarun] install step 1:" in installed["verify_log"]
+    assert "egg-info" not in installed["patch"] and installed["patch"].count("diff --git") == 1
+    failed = records["install-fails"]
+    assert failed["outcome"] == "miss", failed
+    assert failed["reason"].startswith("install step `python3 -c 'raise SystemExit(7)'` failed")
+    assert "(exit 7)" in failed["reason"]
+    # The agent's sandbox ran it too (before the agent): its failure leads the agent log.
+    assert failed["agent_log"].startswith("[deltarun] in the agent's sandbox: install step")

@@ -50,7 +50,7 @@ def test_a_real_project_suite_imports_builds_and_validates(
     assert len(verdicts) == 8 and all(v == "valid" for v, _ in verdicts.values()), verdicts
     assert broken[0] == "setup-broken", broken
     assert "unrecognized arguments" in broken[1] and "--cov" in broken[1]
-    assert "add the plugin to the environment" in broken[1]
+    assert "add pytest-cov to the environment" in broken[1]
 
 
 def verdicts_of(result: Any, out: Path) -> dict[str, tuple[str, str]]:

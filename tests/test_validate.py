@@ -154,7 +154,7 @@ def test_every_broken_kind_gets_its_verdict(tmp_path: Path, docker_api: Any) -> 
     }, document
     details = {t["id"]: t["detail"] for t in document["tasks"]}
     assert "unrecognized arguments: --cov=calc" in details["needs-plugin"], details
-    assert "add the plugin to the environment" in details["needs-plugin"]
+    assert "add pytest-cov to the environment" in details["needs-plugin"]
     assert "No module named 'not_in_the_image'" in details["needs-module"], details
     assert document["suite_sha256"] == sha256_file(tmp_path / "suite" / "tasks.jsonl")
     assert sha256_file(tmp_path / "suite" / "validation.json") in result.stderr
@@ -231,3 +231,15 @@ def test_validate_runs_its_checks_on_celery_workers(
         for line in (Path(document["run_dir"]) / "trials.jsonl").read_text().splitlines()
     ]
     assert len(records) == 4 and {r["worker"] for r in records} == {"w1"}
+
+
+def test_a_refused_option_names_its_plugin_and_the_fix() -> None:
+    from runner.setup_signals import setup_failure
+
+    log = "ERROR: usage: ...\nrun_pytest.py: error: unrecognized arguments: --cov=x -n 4\n"
+    found = setup_failure("the test process ended (exit 4) before pytest reported", log)
+    assert found is not None
+    assert "--cov=x (pytest-cov) -n (pytest-xdist) 4" in found
+    assert "add pytest-cov and pytest-xdist to the environment" in found
+    # Tests that ran and failed are not a setup problem, whatever the log says.
+    assert setup_failure("1 test(s) failed or errored, first t", log) is None
