@@ -18,14 +18,16 @@ from typing import Any
 import pytest
 import yaml
 
+from runner import __version__
 from runner.config.loader import load_controls
 from runner.errors import ProtocolMismatch, UserError
 from runner.hashing import sha256_bytes
 from runner.run.prepare import prepare
 from runner.run.reverify import reverify_inputs
 from runner.run.rundir import RunDir
+from runner.run.scoring_code import scoring_sha256
 from tests.conftest import leftover_sandboxes, run_cli
-from tests.helpers import ADD_GOLD, make_suite, repo_task
+from tests.helpers import ADD_GOLD, PY_IMAGE, make_suite, repo_task
 
 ARMS = [
     {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
@@ -97,6 +99,11 @@ def _stub(tmp_path: Path) -> tuple[dict[str, str], Path]:
     stub = tmp_path / "stub-deltarun"
     stub.write_text(
         "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then echo "deltarun ${STUB_VERSION:-'
+        + __version__
+        + '}"; echo "scoring sha256 ${STUB_SCORING:-'
+        + scoring_sha256()
+        + '}"; exit 0; fi\n'
         'printf \'%s\\n\' "$*" >> "$STUB_LOG"\n'
         'case "$1" in replay) echo "reverify: 4 verdicts re-run, ${STUB_CHANGED:-0} changed";; '
         "esac\n"
@@ -156,6 +163,27 @@ def test_replay_sh_checks_digests_then_calls_deltarun(
         assert "suite/tasks.jsonl: FAILED" in tampered.stdout
         assert "replay.sh: digest mismatch" in tampered.stderr
     assert not log.exists()
+
+
+def test_replay_sh_names_the_version_the_run_was_made_with(
+    tmp_path: Path, made: tuple[Path, Path]
+) -> None:
+    _, run = made
+    kit = tmp_path / "kit"
+    assert run_cli("export", str(run), "--kit", str(kit)).returncode == 0
+    env, log = _stub(tmp_path)
+    other = _replay_sh(kit, {**env, "STUB_VERSION": "9.9.9"}, "--verify-only")
+    assert other.returncode == 1
+    assert other.stderr == (
+        f"replay.sh: this run was made with deltarun {__version__}; {env['DELTARUN']} is 9.9.9: "
+        f"install deltarun {__version__} (or set DELTARUN)\n"
+    )
+    assert not log.exists()  # nothing was run with the other version
+    patched = _replay_sh(kit, {**env, "STUB_SCORING": "0" * 64}, "--verify-only")
+    assert patched.returncode == 1 and "with other scoring code" in patched.stderr
+    assert not log.exists()
+    header = (kit / "replay.sh").read_text()
+    assert f"# deltarun {__version__} (scoring code sha256 {scoring_sha256()}" in header
 
 
 def test_export_refuses_a_non_empty_kit_directory(tmp_path: Path, made: tuple[Path, Path]) -> None:
@@ -359,9 +387,19 @@ def test_replay_reverify_finds_the_suite_or_says_pass_controls(
 def test_kit_reverifies_and_reruns_with_every_original_gone(
     tmp_path: Path, docker_api: Any
 ) -> None:
+    """A scored run: its kit carries the pinned validation.json, which the rerun needs."""
     root = tmp_path / "orig"
     root.mkdir()
     controls = gold_suite(root)
+    data = yaml.safe_load(controls.read_text())
+    data["channel"] = "scored"
+    data["images"] = {PY_IMAGE: docker_api.inspect_image(PY_IMAGE)["Id"]}
+    controls.write_text(yaml.safe_dump(data, sort_keys=False))
+    validated = run_cli("validate", str(controls))
+    assert validated.returncode == 0, validated.stderr
+    sealed = run_cli("seal", str(controls))
+    assert sealed.returncode == 0, sealed.stderr
+    assert yaml.safe_load(controls.read_text())["suite"]["validation"]
     run = root / "run"
     made = run_cli("run", str(controls), "--out", str(run), "-j", "2")
     assert made.returncode == 0, made.stderr
@@ -379,6 +417,9 @@ def test_kit_reverifies_and_reruns_with_every_original_gone(
         for t in ("t0", "t1")
         for arm, outcome in [("ctrl", "miss"), ("gold", "success")]
     }
+    assert (kit / "suite" / "validation.json").read_bytes() == (
+        root / "suite" / "validation.json"
+    ).read_bytes()
     fresh = tmp_path / "elsewhere" / "kit"
     shutil.copytree(kit, fresh)
     shutil.rmtree(kit)

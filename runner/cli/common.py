@@ -34,6 +34,28 @@ app = typer.Typer(
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from runner import __version__
+        from runner.run.scoring_code import scoring_sha256
+
+        print(f"deltarun {__version__}\nscoring sha256 {scoring_sha256()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """Run coding agents on sealed suites in Docker sandboxes; report the delta vs a control."""
+
+
 Target = Annotated[Path, typer.Argument(help="A suite directory, tasks.jsonl or controls.yaml")]
 RunDirArg = Annotated[Path, typer.Argument(help="Run directory")]
 Parallel = Annotated[int, typer.Option("-j", "--parallel", min=1, help="Trials at once")]

@@ -1,7 +1,8 @@
 """``deltarun export RUN_DIR --kit DIR``: a kit a stranger can rerun.
 
     DIR/controls.yaml       the run's stored controls, byte for byte
-    DIR/<suite.file>        tasks.jsonl, and every fixture and hidden archive it names
+    DIR/<suite.file>        tasks.jsonl, and every fixture and hidden archive it names, and
+                            validation.json beside it when the controls pin it (scored runs)
     DIR/<agent dir>/...     every agent directory (patch and command arms)
     DIR/<metrics.module>    the metrics module, when the controls name one
     DIR/run/                the evidence: run.json, controls.yaml, trials.jsonl, report.*
@@ -64,6 +65,7 @@ from runner.models import GitRepo, RepoTask, Task
 from runner.run.kit_files import KitInput, kit_readme, replay_script
 from runner.run.rundir import LEDGER, RUN_FILE, RunDir, RunMeta
 from runner.suite.load import load_suite, parse_task_line
+from runner.suite.sealing import VALIDATION_NAME
 
 EVIDENCE = "run"
 SCRIPT = "replay.sh"
@@ -181,7 +183,8 @@ def export_kit(run_dir: RunDir, kit: Path, controls_path: Path | None = None) ->
     base = _origin(run_dir, meta, controls_path)
     suite_ref, tasks_bytes = _read_suite(controls, base, meta)
     tasks = _parse_tasks(tasks_bytes, suite_ref.original)
-    refs = [suite_ref, *_archive_refs(suite_ref, tasks), *_other_refs(controls, base, meta)]
+    refs = [suite_ref, *_archive_refs(suite_ref, tasks), *_validation_ref(controls, suite_ref)]
+    refs += _other_refs(controls, base, meta)
     sub = _controls_folder(base, refs)
     layout = [(ref, _in_kit(sub, ref)) for ref in refs]
     controls_rel = posixpath.join(sub, "controls.yaml") if sub else "controls.yaml"
@@ -337,6 +340,16 @@ def _archive_refs(suite: KitInput, tasks: list[Task]) -> list[KitInput]:
                     "digests; restore the suite the run was made with"
                 )
     return list(refs.values())
+
+
+def _validation_ref(controls: Controls, suite: KitInput) -> list[KitInput]:
+    """The suite's validation.json when the controls pin it (a scored run needs it)."""
+    pinned = controls.suite.validation
+    if not pinned:
+        return []
+    rel = posixpath.join(posixpath.dirname(suite.rel), VALIDATION_NAME)
+    original = suite.original.parent / VALIDATION_NAME
+    return [KitInput(f"suite.validation ({VALIDATION_NAME})", rel, original, pinned)]
 
 
 def _other_refs(controls: Controls, base: Path, meta: RunMeta) -> list[KitInput]:

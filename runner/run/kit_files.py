@@ -40,10 +40,26 @@ def replay_script(meta: RunMeta, controls_rel: str, sums: list[tuple[str, str]])
 
     Longer than 60 lines: one shell-script template, read top to bottom as it runs."""
     listing = "\n".join(_sums_line(rel, digest) for rel, digest in sums)
+    version = meta.deltarun_version
+    metrics_sha = meta.builtin_metrics_sha256 or "not recorded"
+    scoring_sha = meta.scoring_sha256 or "not recorded"
+    scoring_check = (
+        f"""scoring=$("$DELTARUN" --version 2>/dev/null | sed -n 's/^scoring sha256 //p')
+if [ "$scoring" != {meta.scoring_sha256} ]; then
+    echo "replay.sh: $DELTARUN is deltarun {version} with other scoring code (sha256" \\
+        "${{scoring:-unknown}}, the run's {scoring_sha}): install the release itself" >&2
+    exit 1
+fi
+"""
+        if meta.scoring_sha256
+        else ""
+    )
     return f"""#!/bin/sh
 # Replay kit of run {meta.run_id}
 # protocol {meta.protocol_sha256}
 # suite {meta.suite_sha256}
+# deltarun {meta.deltarun_version} (scoring code sha256 {scoring_sha}, built-in metrics sha256
+# {metrics_sha})
 # Written by `deltarun export`. Usage:
 #   sh replay.sh                check every digest, rerun the whole run into rerun-<timestamp>/
 #                               (Docker and the sandbox images needed), then compare it with run/
@@ -98,10 +114,18 @@ fi
 echo "replay.sh: all digests match (protocol $PROTOCOL)"
 
 if ! command -v "$DELTARUN" >/dev/null 2>&1; then
-    echo "replay.sh: $DELTARUN not found; install deltarun or set DELTARUN=/path/to/deltarun" >&2
+    echo "replay.sh: $DELTARUN not found; install deltarun {version}" \
+        "or set DELTARUN=/path/to/deltarun" >&2
     exit 1
 fi
-
+# The scoring, metric and report code is deltarun's own: the version that made the run.
+have=$("$DELTARUN" --version 2>/dev/null | sed -n 's/^deltarun //p')
+if [ "$have" != {_sh_quote(version)} ]; then
+    echo "replay.sh: this run was made with deltarun {version}; $DELTARUN is" \
+        "${{have:-of unknown version}}: install deltarun {version} (or set DELTARUN)" >&2
+    exit 1
+fi
+{scoring_check}
 if [ "$mode" = verify ]; then
     # (c) the hidden tests again on every recorded patch; the controls must hash to the protocol.
     log=$(mktemp)
@@ -153,7 +177,10 @@ Written by `deltarun export`.
 - protocol: `{meta.protocol_sha256}`
 - suite: `{meta.suite_sha256}`
 - arms: {", ".join(f"`{arm}`" for arm in meta.arms)} (control: `{meta.control_arm}`)
-- run with deltarun {meta.deltarun_version} on Python {meta.python_version}
+- run with deltarun {meta.deltarun_version} on Python {meta.python_version}; `replay.sh`
+  needs that version with the same scoring code (sha256
+  `{meta.scoring_sha256 or "not recorded"}` over runner/evidence, grading and report; the
+  built-in metrics `{meta.builtin_metrics_sha256 or "not recorded"}`)
 
 | path | what it is |
 |---|---|

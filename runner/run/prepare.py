@@ -35,6 +35,7 @@ from runner.run import checks, pipeline
 from runner.run.agent_images import Layered, artifact_pins, installed_arms, pin_agent_images
 from runner.run.pipeline import Step, step
 from runner.run.rundir import RunDir, RunMeta, new_run_id, now_utc
+from runner.run.scoring_code import scoring_sha256
 from runner.suite.load import Suite, load_suite
 from runner.suite.plan import plan_jobs
 from runner.trial.execute import image_of
@@ -305,6 +306,7 @@ def _run_dir(
         python_version=platform.python_version(),
         controls_path=str(path.resolve()),
         builtin_metrics_sha256=sha256_bytes(Path(builtin_metrics.__file__).read_bytes()),
+        scoring_sha256=scoring_sha256(),
     )
     run_dir.create(meta, path.read_bytes())
     return run_dir, meta

@@ -59,6 +59,7 @@ class RunMeta:
     python_version: str
     controls_path: str = ""  # where the controls (and so the suite) were, for --reverify
     builtin_metrics_sha256: str = ""  # runner/grading/metrics.py of the deltarun that ran it
+    scoring_sha256: str = ""  # runner/{evidence,grading,report} (runner.run.scoring_code)
     # installed arm → {"agent": "<name>@<version>", "artifacts_sha256": digest of its files}
     agent_artifacts: dict[str, dict[str, str]] = field(default_factory=dict)
 
