@@ -146,3 +146,10 @@ def pin_validation(controls: Path) -> None:
     }
     (tasks.parent / "validation.json").write_text(json.dumps(document))
     seal_target(controls, load_controls)
+
+
+def comparison(report: dict[str, Any]) -> dict[str, Any]:
+    """report.json with the comparison's numbers where they are, published or (a withheld
+    report) kept for the author under ``withheld_for_author``."""
+    held = report.get("withheld_for_author") or {}
+    return {**report, **{k: v for k, v in held.items() if k != "note"}}

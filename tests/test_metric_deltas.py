@@ -57,6 +57,7 @@ def test_no_answer_tasks_no_rows() -> None:
 def test_the_report_shows_each_metric_under_its_module_and_digest(tmp_path: Path) -> None:
     from runner.report.build import build_report
     from runner.run.rundir import RunDir
+    from tests.helpers import comparison
     from tests.test_report_input import make_run
 
     path = make_run(tmp_path, outcomes={"q": (Outcome.MISS, Outcome.SUCCESS)})
@@ -69,7 +70,7 @@ def test_the_report_shows_each_metric_under_its_module_and_digest(tmp_path: Path
         ctrl.model_dump_json() + "\n" + cand.model_dump_json() + "\n"
     )
     built = build_report(run)
-    report = json.loads(built.json_text)
+    report = comparison(json.loads(built.json_text))
     exact = next(m for m in report["metric_deltas"] if m["metric"] == "exact_match")
     assert (exact["control"], exact["candidate"], exact["delta"], exact["n_tasks"]) == (
         0.0,

@@ -28,7 +28,7 @@ from runner.suite.load import load_suite
 from runner.trial.execute import TrialEnv, execute_trial
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.fake_openai import FakeModel, Step, call, reply
-from tests.helpers import ADD_GOLD, make_suite, pin_validation, repo_task
+from tests.helpers import ADD_GOLD, comparison, make_suite, pin_validation, repo_task
 
 pytestmark = pytest.mark.docker
 
@@ -302,11 +302,11 @@ def test_cli_run_scores_the_model_and_keeps_the_key_out(tmp_path: Path, docker_a
     assert all("refused the API key" in t["error"] for t in model_rows)
     assert right.returncode == 0, right.stderr
     assert "report: " in right.stdout
-    report = json.loads((tmp_path / "right" / "report.json").read_text())
+    report = comparison(json.loads((tmp_path / "right" / "report.json").read_text()))
     model = next(a for a in report["arms"] if a["arm"] == "model")
     assert model["passes"] == 2 and model["tokens_per_pass"] == 240.0
     assert model["stop_reasons"] == {"submit": 2}
-    wrong_report = json.loads((tmp_path / "wrong" / "report.json").read_text())
+    wrong_report = comparison(json.loads((tmp_path / "wrong" / "report.json").read_text()))
     wrong_model = next(a for a in wrong_report["arms"] if a["arm"] == "model")
     assert wrong_model["stop_reasons"] == {"endpoint_error": 2}
     assert wrong_model["error_rate"]["k"] == 2

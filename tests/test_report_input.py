@@ -9,6 +9,7 @@ from runner.config.loader import parse_controls, protocol_hash
 from runner.models import Outcome
 from runner.run.rundir import RunDir, RunMeta
 from tests.conftest import run_cli
+from tests.helpers import comparison
 from tests.test_scoring import trial
 
 CONTROLS = """\
@@ -126,7 +127,7 @@ def test_seeded_bootstrap_is_reported_and_replayable(tmp_path: Path) -> None:
     }
     run = RunDir(make_run(tmp_path, text, outcomes))
     assert run_cli("report", str(run.path)).returncode == 0
-    first = json.loads((run.path / "report.json").read_text())
+    first = comparison(json.loads((run.path / "report.json").read_text()))
     delta = first["deltas"][0]["aggregate_delta"]
     low, high = delta["bootstrap95"]
     assert low <= delta["mean"] <= high and low < high
@@ -136,7 +137,8 @@ def test_seeded_bootstrap_is_reported_and_replayable(tmp_path: Path) -> None:
     helped = {f"t{i}": (Outcome.MISS, Outcome.SUCCESS) for i in range(8)}
     uniform = RunDir(make_run(tmp_path / "uniform", text, helped))
     assert run_cli("report", str(uniform.path)).returncode == 0
-    delta = json.loads((uniform.path / "report.json").read_text())["deltas"][0]["aggregate_delta"]
+    report = comparison(json.loads((uniform.path / "report.json").read_text()))
+    delta = report["deltas"][0]["aggregate_delta"]
     assert delta["bootstrap95"] is None and delta["ci95"][0] < delta["ci95"][1]
 
 

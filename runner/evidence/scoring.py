@@ -85,6 +85,8 @@ class ArmSummary:
     false_abstention_rate: Rate
     outcomes: dict[str, int]
     stop_reasons: dict[str, int] = field(default_factory=dict)  # model-driven trials only
+    # Whether any trial reported token usage; tokens_per_pass is None when none did.
+    tokens_metered: bool = True
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,8 @@ def summarise(arm: str, control: bool, trials: Sequence[Record]) -> ArmSummary:
         timeout_rate=Rate(t.timeouts, t.scored),
         tool_violation_rate=Rate(t.violations, t.scored),
         error_rate=Rate(len(trials) - t.scored, len(trials)),
-        tokens_per_pass=(t.tokens / t.passes) if t.passes else None,
+        tokens_per_pass=(t.tokens / t.passes) if t.passes and t.tokens else None,
+        tokens_metered=t.tokens > 0,
         wall_s_per_task=_mean(t.walls),
         retries_mean=_mean(t.retries),
         tool_calls_mean=_mean(t.tool_calls),

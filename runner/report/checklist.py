@@ -34,6 +34,20 @@ ERRORS_ALPHA = 0.05
 ERRORS_MIN_PAIRS = sign_test_min_pairs(ERRORS_ALPHA)  # 5: 1/32 < 0.05 <= 1/16
 
 
+# Seed 004's decision table: for a failing row, what may be published instead of the number.
+PUBLISH_INSTEAD = {
+    "suite digest matches": "demo, suite unpinned",
+    "pass is defined by a hidden test the agent could not read": "prompt eval, not agent eval",
+    "every repository task is graded by declared tests": "prompt eval, not agent eval",
+    "retries zero in the headline run": "a separate retry study",
+    "n and 95% intervals present": "no public number",
+    "tokens per pass and wall time present": "correctness plus envelope",
+    "replay reproduces the report": "internal note only",
+}
+# Any other failing integrity row: the number is not defensible as it stands.
+PUBLISH_OTHERWISE = "no public number until the row holds"
+
+
 @dataclass(frozen=True)
 class Row:
     item: str
@@ -400,6 +414,16 @@ def _errors_follow(b: int, c: int, unpaired: int) -> tuple[str, str]:
 
 def verdict(rows: Sequence[Row]) -> str:
     return "publishable" if all(r.ok for r in rows) else "demo"
+
+
+def publish_instead(rows: Sequence[Row]) -> list[tuple[str, str]]:
+    """(failing row, what may be published instead) for every failing integrity row, by
+    seed 004's decision table; the publication rows say whether, not what, so none here."""
+    return [
+        (r.item, PUBLISH_INSTEAD.get(r.item, PUBLISH_OTHERWISE))
+        for r in rows
+        if not r.ok and r.item not in PUBLICATION_ROWS
+    ]
 
 
 def withhold_headline(rows: Sequence[Row]) -> bool:

@@ -116,7 +116,7 @@ def cost_json(table: CostTable) -> dict[str, Any]:
                 "status": a.status,
                 "trials": a.trials,
                 "priced_trials": a.priced,
-                "usd": round(a.usd, 6),
+                "usd": None if a.status == NOT_PRICED else round(a.usd, 6),
                 "usd_per_trial": None if a.per_trial is None else round(a.per_trial, 6),
                 "usd_per_pass": None if a.per_pass is None else round(a.per_pass, 6),
             }

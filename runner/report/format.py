@@ -18,13 +18,13 @@ def num(value: float | None, fmt: str = ".2f") -> str:
     return "n/a" if value is None else format(value, fmt)
 
 
-def tokens_per_pass(value: float | None) -> str:
-    """Tokens per pass for a person: ``n/a (no pass)`` without a pass, ``not metered`` when
-    the arm's trials reported no token usage at all (a patch or scripted arm, or an agent
-    that does not report it), else the whole number."""
-    if value is None:
-        return "n/a (no pass)"
-    return "not metered" if value == 0 else f"{value:.0f}"
+def tokens_per_pass(value: float | None, metered: bool = True) -> str:
+    """Tokens per pass for a person: ``not metered`` when the arm's trials reported no token
+    usage at all (a patch or scripted arm, or an agent that does not report it), ``n/a (no
+    pass)`` without a pass, else the whole number."""
+    if not metered:
+        return "not metered"
+    return "n/a (no pass)" if value is None else f"{value:.0f}"
 
 
 _METHODS = {"newcombe-paired": "Newcombe paired score", "t": "t over per-task means"}
@@ -48,10 +48,15 @@ def cost_line(
     control_tokens: float | None,
     candidate_wall: float | None,
     control_wall: float | None,
+    metered: tuple[bool, bool] = (True, True),  # (candidate, control) reported any tokens
 ) -> str:
     """The cost line of the headline: the candidate's beside the control's."""
+    cand, ctrl = (
+        tokens_per_pass(candidate_tokens, metered[0]),
+        tokens_per_pass(control_tokens, metered[1]),
+    )
     return (
-        f"cost: {tokens_per_pass(candidate_tokens)} vs {tokens_per_pass(control_tokens)} "
+        f"cost: {cand} vs {ctrl} "
         f"tokens per pass, {num(candidate_wall, '.1f')} s vs {num(control_wall, '.1f')} s "
         "wall per task (candidate vs control)"
     )

@@ -150,10 +150,15 @@ def _pin_text(value: Any) -> str:
 def _headline(report: dict[str, Any], deltas: list[dict[str, Any]]) -> list[str]:
     out = ["<h2>Headline</h2>"]
     if report.get("headline_withheld") is True:
+        instead = [as_dict(x) for x in as_list(report.get("publish_instead"))]
         return [
             *out,
-            '<p class="warn">Withheld: two or more checklist rows fail (see the '
-            "checklist). The deltas below are for inspection, not for quoting.</p>",
+            '<p class="warn">Withheld: two or more checklist rows fail (see the checklist). '
+            "The comparison's numbers are at the end, for the author, not for publication. "
+            "What may be published instead (seed 004's decision table):</p>",
+            "<ul>",
+            *(f"<li>{esc(x.get('row', '?'))}: {esc(x.get('publish', '?'))}</li>" for x in instead),
+            "</ul>",
         ]
     items = []
     listed = report.get("arms")
@@ -204,8 +209,11 @@ def _refusal_text(value: Any) -> str:
 def _cost_text(candidate: Any, control: Any) -> str:
     cand, ctrl = as_dict(candidate), as_dict(control)
     return cost_line(
-        *(as_number(side.get("tokens_per_pass")) for side in (cand, ctrl)),
-        *(as_number(side.get("wall_s_per_task")) for side in (cand, ctrl)),
+        as_number(cand.get("tokens_per_pass")),
+        as_number(ctrl.get("tokens_per_pass")),
+        as_number(cand.get("wall_s_per_task")),
+        as_number(ctrl.get("wall_s_per_task")),
+        (cand.get("tokens_metered") is not False, ctrl.get("tokens_metered") is not False),
     )
 
 
@@ -226,14 +234,24 @@ def _tables(report: dict[str, Any], arms: list[dict[str, Any]]) -> list[str]:
     for a in arms:
         rows.append([name(a), (str(a.get("n", "n/a")), "num")])
         rows[-1] += [rate_text(a.get(k)) for k in rates]
-        rows[-1] += [(fmt_number(a.get("tokens_per_pass"), ".1f"), "num")]
+        tokens = fmt_number(a.get("tokens_per_pass"), ".1f")
+        if a.get("tokens_metered") is False:
+            tokens = "not metered"
+        elif a.get("tokens_per_pass") is None:
+            tokens = "n/a (no pass)"
+        rows[-1] += [(tokens, "num")]
         rows[-1] += [(fmt_number(a.get("wall_s_per_task")), "num")]
     head = ["arm", "n", "pass rate [Wilson 95%]", "timeouts", "tool violations", "errors"]
     out = ["<h2>Arms</h2>", _table([*head, "tokens/pass", "wall s/task"], rows)]
     head = ["arm", "abstention accuracy", "invalid completions", "false abstentions (ordinary)"]
     keys = ("abstention_accuracy", "invalid_completion_rate", "false_abstention_rate")
     rows = [[name(a), *(rate_text(as_dict(a.get("refusal")).get(k)) for k in keys)] for a in arms]
-    out += ["<h2>Refusal slice (negative controls)</h2>", _table(head, rows)]
+    return [*out, "<h2>Refusal slice (negative controls)</h2>", _table(head, rows)]
+
+
+def _run_tables(report: dict[str, Any], arms: list[dict[str, Any]]) -> list[str]:
+    """Outcomes per task, setup warnings and the checklist: no number of the comparison."""
+    out: list[str] = []
     per_task = as_dict(report.get("per_task"))
     names = [str(a.get("arm", "?")) for a in arms]
     names += sorted({str(arm) for by in per_task.values() for arm in as_dict(by)} - set(names))
@@ -286,19 +304,15 @@ def _metric_table(report: dict[str, Any]) -> list[str]:
 
 def render_html(report: dict[str, Any]) -> str:
     """The whole report as one self-contained, deterministic HTML page, drawn from the
-    report's JSON form (``jsonform.to_json``) so it shows exactly the published numbers."""
-    arms = [as_dict(a) for a in as_list(report.get("arms"))]
-    deltas = [as_dict(d) for d in as_list(report.get("deltas"))]
+    report's JSON form (``jsonform.to_json``) so it shows exactly the published numbers;
+    a withheld report's numbers come last, under a banner saying they are not to publish."""
     title = f"deltarun report: {as_dict(report.get('pins')).get('protocol_id', '?')}"
     csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-    parts = [
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
-        *_header(report),
-        *_headline(report, deltas),
-        *_pins(report),
+    held = as_dict(report.get("withheld_for_author"))
+    shown = {**report, **held} if held else report
+    arms = [as_dict(a) for a in as_list(shown.get("arms"))]
+    deltas = [as_dict(d) for d in as_list(shown.get("deltas"))]
+    numbers = [
         "<h2>Paired deltas (forest plot)</h2>",
         '<p class="note">Each dot is the mean per-task difference in pass rate, candidate minus '
         "control; the line is its 95% interval. Blue: the interval excludes zero upwards; red: "
@@ -312,8 +326,25 @@ def render_html(report: dict[str, Any]) -> str:
         strip(deltas),
         "<h2>Cost against pass rate</h2>",
         cost(arms),
-        *_tables(report, arms),
-        *_metric_table(report),
+    ]
+    run_tables = _run_tables(report, arms)
+    if held:
+        banner = (
+            '<h2 class="warn">Withheld numbers: for the author, not for publication</h2>'
+            f'<p class="warn">{esc(held.get("note", ""))}</p>'
+        )
+        body = [*run_tables, banner, *numbers, *_tables(shown, arms), *_metric_table(shown)]
+    else:
+        body = [*numbers, *_tables(shown, arms), *run_tables, *_metric_table(shown)]
+    parts = [
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
+        *_header(report),
+        *_headline(report, deltas),
+        *_pins(report),
+        *body,
         "</body></html>\n",
     ]
     return "\n".join(parts)

@@ -11,6 +11,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from runner.evidence.scoring import ArmSummary, PairedDelta, gc_paused
+from runner.report.checklist import publish_instead
 from runner.report.cost import cost_json
 from runner.report.metric_deltas import MetricDelta
 from runner.report.model import SCHEMA_VERSION, Report, metric_source, rate_json, rounded
@@ -50,7 +51,36 @@ def to_json(report: Report) -> dict[str, Any]:
     }
     if report.cost is not None:  # only when something is priced: older reports keep their bytes
         data["cost"] = cost_json(report.cost)
-    return data
+    data["publish_instead"] = [
+        {"row": item, "publish": text} for item, text in publish_instead(report.rows)
+    ]
+    return withheld(data) if report.withheld else data
+
+
+# The numbers of the comparison a withheld report keeps for its author only.
+WITHHELD_KEYS = (
+    "arms",
+    "repeats",
+    "deltas",
+    "baseline_legs",
+    "covariates",
+    "metric_deltas",
+    "cost",
+)
+WITHHELD_NOTE = (
+    "withheld: two or more checklist rows fail; these numbers are for the author, not for "
+    "publication (see publish_instead)"
+)
+
+
+def withheld(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with every number of the comparison moved under ``withheld_for_author``; the
+    publishable keys keep their type, emptied (``cost`` is left out)."""
+    kept = {key: data[key] for key in WITHHELD_KEYS if key in data}
+    out = {key: value for key, value in data.items() if key not in kept}
+    out |= {key: type(value)() for key, value in kept.items() if key != "cost"}
+    out["withheld_for_author"] = {"note": WITHHELD_NOTE, **kept}
+    return out
 
 
 def _metric_delta(m: MetricDelta, report: Report) -> dict[str, Any]:
@@ -84,7 +114,8 @@ def _summary(s: ArmSummary) -> dict[str, Any]:
         "timeout_rate": rate_json(s.timeout_rate),
         "tool_violation_rate": rate_json(s.tool_violation_rate),
         "error_rate": rate_json(s.error_rate),
-        "tokens_per_pass": rounded(s.tokens_per_pass, 3),
+        "tokens_per_pass": rounded(s.tokens_per_pass, 3),  # null: no pass, or not metered
+        "tokens_metered": s.tokens_metered,
         "wall_s_per_task": rounded(s.wall_s_per_task, 3),
         "retries_mean": rounded(s.retries_mean),
         "tool_calls_mean": rounded(s.tool_calls_mean),

@@ -6,7 +6,10 @@ Every section renders from the one ``Report``; numbers are formatted here
 
 from __future__ import annotations
 
-from runner.evidence.scoring import PairedDelta, Rate, Scores
+from collections.abc import Callable
+
+from runner.evidence.scoring import ArmSummary, PairedDelta, Rate, Scores
+from runner.report.checklist import publish_instead
 from runner.report.cost import cost_markdown
 from runner.report.format import (
     REFUSAL_NOT_MEASURED,
@@ -57,31 +60,40 @@ def headline_lines(scores: Scores) -> list[str]:
         cand, ctrl = by_arm.get(d.arm), by_arm.get(d.control)
         if cand is not None and ctrl is not None:
             tokens = cand.tokens_per_pass, ctrl.tokens_per_pass
-            lines.append(f"  {cost_line(*tokens, cand.wall_s_per_task, ctrl.wall_s_per_task)}")
+            walls = cand.wall_s_per_task, ctrl.wall_s_per_task
+            metered = cand.tokens_metered, ctrl.tokens_metered
+            lines.append(f"  {cost_line(*tokens, *walls, metered)}")
     return lines
+
+
+Section = Callable[[Report], list[str]]
 
 
 def render_markdown(report: Report) -> str:
     """The human-readable report."""
     lines: list[str] = []
-    for section in (
-        _top,
-        _headline,
-        _pins,
-        _arms,
-        _cost,
-        _stops,
-        _refusal,
-        _deltas,
-        _metric_deltas,
-        _covariates,
-        _legs,
-        _outcomes,
-        _setup,
-        _checklist,
-    ):
+    numbers: list[Section] = [_arms, _cost, _refusal, _deltas, _metric_deltas, _covariates, _legs]
+    sections: list[Section]
+    if not report.withheld:
+        sections = [_top, _headline, _pins, _arms, _cost, _stops, _refusal, _deltas]
+        sections += [_metric_deltas, _covariates, _legs, _outcomes, _setup, _checklist]
+    else:  # the comparison's numbers last, under a heading that says they are not to publish
+        sections = [_top, _headline, _pins, _stops, _outcomes, _setup, _checklist, _withheld]
+        sections += numbers
+    for section in sections:
         lines += section(report)
     return "\n".join(lines)
+
+
+def _withheld(report: Report) -> list[str]:
+    return [
+        "",
+        "## Withheld numbers: for the author, not for publication",
+        "",
+        "Two or more checklist rows fail, so every number of the comparison below is "
+        "withheld (in report.json they are under `withheld_for_author`). Publish instead "
+        "what the Headline says.",
+    ]
 
 
 def _rate(rate: Rate) -> str:
@@ -153,8 +165,10 @@ def _headline(report: Report) -> list[str]:
     lines = ["## Headline", ""]
     if report.withheld:
         lines += [
-            "- withheld: two or more checklist rows fail (see Checklist); the deltas "
-            "below are for inspection, not for quoting"
+            "- withheld: two or more checklist rows fail (see Checklist); the comparison's "
+            "numbers are at the end, for the author, not for publication",
+            "- what may be published instead (seed 004's decision table):",
+            *(f"  - {item}: {text}" for item, text in publish_instead(report.rows)),
         ]
     else:
         lines += [
@@ -200,10 +214,16 @@ def _arms(report: Report) -> list[str]:
         lines.append(
             f"| {name} | {s.n} | {_rate(s.pass_rate)} | {_rate(s.timeout_rate)} "
             f"| {_rate(s.tool_violation_rate)} | {_rate(s.error_rate)} "
-            f"| {num(s.tokens_per_pass, '.1f')} | {num(s.wall_s_per_task)} "
+            f"| {_tokens(s)} | {num(s.wall_s_per_task)} "
             f"| {num(s.retries_mean)} | {num(s.tool_calls_mean)} |"
         )
     return lines
+
+
+def _tokens(s: ArmSummary) -> str:
+    if not s.tokens_metered:
+        return "not metered"
+    return "n/a (no pass)" if s.tokens_per_pass is None else f"{s.tokens_per_pass:.1f}"
 
 
 def _cost(report: Report) -> list[str]:

@@ -8,7 +8,7 @@ and shipped; a test keeps the two in step and validates real reports against it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,7 +44,12 @@ class ArmJSON(_M):
     timeout_rate: RateJSON
     tool_violation_rate: RateJSON
     error_rate: RateJSON
-    tokens_per_pass: float | None
+    tokens_per_pass: float | None = Field(
+        description="Tokens per pass; null without a pass or when not metered."
+    )
+    tokens_metered: bool = Field(
+        default=True, description="Whether any trial of the arm reported token usage."
+    )
     wall_s_per_task: float | None
     retries_mean: float | None
     tool_calls_mean: float | None
@@ -150,7 +155,7 @@ class ArmCostJSON(_M):
     status: Literal["priced", "partly priced", "not priced", "no model"]
     trials: int
     priced_trials: int
-    usd: float
+    usd: float | None  # null: not priced
     usd_per_trial: float | None
     usd_per_pass: float | None
 
@@ -162,6 +167,11 @@ class CostJSON(_M):
     total_usd: float
     run_budget_usd: float | None
     run_budget_reached: bool
+
+
+class PublishInsteadJSON(_M):
+    row: str
+    publish: str
 
 
 class ReportJSON(_M):
@@ -187,3 +197,14 @@ class ReportJSON(_M):
     grading: dict[str, Literal["pytest", "exit_status", "metrics", "none"]]
     metric_deltas: list[MetricDeltaJSON]
     cost: CostJSON | None = None
+    publish_instead: list[PublishInsteadJSON] = Field(
+        default_factory=list,
+        description="Each failing integrity row and what may be published instead of the "
+        "number (seed 004's decision table).",
+    )
+    withheld_for_author: dict[str, Any] | None = Field(
+        default=None,
+        description="When the headline is withheld: the comparison's numbers (arms, repeats, "
+        "deltas, baseline_legs, covariates, metric_deltas, cost), for the author, not for "
+        "publication; the publishable keys are then empty.",
+    )
