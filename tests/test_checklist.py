@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runner.config.loader import parse_controls
 from runner.config.model import Controls
 from runner.evidence.scoring import score
@@ -173,7 +175,29 @@ def test_unequal_turn_limits_fail_equal_budgets() -> None:
     trials = _trials(arms=("cand", "cand2"), repeats=3)
     assert _rows_for(trials, controls=parse_controls(LIVE % ("a" * 64, 3, 30), "c"))[item][0]
     ok, detail = _rows_for(trials, controls=parse_controls(LIVE % ("a" * 64, 3, 5), "c"))[item]
-    assert not ok and "cand: 5 turns" in detail and "cand2: 30 turns" in detail
+    assert not ok and "max_turns (cand 5, cand2 30)" in detail, detail
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "shown"),
+    [
+        ("temperature", 0.7, "temperature (cand 0.7, cand2 0.0)"),
+        ("max_output_tokens", 512, "max_output_tokens (cand 512, cand2 2048)"),
+        ("request_timeout_s", 30, "request_timeout_s (cand 30.0, cand2 300"),
+        ("seed", 11, "seed (cand 11, cand2 None)"),
+    ],
+)
+def test_every_budget_field_of_a_route_counts(field: str, value: object, shown: str) -> None:
+    """An arm's own route differing from the shared one in any budget field fails the row,
+    naming the field and each arm's value."""
+    item = "equal budgets"
+    trials = _trials(arms=("cand", "cand2"), repeats=3)
+    own = f'route: {{base_url: "http://127.0.0.1:9/v1", model: m, {field}: {value}}}'
+    text = (LIVE % ("a" * 64, 3, 30)).replace(
+        "{type: openai, max_turns: 30}", f"{{type: openai, max_turns: 30, {own}}}"
+    )
+    ok, detail = _rows_for(trials, controls=parse_controls(text, "c"))[item]
+    assert not ok and shown in detail, detail
 
 
 def test_a_single_shot_live_arm_fails_variance() -> None:

@@ -219,29 +219,53 @@ def _cost_row(controls: Controls, trials: Sequence[Record], scores: Scores) -> R
     return Row(item, True, "wall time for every arm; token usage for every model-driven arm")
 
 
-def _budget_row(controls: Controls) -> Row:
-    """Equal budgets: timeouts, tools and limits are locked for the whole run by the one
-    controls file; what an arm can still set for itself (turn limit, request timeout of
-    its own route) must agree across the model-driven arms."""
-    item = "equal budgets"
-    budgets: dict[str, tuple[object, ...]] = {}
+# What a model-driven arm may set for itself (its route's and its agent's), field by field.
+BUDGET_FIELDS = (
+    "temperature", "max_output_tokens", "request_timeout_s", "max_attempts", "seed", "max_turns",
+)  # fmt: skip
+
+
+def _budgets(controls: Controls) -> dict[str, dict[str, object]]:
+    """Each model-driven arm's budget fields (``BUDGET_FIELDS``)."""
+    found: dict[str, dict[str, object]] = {}
     for arm in controls.arms:
-        agent = arm.agent
-        route = controls.model_route(agent)
-        if agent.type == "openai" and route is not None:
-            budgets[arm.name] = (agent.max_turns, route.request_timeout_s)
-    if len(set(budgets.values())) > 1:
-        listed = "; ".join(
-            f"{name}: {turns} turns, {timeout}s per request"
-            for name, (turns, timeout) in sorted(budgets.items())
-        )
-        return Row(item, False, f"model-driven arms differ: {listed}")
+        route = controls.model_route(arm.agent)
+        if route is None:
+            continue
+        values = {name: getattr(route, name, None) for name in BUDGET_FIELDS}
+        values["max_turns"] = getattr(arm.agent, "max_turns", None)
+        found[arm.name] = values
+    return found
+
+
+def _budget_row(controls: Controls) -> Row:
+    """Equal budgets: timeouts, tools, limits and the trial and run budgets are one per run
+    (the one controls file); every field a model-driven arm can still set for itself (its
+    route's temperature, output tokens, request timeout, attempts and seed, its turn limit)
+    must agree across the model-driven arms: a difference names the arm and the field."""
+    item = "equal budgets"
+    budgets = _budgets(controls)
+    differ = []
+    for name in BUDGET_FIELDS:
+        # A seed set on one arm only differs too; a turn limit only where the agent has one.
+        values = {a: b[name] for a, b in budgets.items() if name != "max_turns" or b[name]}
+        if len(set(map(repr, values.values()))) > 1:
+            listed = ", ".join(f"{arm} {value}" for arm, value in sorted(values.items()))
+            differ.append(f"{name} ({listed})")
+    if differ:
+        return Row(item, False, "model-driven arms differ in " + "; ".join(differ))
+    shared = f"one timeout ({controls.runtime.timeout_s:g}s), tool allowlist and limits"
+    budget = controls.budget
+    if budget is not None:
+        shared += ", trial and run budgets"
     return Row(
         item,
         True,
-        f"one timeout ({controls.runtime.timeout_s:g}s), tool allowlist and limits for every arm"
-        + (f"; {len(budgets)} model-driven arm(s) with the same turn limit" if budgets else ""),
-    )
+        shared
+        + " for every arm"
+        + (f"; {len(budgets)} model-driven arm(s) with the same {', '.join(BUDGET_FIELDS)}"
+           if budgets else ""),
+    )  # fmt: skip
 
 
 def _complete_row(
