@@ -425,6 +425,7 @@ class ScoredTrial:
     metrics: dict[str, bool] | None = None  # answer tasks: each metric's result
     finished_at: str = ""  # the report's generated_at is the last of these
     agent_exit_code: int | None = None  # the report's setup warnings (runner.run.setup_warnings)
+    image_digest: str = ""  # the checklist: every arm ran a task on the control's image
     setup_signal: str | None = None  # runner.setup_signals.signal_of
 
     @classmethod
@@ -438,7 +439,7 @@ class ScoredTrial:
 
 # The fields ``ScoredTrial.of`` copies from a ``Trial``, and those it interns.
 _COPIED = tuple(f.name for f in fields(ScoredTrial) if f.name != "setup_signal")
-_INTERNED = ("run_id", "protocol_sha256", "task_id", "arm", "stop_reason")
+_INTERNED = ("run_id", "protocol_sha256", "task_id", "arm", "stop_reason", "image_digest")
 
 
 Record = Trial | ScoredTrial

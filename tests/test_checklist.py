@@ -391,3 +391,19 @@ def test_a_control_without_records_fails_its_row() -> None:
     assert _rows_for(_trials())[item][0]
     no_control = [t for t in _trials() if t.arm != "ctrl"]
     assert not _rows_for(no_control)[item][0]
+
+
+def test_an_arm_run_on_another_image_than_the_control_fails_same_limits() -> None:
+    """Read from the records: each arm ran a task on the image its control ran it on."""
+    item = "control arm present and run under the same limits"
+    image = "sha256:" + "a" * 64
+    trials = [t.model_copy(update={"image_digest": image}) for t in _trials()]
+    ok, detail = _rows_for(trials)[item]
+    assert ok and "every arm ran each task on the control's image" in detail, detail
+    other = "sha256:" + "b" * 64
+    trials[1] = trials[1].model_copy(update={"image_digest": other})  # cand on t0
+    ok, detail = _rows_for(trials)[item]
+    assert not ok and f"cand on t0: image {'b' * 12}, the control's {'a' * 12}" in detail
+    no_control = [t for t in trials if t.arm != "ctrl"]
+    ok, detail = _rows_for(no_control)[item]
+    assert not ok and detail == "the control arm has no record"

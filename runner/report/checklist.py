@@ -112,13 +112,7 @@ def evaluate(
             if negative_tasks
             else "the suite has no negative-control task",
         ),
-        Row(
-            "control arm present and run under the same limits",
-            control is not None and control.trials > 0,
-            "one controls file locks the limits of every arm"
-            if control is not None
-            else "no control",
-        ),
+        _same_limits_row(controls, trials, control is not None and control.trials > 0),
         _budget_row(controls),
         Row(
             "route lock held",
@@ -223,6 +217,40 @@ def _cost_row(controls: Controls, trials: Sequence[Record], scores: Scores) -> R
 BUDGET_FIELDS = (
     "temperature", "max_output_tokens", "request_timeout_s", "max_attempts", "seed", "max_turns",
 )  # fmt: skip
+
+
+def _same_limits_row(controls: Controls, trials: Sequence[Record], control_ran: bool) -> Row:
+    """The control ran, and every arm ran each task on the image the control ran it on (the
+    image ID each record names; an installed agent's layer is its own image, so its arms are
+    compared among themselves only). Timeout, limits, network and tools are one per run."""
+    item = "control arm present and run under the same limits"
+    if not control_ran:
+        return Row(item, False, "the control arm has no record")
+    control = controls.control_arm
+    layered = {leg.name for leg in controls.legs() if leg.arm.agent.type == "installed"}
+    seen: dict[str, dict[str, set[str]]] = {}  # task -> arm -> image IDs
+    for t in trials:
+        if t.image_digest and t.outcome is not Outcome.ERROR:
+            seen.setdefault(t.task_id, {}).setdefault(t.arm, set()).add(t.image_digest)
+    differ = []
+    for task, by_arm in sorted(seen.items()):
+        expected = by_arm.get(control, set())
+        for arm, images in sorted(by_arm.items()):
+            if arm in layered or arm == control or not expected:
+                continue
+            if images != expected:
+                shown = ", ".join(sorted(i.removeprefix("sha256:")[:12] for i in images))
+                want = ", ".join(sorted(i.removeprefix("sha256:")[:12] for i in expected))
+                differ.append(f"{arm} on {task}: image {shown}, the control's {want}")
+    if differ:
+        return Row(item, False, f"{len(differ)} difference(s): {_named(differ, sep='; ')}")
+    return Row(
+        item,
+        True,
+        f"every arm ran each task on the control's image; one timeout "
+        f"({controls.runtime.timeout_s:g}s), limits, network ({controls.runtime.network}) and "
+        "tool allowlist for the run",
+    )
 
 
 def _budgets(controls: Controls) -> dict[str, dict[str, object]]:
