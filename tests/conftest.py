@@ -61,6 +61,25 @@ def path_lock(name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+# Modules whose tests take the longest (a minute or more each, measured by --durations):
+# collected first, so that parallel workers start them at once instead of ending on them.
+SLOW_FIRST = (
+    "test_realprojects.py",
+    "test_installed_e2e.py",
+    "test_install_step.py",
+    "test_distributed_containers.py",
+    "test_quickstart.py",
+    "test_compose.py",
+    "test_distributed.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow modules first (``SLOW_FIRST``, in its order), the rest as collected."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
