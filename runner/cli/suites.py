@@ -1,4 +1,5 @@
-"""Commands about suites: seal, build, init, validate, import swebench, schema."""
+"""Commands about suites: seal, build, init, validate, import swebench / seed000 / seed004,
+schema."""
 
 from __future__ import annotations
 
@@ -198,6 +199,68 @@ def import_swebench(
         tell = partial(err.print, highlight=False)
         steps = import_suite(options, validate_n, parallel, RunService(events), tell)
     say(steps)
+
+
+SeedOut = Annotated[Path, Option("--out", help="A new directory for the suite")]
+SeedArms = Annotated[
+    list[str] | None,
+    Option(
+        "--arm",
+        help="NAME=DIR: a patch arm replaying DIR's <task_id>.diff / .abstain / .answer.json "
+        "(copied into the suite's arms/NAME/)",
+    ),
+]
+SeedCommands = Annotated[
+    list[str] | None,
+    Option("--command", help="NAME=ARGV: the --arm NAME is a command arm running ARGV"),
+]
+SeedImage = Annotated[str, Option("--image", help="The sandbox image (runtime.image)")]
+
+
+@import_app.command("seed000")
+def import_seed000(
+    protocol: Annotated[Path, Argument(help="The seed-000 protocol YAML (eval_protocol.yaml)")],
+    out_dir: SeedOut,
+    tasks: Annotated[
+        Path | None, Argument(help="Its tasks (JSON Lines); default the protocol's dataset.path")
+    ] = None,
+    arms: SeedArms = None,
+    commands: SeedCommands = None,
+    image: SeedImage = "deltarun/sandbox-python:bookworm",
+) -> None:
+    """A seed-000 protocol YAML and its answer tasks into a sealed suite: dataset.sha256
+    checked, metrics as deltarun's built-ins, control.name the control arm, runtime.python
+    checked in the image, which is pinned by ID. Each seed field that cannot map is one line
+    (docs/seed-formats.md)."""
+    from runner.seedkits.workflow import ImportRequest
+    from runner.seedkits.workflow import import_seed000 as run_import
+
+    request = ImportRequest(out_dir, tuple(arms or ()), tuple(commands or ()), image)
+    say(run_import(protocol, tasks, request, partial(err.print, highlight=False, markup=False)))
+
+
+@import_app.command("seed004")
+def import_seed004(
+    kit: Annotated[
+        Path, Argument(help="The seed-004 kit folder: tasks.jsonl, metrics.py, controls.yaml")
+    ],
+    out_dir: SeedOut,
+    arms: SeedArms = None,
+    commands: SeedCommands = None,
+    control: Annotated[
+        str | None, Option("--control", help="The control arm (default: a scripted no-op)")
+    ] = None,
+    image: SeedImage = "deltarun/sandbox-python:bookworm",
+) -> None:
+    """A seed-004 replay kit into a sealed suite: suite_sha256 checked, each hidden test
+    moved out of its fixture into the hidden tar, pytest commands as declared tests, the
+    model endpoint as an openai arm. Each seed field that cannot map is one line
+    (docs/seed-formats.md)."""
+    from runner.seedkits.workflow import ImportRequest
+    from runner.seedkits.workflow import import_seed004 as run_import
+
+    request = ImportRequest(out_dir, tuple(arms or ()), tuple(commands or ()), image, control)
+    say(run_import(kit, request, partial(err.print, highlight=False, markup=False)))
 
 
 @app.command()
