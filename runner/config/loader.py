@@ -76,7 +76,12 @@ def protocol_hash(controls: Controls, agent_dir_digests: dict[str, str]) -> str:
 
 
 # (section, key) of optional settings whose absence is not hashed.
-UNSET_OMITTED = (("runtime", "archive"), ("suite", "validation"), ("suite", "exclude"))
+UNSET_OMITTED = (
+    ("runtime", "archive"),
+    ("runtime", "python"),
+    ("suite", "validation"),
+    ("suite", "exclude"),
+)
 TOP_LEVEL_UNSET_OMITTED = ("prices", "budget")
 TOGGLES_UNSET_OMITTED = ("on_files", "on_env")
 

@@ -115,6 +115,15 @@ class Runtime(Strict):
         description="Sandbox image of tasks that name none (answer tasks).",
     )
     caps: Caps = Field(default_factory=Caps)
+    python: str | None = Field(
+        default=None,
+        pattern=r"^3\.\d{1,2}(\.\d{1,3})?$",
+        description=(
+            "The Python version every sandbox image of the run must have (3.11 pins any 3.11.x; "
+            "3.11.2 exactly), asked of each image's python3 before the run (exit 3 otherwise). "
+            "Part of the protocol hash when set."
+        ),
+    )
     archive: ArchiveLimits | None = Field(
         default=None,
         description=(

@@ -24,7 +24,7 @@ from runner.config.loader import (
     load_controls,
 )
 from runner.config.model import Controls
-from runner.errors import UserError
+from runner.errors import DigestMismatch, UserError
 from runner.grading import metrics as builtin_metrics
 from runner.grading.metric_modules import load_metrics, read_module
 from runner.grading.metrics import Metric
@@ -36,6 +36,7 @@ from runner.run.agent_images import Layered, artifact_pins, installed_arms, pin_
 from runner.run.pipeline import Step, step
 from runner.run.rundir import RunDir, RunMeta, new_run_id, now_utc
 from runner.run.scoring_code import scoring_sha256
+from runner.sandbox.python_version import matches
 from runner.suite.load import Suite, load_suite
 from runner.suite.plan import plan_jobs
 from runner.trial.execute import image_of
@@ -72,6 +73,7 @@ class Draft:
     expect_protocol: str | None
     allow_missing: bool
     layer: Callable[[LoadedControls, Suite], Sequence[Layered]] | None
+    python_of: Callable[[Controls, str], str] | None = None  # an image's Python (X.Y.Z)
     loaded: LoadedControls = field(init=False)
     suite: Suite = field(init=False)
     metrics: Mapping[str, Metric] = field(init=False)
@@ -130,6 +132,21 @@ def _preflight(d: Draft) -> None:
         d.preflight(d.controls, image)  # limits and image checked before anything is written
 
 
+def _python(d: Draft) -> None:
+    """``runtime.python``: every image the run uses has that Python (exit 3 otherwise)."""
+    pinned = d.controls.runtime.python
+    if pinned is None or d.python_of is None:
+        return
+    for image in sorted(d.used):
+        found = d.python_of(d.controls, image)
+        if not matches(pinned, found):
+            raise DigestMismatch(
+                f"{d.path}: runtime.python pins {pinned}, image {image} "
+                f"({d.digests.get(image, '?')[:19]}) has Python {found}; use an image of "
+                f"Python {pinned}, or change the pin (a new protocol)"
+            )
+
+
 def _agent_images(d: Draft) -> None:
     """Installed agents run from their layer on each task image (built here when missing,
     by ``layer``), pinned by ID beside the task images."""
@@ -180,6 +197,7 @@ STEPS: list[Step[Draft]] = [
     ),
     step("image digests", ["suite kept"], ["task images"], _images),
     step("image pins", ["task images"], ["pins checked"], _pins),
+    step("python pin", ["task images", "pins checked"], ["python checked"], _python),
     step(
         "environments",
         ["task images"],
@@ -208,6 +226,7 @@ STEPS: list[Step[Draft]] = [
             "recorded checked",
             "agent images",
             "preflighted",
+            "python checked",
         ],
         ["run directory"],
         _written,
@@ -229,6 +248,7 @@ def prepare(
     expect_protocol: str | None = None,
     allow_missing: bool = False,
     layer: Callable[[LoadedControls, Suite], Sequence[Layered]] | None = None,
+    python_of: Callable[[Controls, str], str] | None = None,
 ) -> PreparedRun:
     """Check everything (``STEPS``) and plan the jobs still to run. ``environ`` is given when
     trials run here (their keys must be here too); ``preflight`` checks each image with the
@@ -237,7 +257,7 @@ def prepare(
     written before every check passed."""
     d = Draft(
         controls_path, out, resume, image_digest, preflight, environ, expect_protocol,
-        allow_missing, layer,
+        allow_missing, layer, python_of,
     )  # fmt: skip
     for each in ORDERED:
         each.run(d)

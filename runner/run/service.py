@@ -24,7 +24,7 @@ import os
 import socket
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -298,6 +298,7 @@ class RunService:
             expect_protocol=options.expect_protocol,
             allow_missing=options.allow_missing,
             layer=self.layer,
+            python_of=self._python_of,
         )
 
     def layer_agents(
@@ -326,6 +327,15 @@ class RunService:
 
         builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S))
         return ensure(loaded, suite, AgentImages(builder, builder, say or self.events.note))
+
+    def _python_of(self, controls: Controls, image: str) -> str:
+        """The Python of ``image`` on this engine (``runtime.python``), asked once per run."""
+        from runner.sandbox.docker import DockerSandboxFactory
+        from runner.sandbox.python_version import python_version
+        from runner.trial.execute import preflight_spec
+
+        spec = replace(preflight_spec(controls, image), model_access=None)  # no gateway needed
+        return python_version(DockerSandboxFactory(self.engine.client), spec)
 
     def _preflight(self, path: Path) -> Preflight:
         return Preflight(path, self.engine)
