@@ -550,6 +550,7 @@ def test_seed000_protocol_imports_pins_python_and_runs(tmp_path: Path, docker_ap
     assert controls.protocol_id == "agent-bench-2026-09-21"
     assert (controls.runtime.seed, controls.runtime.timeout_s) == (20260921, 30)
     assert controls.images[IMAGE] == docker_api.inspect_image(IMAGE)["Id"]  # type: ignore[attr-defined]
+    assert controls.runtime.python == "3.11"  # checked again before every run
     assert controls.control_arm == "frozen-stub-v1"
     first = tasks_of(out)["t001"]
     assert first["metrics"] == ["exact_match", "json_schema_ok", "within_deadline"]

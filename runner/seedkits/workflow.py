@@ -52,6 +52,7 @@ def import_seed000(
     if plan.python is not None:
         pin = pin_python(controls, plan.python, str(protocol))
         document["images"] = {pin.image: pin.image_id}
+        document["runtime"] = {**document["runtime"], "python": plan.python}  # every run too
         notes.append(
             f"runtime.python {plan.python}: image {pin.image} has Python {pin.found}; "
             f"pinned by ID as images.{pin.image}: {pin.image_id}"
