@@ -32,14 +32,22 @@ def test_legs_expand_and_validate() -> None:
     )
     assert [leg.name for leg in controls.legs()] == ["ctrl", "c-on", "c-off"]
     assert controls.baseline_pairs() == [("c-on", "c-off")]
+    # Toggles alone run the arm as authored (skill-on, the default): one leg, no pair.
+    alone = parse_controls(
+        base + "  - {name: c, agent: {type: scripted, action: noop}, toggles: {env: {A: '1'}}}\n",
+        "x",
+    )
+    assert alone.arms[1].baseline == "on" and alone.baseline_pairs() == []
+    assert [(leg.name, leg.toggles) for leg in alone.legs()] == [("ctrl", None), ("c", None)]
     for bad, needle in (
         (
             "  - {name: c, agent: {type: scripted, action: noop}, baseline: both}\n",
             "needs 'toggles'",
         ),
         (
-            "  - {name: c, agent: {type: scripted, action: noop}, toggles: {env: {A: '1'}}}\n",
-            "only apply",
+            "  - {name: c, control: true, agent: {type: scripted, action: noop}, "
+            "toggles: {env: {A: '1'}}}\n",
+            "cannot have toggles",
         ),
         (
             "  - {name: c, agent: {type: scripted, action: noop}, baseline: both, "

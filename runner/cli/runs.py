@@ -27,6 +27,15 @@ Registry = Annotated[
         "to pull by digest (needs --broker)",
     ),
 ]
+BaselineMode = Annotated[
+    str | None,
+    Option(
+        "--baseline-mode",
+        help="skill-on | skill-off | both: run each arm with toggles as authored, with its "
+        "toggles applied (<arm>-off), or as both legs with a scorecard.json; default: each "
+        "arm's baseline: (skill-on when unset). Part of the protocol hash",
+    ),
+]
 AllowMissing = Annotated[
     bool,
     Option(
@@ -55,6 +64,7 @@ def run(
     expect_protocol: ExpectProtocol = None,
     registry: Registry = None,
     allow_missing: AllowMissing = False,
+    baseline_mode: BaselineMode = None,
 ) -> None:
     """Run every (task, arm, repeat) job and write the report.
 
@@ -67,6 +77,8 @@ def run(
     from runner.report.headline import report_headline
     from runner.run.service import RunOptions, RunService
 
+    if baseline_mode not in (None, "skill-on", "skill-off", "both"):
+        raise UsageError(f"--baseline-mode {baseline_mode!r}: choose skill-on, skill-off or both")
     with c.Shown() as events:
         found = c.broker_of(broker, broker_file, broker_ca, broker_cert, broker_key)
         options = RunOptions(
@@ -79,6 +91,7 @@ def run(
             expect_protocol=expect_protocol,
             registry=registry,
             allow_missing=allow_missing,
+            baseline_mode=baseline_mode,
         )
         prepared = RunService(events).run(controls, options)
     say(report_headline(prepared.run_dir.path))

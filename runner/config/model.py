@@ -9,7 +9,7 @@ the protocol hash.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -289,7 +289,7 @@ AgentSpec = Annotated[
 
 
 class Toggles(Strict):
-    """What turns a capability off in the ``-off`` leg of a ``baseline: both`` arm."""
+    """What turns a capability off in the ``-off`` leg of an arm (``baseline: off|both``)."""
 
     env: dict[str, str] = Field(
         default_factory=dict, description="Extra environment of the agent in the off leg."
@@ -298,9 +298,8 @@ class Toggles(Strict):
     prompt_suffix: str = Field(default="", description="Text put after the prompt (off leg).")
     on_files: dict[str, str] = Field(
         default_factory=dict,
-        description="Installed agents: files placed for the -on leg only, target (inside the "
-        "agent's configuration, e.g. skills/lint/SKILL.md or CLAUDE.md) -> source file or "
-        "directory relative to controls.yaml.",
+        description="Installed agents: files placed for the on leg only, target (in the agent's "
+        "configuration, e.g. skills/lint/SKILL.md) -> source file or folder beside controls.yaml.",
     )
     on_env: dict[str, str] = Field(
         default_factory=dict, description="Installed agents: environment of the -on leg only."
@@ -322,35 +321,38 @@ class Arm(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,59}$")
     control: bool = False
     agent: AgentSpec
-    baseline: Literal["both"] | None = Field(
+    baseline: Literal["on", "off", "both"] | None = Field(
         default=None,
-        description="'both': run this arm as <name>-on and <name>-off (toggles applied) legs "
-        "on the same jobs, and report on vs off.",
+        description="With toggles (unset: on): on runs the arm as authored, off as <name>-off, "
+        "both as <name>-on and <name>-off legs; `deltarun run --baseline-mode` overrides it.",
     )
     toggles: Toggles | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _on_by_default(cls, data: Any) -> Any:  # toggles alone: run as authored (skill-on)
+        if isinstance(data, dict):
+            baseline = data.get("baseline")  # YAML 1.1 reads a bare on / off as true / false
+            if isinstance(baseline, bool) or (baseline is None and data.get("toggles") is not None):
+                data = {**data, "baseline": "off" if baseline is False else "on"}
+        return data
 
     @model_validator(mode="after")
     def _legs(self) -> Arm:
         if self.baseline is not None and self.control:
-            raise ValueError("the control arm cannot have baseline legs")
+            raise ValueError("the control arm cannot have toggles (baseline legs)")
         if self.baseline is not None and self.toggles is None:
-            raise ValueError("'baseline: both' needs 'toggles' (env or prompt) for the off leg")
-        if self.baseline is None and self.toggles is not None:
-            raise ValueError("'toggles' only apply with 'baseline: both'")
+            raise ValueError(f"'baseline: {self.baseline}' needs 'toggles' (env or prompt)")
         return self
 
 
 @dataclass(frozen=True)
 class Leg:
-    """What runs as one arm of the plan: an arm, or one leg of a ``baseline: both`` arm."""
+    """What runs as one arm of the plan: an arm, or a leg of an arm with toggles."""
 
     name: str
     arm: Arm
     toggles: Toggles | None  # set on the -off leg only
-
-    @property
-    def control(self) -> bool:
-        return self.arm.control
 
 
 class Price(Strict):
@@ -483,13 +485,14 @@ class Controls(Strict):
         return next(arm.name for arm in self.arms if arm.control)
 
     def legs(self) -> list[Leg]:
-        """The arms as planned and reported: each ``baseline: both`` arm as two legs."""
+        """The arms as planned: one with toggles as itself, ``<name>-off`` or both legs."""
         legs: list[Leg] = []
         for arm in self.arms:
+            off = Leg(f"{arm.name}-off", arm, arm.toggles)
             if arm.baseline == "both":
-                legs += [Leg(f"{arm.name}-on", arm, None), Leg(f"{arm.name}-off", arm, arm.toggles)]
+                legs += [Leg(f"{arm.name}-on", arm, None), off]
             else:
-                legs.append(Leg(arm.name, arm, None))
+                legs.append(off if arm.baseline == "off" else Leg(arm.name, arm, None))
         return legs
 
     def baseline_pairs(self) -> list[tuple[str, str]]:

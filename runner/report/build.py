@@ -18,6 +18,7 @@ from runner.report.html import render_html
 from runner.report.jsonform import dumps_json, to_json
 from runner.report.markdown import render_markdown
 from runner.report.model import MetricsPin, Pins, RoutePin, build
+from runner.report.scorecard import Head, scorecard_files
 from runner.run.rundir import RunDir, RunMeta
 from runner.run.setup_warnings import setup_warnings
 
@@ -31,12 +32,14 @@ class BuiltReport:
     json_text: str
     rows: tuple[Row, ...] = ()
     html: str = ""
+    scorecards: tuple[tuple[str, str], ...] = ()  # (name, text): runner.report.scorecard
 
     def files(self) -> tuple[tuple[str, str], ...]:
         return (
             ("report.md", self.markdown),
             ("report.json", self.json_text),
             ("report.html", self.html),
+            *self.scorecards,
         )
 
     @property
@@ -59,7 +62,7 @@ def _edited_from(run_dir: RunDir) -> str | None:
 
 
 def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
-    """Score the ledger and render the report files (no file written)."""
+    """Score the ledger and render the report files and scorecards (no file written)."""
     meta = run_dir.meta()
     controls = run_dir.stored_controls()
     trials = _checked_records(run_dir, meta, controls)
@@ -99,8 +102,10 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
         cost=cost_table(controls, meta.arms, trials),
     )
     data = to_json(report)
+    head = Head(meta.run_id, meta.suite_sha256, controls.suite.file, report.generated_at)
+    cards = scorecard_files(controls, head, trials, task_ids, withhold_headline(rows))
     return BuiltReport(
-        scores, render_markdown(report), dumps_json(data), tuple(rows), render_html(data)
+        scores, render_markdown(report), dumps_json(data), tuple(rows), render_html(data), cards
     )
 
 
@@ -165,6 +170,7 @@ def _pins(run_dir: RunDir, meta: RunMeta, controls: Controls) -> Pins:
         image_digests=meta.image_digests,
         agent_dir_digests=meta.agent_dir_digests,
         agent_artifacts=meta.agent_artifacts,
+        baseline_modes=meta.baseline_modes or {},
         ledger_sha256=run_dir.ledger_sha256(),
         deltarun_version=meta.deltarun_version,
         python_version=meta.python_version,

@@ -116,7 +116,7 @@ def _pins(report: dict[str, Any]) -> list[str]:
         "timeout_s": "timeout s", "seed": "seed", "routes": "route of",
         "control_arm": "control arm", "ledger_sha256": "ledger sha256",
         "image_digests": "image", "agent_dir_digests": "agent dir of",
-        "agent_artifacts": "agent of",
+        "agent_artifacts": "agent of", "baseline_modes": "baseline mode of",
         "deltarun_version": "deltarun version", "python_version": "Python version",
         "builtin_metrics_sha256": "built-in metrics (runner/grading/metrics.py) sha256",
     }  # fmt: skip

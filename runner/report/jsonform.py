@@ -14,7 +14,19 @@ from runner.evidence.scoring import ArmSummary, PairedDelta, gc_paused
 from runner.report.checklist import publish_instead
 from runner.report.cost import cost_json
 from runner.report.metric_deltas import MetricDelta
-from runner.report.model import SCHEMA_VERSION, Report, metric_source, rate_json, rounded
+from runner.report.model import (
+    SCHEMA_VERSION,
+    Pins,
+    Report,
+    metric_source,
+    rate_json,
+    rounded,
+)
+
+
+def _empty_pins(pins: Pins) -> set[str]:
+    """The pins added after reports were first written, left out when the run has none."""
+    return {key for key in ("agent_artifacts", "baseline_modes") if not getattr(pins, key)}
 
 
 @gc_paused()
@@ -33,10 +45,9 @@ def to_json(report: Report) -> dict[str, Any]:
         "headline_withheld": report.withheld,
         "checklist": [{"item": r.item, "ok": r.ok, "detail": r.detail} for r in report.rows],
         "setup_warnings": list(report.setup_warnings),
-        # agent_artifacts only where the run has installed arms: other reports keep their bytes
-        "pins": pins.model_dump(
-            mode="json", exclude=None if pins.agent_artifacts else {"agent_artifacts"}
-        ),
+        # agent_artifacts and baseline_modes only where the run has them: other reports keep
+        # their bytes
+        "pins": pins.model_dump(mode="json", exclude=_empty_pins(pins)),
         "arms": [_summary(s) for s in scores.summaries],
         "repeats": dict(report.repeats),
         "deltas": [

@@ -75,6 +75,9 @@ class Pins(BaseModel):
     excluded: list[str] = []  # suite.exclude: tasks left out of the run
     # installed arm → {"agent": "<name>@<version>", "artifacts_sha256": ...}
     agent_artifacts: dict[str, dict[str, str]] = {}
+    # arm with toggles → skill-on | skill-off | both, as run.json records it (runs from before
+    # --baseline-mode have none, so their reports keep their bytes)
+    baseline_modes: dict[str, str] = {}
 
 
 def rounded(value: float | None, digits: int = 6) -> float | None:

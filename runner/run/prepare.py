@@ -15,16 +15,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+from pydantic import ValidationError
+
 from runner import __version__
 from runner.agents.base import Agent
 from runner.agents.factory import agents_for, arm_members
 from runner.agents.installed.checks import check_installed
 from runner.config.loader import (
     LoadedControls,
+    format_validation_error,
     load_controls,
+    parse_controls,
 )
 from runner.config.model import Controls
-from runner.errors import DigestMismatch, UserError
+from runner.errors import DigestMismatch, ProtocolMismatch, UsageError, UserError
 from runner.grading import metrics as builtin_metrics
 from runner.grading.metric_modules import load_metrics, read_module
 from runner.grading.metrics import Metric
@@ -74,7 +79,9 @@ class Draft:
     allow_missing: bool
     layer: Callable[[LoadedControls, Suite], Sequence[Layered]] | None
     python_of: Callable[[Controls, str], str] | None = None  # an image's Python (X.Y.Z)
+    baseline_mode: str | None = None  # --baseline-mode: skill-on, skill-off or both
     loaded: LoadedControls = field(init=False)
+    authored: Controls = field(init=False)  # the controls before --baseline-mode
     suite: Suite = field(init=False)
     metrics: Mapping[str, Metric] = field(init=False)
     metrics_source: bytes | None = None
@@ -90,8 +97,69 @@ class Draft:
 
 
 def _controls(d: Draft) -> None:
-    d.loaded = load_controls(d.path)
+    authored = load_controls(d.path)
+    d.authored = authored.controls
+    d.loaded = with_baseline_mode(authored, d.baseline_mode)
     check_installed(d.controls, str(d.path))
+
+
+# --baseline-mode and the ``baseline:`` it gives every arm with toggles (seed 001).
+BASELINE_MODES = {"skill-on": "on", "skill-off": "off", "both": "both"}
+MODE_OF = {value: key for key, value in BASELINE_MODES.items()}
+
+
+def with_baseline_mode(loaded: LoadedControls, mode: str | None) -> LoadedControls:
+    """The controls as run: with ``--baseline-mode``, every arm with toggles gets that
+    ``baseline:`` (so the protocol hash covers the mode: runs of two modes never share one).
+    skill-off and both need an arm with toggles (one line otherwise)."""
+    if mode is None:
+        return loaded
+    if mode not in BASELINE_MODES:
+        raise UsageError(f"--baseline-mode {mode!r}: choose skill-on, skill-off or both")
+    if mode != "skill-on" and all(arm.toggles is None for arm in loaded.controls.arms):
+        raise UsageError(
+            f"--baseline-mode {mode}: no arm of {loaded.path} has toggles (what its off leg "
+            "turns off); give the arm toggles: {env: ..., prompt_suffix: ...}"
+        )
+    data = loaded.controls.model_dump(mode="json", by_alias=True)
+    for arm in data["arms"]:
+        if arm["toggles"] is not None:
+            arm["baseline"] = BASELINE_MODES[mode]
+    try:
+        controls = Controls.model_validate(data)
+    except ValidationError as exc:
+        where = f"{loaded.path} with --baseline-mode {mode}"
+        raise UserError(format_validation_error(where, exc)) from exc
+    return LoadedControls(controls, loaded.path, loaded.agent_dir_digests)
+
+
+def baseline_modes(controls: Controls) -> dict[str, str]:
+    """Each arm with toggles and the mode it runs in (run.json's ``baseline_modes``)."""
+    return {
+        arm.name: MODE_OF[arm.baseline]
+        for arm in controls.arms
+        if arm.toggles is not None and arm.baseline is not None
+    }
+
+
+def controls_as_run(d: Draft) -> bytes:
+    """What the run directory keeps as its controls.yaml: the file's bytes, or, when
+    ``--baseline-mode`` changed an arm's ``baseline:``, the file with that change (comments
+    dropped, a first line saying so), which parses to the controls run and hashes to the
+    run's protocol: report, replay, export and reverify read the controls as run."""
+    authored = d.path.read_bytes()
+    if d.controls == d.authored:
+        return authored
+    data = yaml.safe_load(authored)
+    for entry, arm in zip(data["arms"], d.controls.arms, strict=True):
+        if arm.toggles is not None:
+            entry["baseline"] = arm.baseline
+    text = f"# {d.path.name} as run with --baseline-mode {d.baseline_mode}\n" + yaml.safe_dump(
+        data, sort_keys=False, allow_unicode=True
+    )
+    if parse_controls(text, str(d.path)) != d.controls:  # never expected: the YAML round trip
+        raise UserError(f"{d.path}: cannot write the controls as run with --baseline-mode")
+    return text.encode("utf-8")
 
 
 def _suite(d: Draft) -> None:
@@ -158,9 +226,7 @@ def _agent_images(d: Draft) -> None:
 
 
 def _written(d: Draft) -> None:
-    d.run_dir, d.meta = _run_dir(
-        d.path, d.out, d.resume, d.loaded, d.suite, d.digests, d.agent_artifacts
-    )
+    d.run_dir, d.meta = _run_dir(d)
 
 
 # Each check and what it needs; ``runner.run.pipeline.order`` runs them in an order that
@@ -249,15 +315,17 @@ def prepare(
     allow_missing: bool = False,
     layer: Callable[[LoadedControls, Suite], Sequence[Layered]] | None = None,
     python_of: Callable[[Controls, str], str] | None = None,
+    baseline_mode: str | None = None,
 ) -> PreparedRun:
     """Check everything (``STEPS``) and plan the jobs still to run. ``environ`` is given when
     trials run here (their keys must be here too); ``preflight`` checks each image with the
     run's limits; ``expect_protocol`` is a pre-registered protocol hash the controls must
-    still hash to; ``layer`` builds the installed agents' images when missing. Nothing is
-    written before every check passed."""
+    still hash to; ``layer`` builds the installed agents' images when missing;
+    ``baseline_mode`` (``--baseline-mode``) sets the mode of every arm with toggles. Nothing
+    is written before every check passed."""
     d = Draft(
         controls_path, out, resume, image_digest, preflight, environ, expect_protocol,
-        allow_missing, layer, python_of,
+        allow_missing, layer, python_of, baseline_mode,
     )  # fmt: skip
     for each in ORDERED:
         each.run(d)
@@ -285,51 +353,65 @@ def prepare(
     )
 
 
-def _run_dir(
-    path: Path,
-    out: Path,
-    resume: bool,
-    loaded: LoadedControls,
-    suite: Suite,
-    digests: dict[str, str],
-    agent_artifacts: dict[str, dict[str, str]],
-) -> tuple[RunDir, RunMeta]:
-    """A new run directory, or the one resumed under the same protocol hash."""
+def _run_dir(d: Draft) -> tuple[RunDir, RunMeta]:
+    """A new run directory, or the one resumed under the same mode and protocol hash."""
+    out, controls, loaded = d.out, d.controls, d.loaded
     run_dir = RunDir(out)
     if run_dir.exists():
-        if not resume:
+        if not d.resume:
             raise UserError(
                 f"{out}: a run directory already exists; pass --resume to continue it "
                 "or choose a new --out"
             )
+        _check_modes(out, run_dir.meta().baseline_modes, baseline_modes(controls))
         meta = run_dir.check_protocol(loaded.protocol_sha256)
         run_dir.repair_torn_tail()
         return run_dir, meta
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{out}: exists and is not a run directory; choose a new --out")
-    controls = loaded.controls
-    exposed = _exposures(suite, controls.tools.forbidden_paths)
+    exposed = _exposures(d.suite, controls.tools.forbidden_paths)
     meta = RunMeta(
         run_id=new_run_id(controls.protocol_id, now_utc()),
         protocol_id=controls.protocol_id,
         protocol_sha256=loaded.protocol_sha256,
-        suite_sha256=suite.sha256,
+        suite_sha256=d.suite.sha256,
         channel=controls.channel,
         control_arm=controls.control_arm,
         arms=[leg.name for leg in controls.legs()],
-        tasks=[_task_meta(t, exposed.get(t.id)) for t in suite.tasks],
-        image_digests=digests,
+        tasks=[_task_meta(t, exposed.get(t.id)) for t in d.suite.tasks],
+        image_digests=d.digests,
         agent_dir_digests=dict(sorted(loaded.agent_dir_digests.items())),
-        agent_artifacts=agent_artifacts,
+        agent_artifacts=d.agent_artifacts,
         created_at=now_utc().isoformat(),
         deltarun_version=__version__,
         python_version=platform.python_version(),
-        controls_path=str(path.resolve()),
+        controls_path=str(d.path.resolve()),
         builtin_metrics_sha256=sha256_bytes(Path(builtin_metrics.__file__).read_bytes()),
         scoring_sha256=scoring_sha256(),
+        baseline_modes=baseline_modes(controls),
     )
-    run_dir.create(meta, path.read_bytes())
+    run_dir.create(meta, controls_as_run(d))
     return run_dir, meta
+
+
+def _check_modes(out: Path, recorded: dict[str, str] | None, asked: dict[str, str]) -> None:
+    """A run directory is resumed in the modes it ran in (one line otherwise; run.json
+    written before ``baseline_modes`` existed leaves it to the protocol hash)."""
+    if recorded is None or recorded == asked:
+        return
+
+    def shown(modes: dict[str, str]) -> str:
+        if not modes:
+            return "no arm with toggles"
+        if len(set(modes.values())) == 1:
+            return f"--baseline-mode {next(iter(modes.values()))}"
+        return ", ".join(f"{arm} {mode}" for arm, mode in sorted(modes.items()))
+
+    again = shown(recorded) if recorded and len(set(recorded.values())) == 1 else "its modes"
+    raise ProtocolMismatch(
+        f"{out}: this run directory ran with {shown(recorded)}, this run asks for "
+        f"{shown(asked)}; resume with {again}, or choose a new --out for a run of this mode"
+    )
 
 
 def _task_meta(task: Task, exposed: str | None) -> dict[str, str]:

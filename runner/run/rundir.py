@@ -1,10 +1,13 @@
 """The run directory: stored controls, run metadata and the append-only ledger.
 
-    RUN_DIR/controls.yaml            the controls exactly as run (bytes)
+    RUN_DIR/controls.yaml            the controls exactly as run (their bytes, or with the
+                                     baseline: --baseline-mode gave an arm)
     RUN_DIR/run.json                 run id, protocol hash, suite digest, tasks, pins
     RUN_DIR/trials.jsonl             one fsync'd line per job id: the ledger
     RUN_DIR/trials.duplicates.jsonl  later records of an already recorded job (audit only)
     RUN_DIR/report.{md,json}         written by `report`, rebuilt by `replay`
+    RUN_DIR/scorecard.json           an arm's on vs off legs (seed 001's DeltaScorecard),
+                                     beside the report; scorecard-<arm>.json for several
     RUN_DIR/sessions/<sha256>.tar.gz an installed agent's session (its log files, stdout and
                                      the gateway's request log), named by the record's
                                      ``session_sha256``; the ledger never holds the bytes
@@ -62,6 +65,9 @@ class RunMeta:
     scoring_sha256: str = ""  # runner/{evidence,grading,report} (runner.run.scoring_code)
     # installed arm → {"agent": "<name>@<version>", "artifacts_sha256": digest of its files}
     agent_artifacts: dict[str, dict[str, str]] = field(default_factory=dict)
+    # arm with toggles → the mode it ran in: skill-on, skill-off or both (--baseline-mode, or
+    # its baseline: in the controls); None in a run.json written before the field existed
+    baseline_modes: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

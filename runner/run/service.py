@@ -208,6 +208,7 @@ class RunOptions:
     allow_missing: bool = False
     setup_flags: bool = True  # tell the first record of each kind of setup warning
     task_name: str | None = None  # the Celery task of the jobs; None: the workers' trial task
+    baseline_mode: str | None = None  # skill-on | skill-off | both; None: the controls' own
 
 
 def plan_line(prepared: PreparedRun, options: RunOptions) -> str:
@@ -299,6 +300,7 @@ class RunService:
             allow_missing=options.allow_missing,
             layer=self.layer,
             python_of=self._python_of,
+            baseline_mode=options.baseline_mode,
         )
 
     def layer_agents(
