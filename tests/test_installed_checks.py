@@ -210,7 +210,7 @@ def test_a_version_the_registry_lacks_is_exit_2_naming_the_field(
     from runner.agents.installed.layer import AgentImages
 
     if name == "codex" and shutil.which("npm") is None:
-        pytest.skip("npm is not installed")  # .ci/run installs it; conftest fails CI without
+        pytest.skip("npm is not installed")  # .ci/run installs it; in CI a skip fails
     kind = kind_of(name)
     assert kind is not None
     engine = _Engine()
