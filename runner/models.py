@@ -6,6 +6,7 @@ trial record is an error, never silently ignored. Pure data, no I/O.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass, fields
@@ -363,6 +364,12 @@ class Trial(Strict):
     )
     worker: str
     image_digest: str = ""
+    limits: dict[str, Any] | None = Field(
+        default=None,
+        description="What the trial ran under, as the worker applied it and the engine "
+        "reported it (runner.trial.limits); null when no sandbox was made, and in records "
+        "written before the field existed.",
+    )
     attempt: int = 1
     started_at: str
     finished_at: str
@@ -426,6 +433,7 @@ class ScoredTrial:
     finished_at: str = ""  # the report's generated_at is the last of these
     agent_exit_code: int | None = None  # the report's setup warnings (runner.run.setup_warnings)
     image_digest: str = ""  # the checklist: every arm ran a task on the control's image
+    limits: dict[str, Any] | None = None  # the checklist: same limits (shared, one per value)
     setup_signal: str | None = None  # runner.setup_signals.signal_of
 
     @classmethod
@@ -434,11 +442,15 @@ class ScoredTrial:
         for name in _INTERNED:
             if values[name] is not None:
                 values[name] = sys.intern(values[name])
+        if values["limits"] is not None:  # a run has a few distinct ones: one object each
+            shared = json.dumps(values["limits"], sort_keys=True)
+            values["limits"] = _SHARED_LIMITS.setdefault(shared, values["limits"])
         return cls(**values, setup_signal=signal_of(t.reason, t.agent_log))
 
 
 # The fields ``ScoredTrial.of`` copies from a ``Trial``, and those it interns.
 _COPIED = tuple(f.name for f in fields(ScoredTrial) if f.name != "setup_signal")
+_SHARED_LIMITS: dict[str, dict[str, Any]] = {}
 _INTERNED = ("run_id", "protocol_sha256", "task_id", "arm", "stop_reason", "image_digest")
 
 

@@ -242,7 +242,7 @@ def run_legs(
     env = trial_env(controls, LocalInputs(suite), factory, "test", pins={PY_IMAGE: layers.base_id})
     trials = {}
     for leg in controls.legs():
-        if leg.control:
+        if leg.arm.control:
             continue
         job = Job(
             job_id=f"job-t1-{leg.name}",

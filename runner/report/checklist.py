@@ -18,6 +18,7 @@ from runner.config.model import Controls
 from runner.evidence.scoring import Scores
 from runner.evidence.stats import sign_test_greater, sign_test_min_pairs
 from runner.models import Outcome, Record
+from runner.report import same_limits
 
 WITHHOLD_AT = 2
 # A publishable headline needs a pack of at least this many ordinary and negative tasks.
@@ -220,36 +221,28 @@ BUDGET_FIELDS = (
 
 
 def _same_limits_row(controls: Controls, trials: Sequence[Record], control_ran: bool) -> Row:
-    """The control ran, and every arm ran each task on the image the control ran it on (the
-    image ID each record names; an installed agent's layer is its own image, so its arms are
-    compared among themselves only). Timeout, limits, network and tools are one per run."""
-    item = "control arm present and run under the same limits"
+    """The control ran, and every arm ran each task under the control's limits and image, as
+    the records say (``runner.report.same_limits``)."""
+    item = same_limits.ITEM
     if not control_ran:
         return Row(item, False, "the control arm has no record")
-    control = controls.control_arm
-    layered = {leg.name for leg in controls.legs() if leg.arm.agent.type == "installed"}
-    seen: dict[str, dict[str, set[str]]] = {}  # task -> arm -> image IDs
-    for t in trials:
-        if t.image_digest and t.outcome is not Outcome.ERROR:
-            seen.setdefault(t.task_id, {}).setdefault(t.arm, set()).add(t.image_digest)
-    differ = []
-    for task, by_arm in sorted(seen.items()):
-        expected = by_arm.get(control, set())
-        for arm, images in sorted(by_arm.items()):
-            if arm in layered or arm == control or not expected:
-                continue
-            if images != expected:
-                shown = ", ".join(sorted(i.removeprefix("sha256:")[:12] for i in images))
-                want = ", ".join(sorted(i.removeprefix("sha256:")[:12] for i in expected))
-                differ.append(f"{arm} on {task}: image {shown}, the control's {want}")
+    differ = same_limits.same_limits_differences(controls, trials)
     if differ:
         return Row(item, False, f"{len(differ)} difference(s): {_named(differ, sep='; ')}")
+    if not same_limits.any_limits(trials):  # records from before ``limits``: the image only
+        return Row(
+            item,
+            True,
+            f"every arm ran each task on the control's image; one timeout "
+            f"({controls.runtime.timeout_s:g}s), limits, network ({controls.runtime.network}) "
+            "and tool allowlist for the run",
+        )
     return Row(
         item,
         True,
-        f"every arm ran each task on the control's image; one timeout "
-        f"({controls.runtime.timeout_s:g}s), limits, network ({controls.runtime.network}) and "
-        "tool allowlist for the run",
+        "every arm ran each task on the control's image under its timeouts, resources, "
+        "runtime, tools, forbidden paths and repeats, as the records say; the model-driven "
+        "arms under one network and model settings",
     )
 
 

@@ -163,6 +163,11 @@ class Sandbox(Protocol):
         """The requests the sandbox made to the model so far (empty without a gateway)."""
         ...
 
+    @property
+    def applied(self) -> Mapping[str, object]:
+        """The limits the engine reports this sandbox has (``runner.sandbox.applied``)."""
+        ...
+
 
 class SandboxFactory(Protocol):
     """Opens sandboxes; the Docker implementation is ``DockerSandboxFactory``."""

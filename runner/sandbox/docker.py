@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,6 +37,7 @@ from docker.types import HostConfig, LogConfig, Mount, Ulimit
 from runner import telemetry
 from runner.errors import SandboxError, UserError
 from runner.sandbox import copy_out
+from runner.sandbox.applied import applied_of
 from runner.sandbox.base import (
     AGENT_DIR,
     AGENT_UID,
@@ -262,6 +263,7 @@ class DockerSession:
             self.container = str(created["Id"])
             self.factory._track(self.container, True)
             client.start(self.container)
+            host_config = client.inspect_container(self.container).get("HostConfig") or {}
             telemetry.sandbox_started(time.monotonic() - began)
         except docker.errors.APIError as exc:
             if exc.status_code is not None and 400 <= exc.status_code < 500:
@@ -272,7 +274,13 @@ class DockerSession:
             raise SandboxError(f"Docker failed to create the sandbox: {exc}") from exc
         except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to create the sandbox: {exc}") from exc
-        return DockerSandbox(self.factory, self.container, digest, self.gateway)
+        return DockerSandbox(
+            self.factory,
+            self.container,
+            digest,
+            self.gateway,
+            applied_of(host_config, spec.limits.workspace_bytes),
+        )
 
     def _mounts(self, labels: dict[str, str]) -> list[Mount]:
         """Create the sandbox's size-capped volumes: the workspace always, ``/io`` and the
@@ -376,8 +384,10 @@ class DockerSandbox:
         container: str,
         digest: str,
         gateway: ModelGateway | None = None,
+        applied: Mapping[str, object] | None = None,
     ) -> None:
         self.factory = factory
+        self._applied = dict(applied or {})  # what the engine reports (runner.sandbox.applied)
         self.client = factory.client
         self.container = container
         self._digest = digest
@@ -396,6 +406,10 @@ class DockerSandbox:
     @property
     def image_digest(self) -> str:
         return self._digest
+
+    @property
+    def applied(self) -> Mapping[str, object]:
+        return self._applied
 
     def put_archive(self, dest: str, tar: bytes | Path) -> None:
         if self._killed:

@@ -49,11 +49,12 @@ import io
 import json
 import posixpath
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
 from runner.errors import SandboxError
+from runner.sandbox.applied import applied_of_spec
 from runner.sandbox.base import (
     ExecRequest,
     ExecResult,
@@ -104,6 +105,11 @@ class FakeSandbox:
     def image_digest(self) -> str:
         """The factory's ``image_digest``."""
         return self.factory.image_digest
+
+    @property
+    def applied(self) -> Mapping[str, object]:
+        """What an engine that applies every flag of the spec reports."""
+        return applied_of_spec(self.spec)
 
     def model_calls(self) -> list[ModelCall]:
         """``gateway_calls``, as a gateway's log would give them."""

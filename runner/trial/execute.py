@@ -61,6 +61,7 @@ from runner.sandbox.base import (
     SandboxSpec,
 )
 from runner.sizes import parse_size
+from runner.trial.limits import trial_limits
 from runner.trial.record import Facts, build_record, error_record, patch_of
 from runner.trial.workspace import (
     MAX_VERIFY_PATCH_BYTES,
@@ -290,6 +291,7 @@ def _agent_phase(
     kit = fixture.baseline_tar(forbidden)
     with env.sandboxes.open(spec) as sandbox:
         facts.image_digest = sandbox.image_digest
+        facts.limits = trial_limits(controls, job.arm, task, sandbox.applied)
         copy_in(sandbox, workspace)
         prompt = agent.toggles.prompt(task.prompt) if agent.toggles else task.prompt
         baseline(sandbox, prompt, guard=agent.runs_programs, staged=kit)

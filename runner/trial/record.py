@@ -42,6 +42,7 @@ class Facts:
     verify_log_truncated: bool = False
     verify_oom_killed: bool = False
     image_digest: str = ""
+    limits: dict[str, Any] | None = None  # what the trial ran under (runner.trial.limits)
     reason: str | None = None  # why the outcome is what it is, when the harness knows
     error: str | None = None
     setup_note: str = ""  # the install step failed in the agent's sandbox (leads agent_log)
@@ -228,6 +229,7 @@ def build_record(
         session=None if result.session is None else base64.b64encode(result.session).decode(),
         worker=worker,
         image_digest=facts.image_digest,
+        limits=facts.limits,
         attempt=retries + 1,
         started_at=started_at.isoformat(),
         finished_at=finished_at.isoformat(),
