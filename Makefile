@@ -73,10 +73,12 @@ swebench: setup images  ## SWE-bench-format example: instances + 2 predictions f
 
 # Test workers (pytest-xdist): the Docker tests mostly wait on the engine, so more workers than
 # cores; tests that watch or remove engine-wide state run alone (tests/conftest.py engine_lock).
+# --maxschedchunk=1: tests are handed out one at a time in the collection order (the slowest
+# first, tests/conftest.py), not in chunks of a quarter of the suite per worker.
 TEST_WORKERS ?= 3
 
 test: setup redis registry compose chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25 tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxschedchunk=1 --durations=25 tests
 
 adversarial: setup images  ## the adversarial suite alone, with its table (attack, tried, happened, held)
 	$(PY) -m pytest -q tests/adversarial

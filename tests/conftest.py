@@ -61,23 +61,40 @@ def path_lock(name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-# Modules whose tests take the longest (a minute or more each, measured by --durations):
-# collected first, so that parallel workers start them at once instead of ending on them.
+# Modules with the longest tests (half a minute or more each, measured by --durations; the
+# Makefile's --maxschedchunk=1 hands tests out one by one in this order), so that parallel
+# workers start them at once instead of ending on them.
 SLOW_FIRST = (
     "test_realprojects.py",
     "test_installed_e2e.py",
-    "test_install_step.py",
-    "test_distributed_containers.py",
     "test_quickstart.py",
-    "test_compose.py",
+    "test_validate.py",
     "test_distributed.py",
+    "test_registry.py",
+    "test_run_cli.py",
+    "test_export.py",
+    "test_install_step.py",
+    "test_model_only.py",
+    "test_compose.py",
+    "test_pack30.py",
+    "test_scorecard.py",
+    "test_distributed_containers.py",
+    "test_docker_stall.py",
+    "test_sandbox_io.py",
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow modules first (``SLOW_FIRST``, in its order), the rest as collected."""
+    """The ``exclusive`` tests first (each runs alone: at the start no long test is in
+    flight for it to wait on while the other workers idle), then the slow modules
+    (``SLOW_FIRST``, in its order), the rest as collected."""
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+    def key(item: pytest.Item) -> tuple[int, int]:
+        alone = item.get_closest_marker("exclusive") is not None
+        return (0 if alone else 1, rank.get(item.path.name, len(rank)))
+
+    items.sort(key=key)
 
 
 @pytest.hookimpl(wrapper=True)
