@@ -338,6 +338,8 @@ def test_worker_without_the_image_pulls_it_and_runs_the_job(
         assert essence(tmp_path / "run") == essence(tmp_path / "local")
         records = [ln for ln in (tmp_path / "run" / "trials.jsonl").read_text().splitlines() if ln]
         assert len(records) == 4 and all('"worker":"wb"' in r.replace(" ", "") for r in records)
+        # The run's archives came to the worker from the registry, never through Redis.
+        assert not list(client.scan_iter(match=keys.blob("*")))
 
         # Published later: the worker's thread pulls, checks and starts consuming the queue of
         # a good pin, and refuses a pin the registry's image does not match.

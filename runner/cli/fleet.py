@@ -43,8 +43,28 @@ def worker(
 
 
 @app.command()
-def gc(dry_run: opt.DryRun = False, all_: opt.All = False, cache: opt.Cache = False) -> None:
-    """Remove deltarun containers and volumes left past their deadline."""
+def gc(
+    dry_run: opt.DryRun = False,
+    all_: opt.All = False,
+    cache: opt.Cache = False,
+    broker: common.BrokerUrl = None,
+    broker_file: common.BrokerFile = None,
+    broker_ca: common.BrokerCa = None,
+    broker_cert: common.BrokerCert = None,
+    broker_key: common.BrokerKey = None,
+    max_age: opt.BlobMaxAge = 168.0,
+) -> None:
+    """Remove deltarun containers and volumes left past their deadline.
+
+    With --broker (or --broker-file): instead, remove the run archives (blobs) and
+    protocol bundles no live run needs, from Redis and, for runs with --registry, the
+    registry's manifests that keep them (its garbage-collect then frees the bytes).
+    """
+    if broker is not None or broker_file is not None:
+        found = broker_of(broker, broker_file, broker_ca, broker_cert, broker_key, required=True)
+        assert found is not None
+        _blob_gc(found.url, dry_run, max_age)
+        return
     if cache:
         from runner.fixtures.cache import CacheDir
 
@@ -63,4 +83,17 @@ def gc(dry_run: opt.DryRun = False, all_: opt.All = False, cache: opt.Cache = Fa
     from runner.sandbox.reaper import reap
 
     for line in reap(connect(), dry_run=dry_run, include_live=all_):
+        out.print(line, highlight=False)
+
+
+def _blob_gc(url: str, dry_run: bool, max_age_h: float) -> None:
+    from runner.distributed import blob_gc
+    from runner.distributed.connection import connect_redis
+    from runner.distributed.registry_blobs import RegistryBlobs, worker_url
+
+    def drop(registry: str, tag: str) -> bool:
+        return RegistryBlobs(worker_url(registry)).drop(tag)
+
+    done = blob_gc.collect(connect_redis(url), drop, max_age_s=max_age_h * 3600, dry_run=dry_run)
+    for line in done.lines(dry_run):
         out.print(line, highlight=False)

@@ -69,3 +69,12 @@ Cache = Annotated[
         "--cache", help="Instead: empty this machine's cache ($DELTARUN_CACHE: blobs, git)"
     ),
 ]
+BlobMaxAge = Annotated[
+    float,
+    typer.Option(
+        "--max-age",
+        min=0,
+        help="With --broker: hours a run that did not finish (interrupted, or its "
+        "coordinator gone) keeps its archives",
+    ),
+]

@@ -24,7 +24,15 @@ Registry = Annotated[
     Option(
         "--registry",
         help="HOST:PORT of an image registry: push the run's images there for workers "
-        "to pull by digest (needs --broker)",
+        "to pull by digest, and keep its archives there instead of in Redis (needs --broker)",
+    ),
+]
+BlobWarn = Annotated[
+    str,
+    Option(
+        "--blob-warn",
+        help="Without --registry: warn when the run's archives in Redis memory exceed this "
+        "size (e.g. 256m, 2g)",
     ),
 ]
 BaselineMode = Annotated[
@@ -65,6 +73,7 @@ def run(
     registry: Registry = None,
     allow_missing: AllowMissing = False,
     baseline_mode: BaselineMode = None,
+    blob_warn: BlobWarn = "256m",
 ) -> None:
     """Run every (task, arm, repeat) job and write the report.
 
@@ -72,13 +81,19 @@ def run(
     or $DELTARUN_BROKER_URL), jobs signed with the job key go to `deltarun worker`
     processes through Celery on Redis and records stream back.
     With --registry too, the run's images are pushed there (once) and workers
-    that lack one pull it by digest, keeping it only with the pinned image ID.
+    that lack one pull it by digest, keeping it only with the pinned image ID; the
+    run's archives are kept there too, out of Redis memory.
     """
     from runner.report.headline import report_headline
     from runner.run.service import RunOptions, RunService
+    from runner.sizes import parse_size
 
     if baseline_mode not in (None, "skill-on", "skill-off", "both"):
         raise UsageError(f"--baseline-mode {baseline_mode!r}: choose skill-on, skill-off or both")
+    try:
+        blob_warn_bytes = parse_size(blob_warn)
+    except ValueError as exc:
+        raise UsageError(f"--blob-warn: {exc}") from None
     with c.Shown() as events:
         found = c.broker_of(broker, broker_file, broker_ca, broker_cert, broker_key)
         options = RunOptions(
@@ -92,6 +107,7 @@ def run(
             registry=registry,
             allow_missing=allow_missing,
             baseline_mode=baseline_mode,
+            blob_warn_bytes=blob_warn_bytes,
         )
         prepared = RunService(events).run(controls, options)
     say(report_headline(prepared.run_dir.path))

@@ -24,8 +24,9 @@ from runner.agents.base import Agent
 from runner.agents.factory import agents_for, arm_members
 from runner.config.loader import LoadedControls, protocol_hash
 from runner.config.model import Controls
-from runner.distributed import keys
+from runner.distributed import blob_gc, keys
 from runner.distributed.blobs import BlobStore
+from runner.distributed.registry_blobs import worker_url
 from runner.errors import DigestMismatch, ProtocolMismatch
 from runner.fixtures.archives import (
     DEFAULT_CAPS,
@@ -60,13 +61,16 @@ class Bundle:
     # repo.git of the suite's git fixtures → blob of a bundle holding their commits: the
     # pinned bundle itself, or one made from a bare repository (its trees are pinned).
     git_blobs: dict[str, str] = field(default_factory=dict)
+    # HOST:PORT of the registry holding the blobs (``registry_blobs``); None: Redis.
+    blob_registry: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)
 
 
 def publish(loaded: LoadedControls, suite: Suite, blobs: BlobStore) -> Bundle:
-    """Upload the suite, its archives and the agent directories; store the bundle."""
+    """Upload the suite, its archives and the agent directories (to Redis, or to the
+    registry of ``blobs``); store the bundle and the list of its blobs (``blob_gc``)."""
     suite_blob = blobs.upload_file(suite.path, expected=suite.sha256)
     git_blobs: dict[str, str] = {}
     for task in suite.tasks:
@@ -92,7 +96,11 @@ def publish(loaded: LoadedControls, suite: Suite, blobs: BlobStore) -> Bundle:
         suite_blob=suite_blob,
         agent_blobs=agent_blobs,
         git_blobs=git_blobs,
+        blob_registry=blobs.location,
     )
+    if blobs.registry is not None:  # the registry keeps them while this manifest exists
+        blobs.registry.keep(f"protocol-{bundle.protocol_sha256}", blobs.sizes)
+    blob_gc.note_protocol(blobs.client, bundle.protocol_sha256, blobs.location, blobs.sizes)
     blobs.client.set(keys.protocol(bundle.protocol_sha256), bundle.to_json())
     return bundle
 
@@ -181,6 +189,7 @@ class Protocol:
     agents: dict[str, Agent]
     metrics: Mapping[str, Metric]
     git_blobs: dict[str, str] = field(default_factory=dict)
+    blobs: BlobStore | None = None  # where its blobs are read from (Redis or the registry)
 
 
 def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protocol:
@@ -210,6 +219,8 @@ def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protoco
         ) from exc
     if protocol_hash(controls, bundle.agent_dir_digests) != protocol_sha256:
         raise ProtocolMismatch(f"protocol {protocol_sha256[:12]}: bundle does not hash to its key")
+    if bundle.blob_registry:
+        blobs = blobs.at(worker_url(bundle.blob_registry))
     suite_bytes = blobs.read(bundle.suite_blob)
     if controls.suite.sha256 and bundle.suite_blob != controls.suite.sha256:
         raise DigestMismatch(
@@ -236,4 +247,6 @@ def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protoco
     agents = agents_for(controls, arm_members)
     source = blobs.read(bundle.metrics_blob) if bundle.metrics_blob else None
     metrics = load_metrics(controls.metrics, source, f"metrics module of {protocol_sha256[:12]}")
-    return Protocol(protocol_sha256, controls, tasks, agents, metrics, dict(bundle.git_blobs))
+    return Protocol(
+        protocol_sha256, controls, tasks, agents, metrics, dict(bundle.git_blobs), blobs
+    )

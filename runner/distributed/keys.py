@@ -17,6 +17,18 @@ def protocol(sha256: str) -> str:
     return f"{PREFIX}:protocol:{sha256}"
 
 
+def protocol_blobs(sha256: str) -> str:
+    """JSON {"registry": HOST:PORT or null, "blobs": {sha256: size}}: where a protocol's
+    blobs live and which they are (``runner.distributed.blob_gc``)."""
+    return f"{PREFIX}:protocol-blobs:{sha256}"
+
+
+def runs() -> str:
+    """Hash run id → JSON {"protocol", "state": running | finished | interrupted, "at"}:
+    which runs need which protocol's blobs (``runner.distributed.blob_gc``)."""
+    return f"{PREFIX}:runs"
+
+
 def lease(run_id: str, job_id: str) -> str:
     """Held (with an expiry, renewed) by the worker running a job."""
     return f"{PREFIX}:lease:{run_id}:{job_id}"

@@ -57,7 +57,7 @@ class WorkerState:
         if protocol.sha256 not in self._inputs:
             shared = next(iter(self._inputs.values()), None)
             self._inputs[protocol.sha256] = bundles.RemoteInputs(
-                self.blobs,
+                protocol.blobs or self.blobs,
                 protocol.git_blobs,
                 protocol.controls.runtime.archive_caps,
                 store=shared.store if shared else None,

@@ -209,6 +209,8 @@ class RunOptions:
     setup_flags: bool = True  # tell the first record of each kind of setup warning
     task_name: str | None = None  # the Celery task of the jobs; None: the workers' trial task
     baseline_mode: str | None = None  # skill-on | skill-off | both; None: the controls' own
+    # Without --registry: warn when the run's archives in Redis exceed this (--blob-warn)
+    blob_warn_bytes: int = 256 << 20
 
 
 def plan_line(prepared: PreparedRun, options: RunOptions) -> str:
@@ -382,6 +384,8 @@ class RunService:
             images,
             job_key=options.job_key,
             task_name=options.task_name or TRIAL_TASK,
+            blob_registry=options.registry,
+            blob_warn_bytes=options.blob_warn_bytes,
         )
 
     def execute(self, prepared: PreparedRun, options: RunOptions) -> Recording:

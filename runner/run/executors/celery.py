@@ -36,8 +36,8 @@ import redis
 from celery import Celery
 from pydantic import ValidationError
 
+from runner.distributed import blob_gc, keys, registry
 from runner.distributed import bundle as bundles
-from runner.distributed import keys, registry
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import make_app, required_visibility_s
 from runner.distributed.connection import connect_redis
@@ -57,6 +57,8 @@ CURSOR_FILE = "stream.cursor"
 REQUEUE_CHECK_S = float(os.environ.get("DELTARUN_REQUEUE_CHECK_S", "5"))
 QUEUE_CHECK_S = float(os.environ.get("DELTARUN_QUEUE_CHECK_S", "30"))
 REDIS_OUTAGE_S = 600.0
+# Archives a run may keep in Redis memory before the coordinator suggests --registry.
+BLOB_WARN_BYTES = 256 << 20
 
 
 def longest_trial_s(prepared: PreparedRun) -> float:
@@ -83,8 +85,14 @@ def run_celery(
     task_name: str = keys.TRIAL_TASK,
     images: Mapping[str, registry.Published] | None = None,
     queue_check_s: float = QUEUE_CHECK_S,
+    blob_registry: str | None = None,
+    blob_warn_bytes: int = BLOB_WARN_BYTES,
 ) -> None:
     """Publish every job without a record and collect records until each job has one.
+
+    The run's blobs go to ``blob_registry`` (HOST:PORT) when given, else into Redis, with a
+    warning through ``warn`` when they exceed ``blob_warn_bytes``; the run's state is kept
+    in Redis for ``deltarun gc --broker`` (``runner.distributed.blob_gc``).
 
     ``images`` is what workers learn of the run's images (default: each pinned image ID,
     no registry reference); every ``queue_check_s`` while jobs wait, a queue no live
@@ -95,14 +103,9 @@ def run_celery(
     cursor is saved only after the batch is recorded, so a crash re-reads, never skips.
     """
     client = connect_redis(broker_url)
-    needed = required_visibility_s(longest_trial_s(prepared))
-    if needed > visibility_timeout_s:
-        warn(
-            f"the longest trial needs a visibility timeout of {needed}s, above "
-            f"{visibility_timeout_s}s: start workers with --visibility-timeout {needed} "
-            "or a trial still running may be delivered twice (it is then skipped, not counted)"
-        )
-    bundles.publish(prepared.loaded, prepared.suite, BlobStore(client))
+    _check_visibility(prepared, visibility_timeout_s, warn)
+    run_id, protocol = prepared.meta.run_id, prepared.meta.protocol_sha256
+    publish_inputs(prepared, client, blob_registry, blob_warn_bytes, warn)
     if images is None:
         images = {tag: registry.Published(pin) for tag, pin in prepared.meta.image_digests.items()}
     registry.publish(client, images, job_key)
@@ -111,11 +114,14 @@ def run_celery(
         prepared, client, app, record, warn, task_name, job_key, queue_check_s
     )
     client.delete(keys.stopped(prepared.meta.run_id))  # a resumed run starts its workers again
+    ended = "interrupted"  # its queued jobs may still run: gc keeps its blobs a while
     try:
         coordinator.run()
+        ended = "finished"
     except KeyboardInterrupt:
         raise Interrupted() from None
     except DeltarunError as exc:  # ``record`` stopped the run: workers skip what is queued
+        ended = "finished"
         with contextlib.suppress(redis.RedisError):
             client.set(keys.stopped(prepared.meta.run_id), exc.message[:500], ex=STOP_TTL_S)
         raise
@@ -124,6 +130,48 @@ def run_celery(
             f"lost Redis at {redact(broker_url)} ({exc}); every record so far is kept: "
             "restart Redis and continue with --resume"
         ) from exc
+    finally:
+        with contextlib.suppress(redis.RedisError):
+            blob_gc.note_run(client, run_id, protocol, ended)
+
+
+def _check_visibility(
+    prepared: PreparedRun, visibility_timeout_s: int, warn: Callable[[str], None]
+) -> None:
+    needed = required_visibility_s(longest_trial_s(prepared))
+    if needed > visibility_timeout_s:
+        warn(
+            f"the longest trial needs a visibility timeout of {needed}s, above "
+            f"{visibility_timeout_s}s: start workers with --visibility-timeout {needed} "
+            "or a trial still running may be delivered twice (it is then skipped, not counted)"
+        )
+
+
+def publish_inputs(
+    prepared: PreparedRun,
+    client: redis.Redis,
+    blob_registry: str | None,
+    blob_warn_bytes: int,
+    warn: Callable[[str], None],
+) -> None:
+    """The protocol bundle and its blobs (in ``blob_registry``, else in Redis, with a warning
+    past ``blob_warn_bytes``), the run noted first so gc keeps them from then on."""
+    protocol = prepared.meta.protocol_sha256
+    blob_gc.note_run(client, prepared.meta.run_id, protocol)
+    bundles.publish(prepared.loaded, prepared.suite, BlobStore(client, registry=blob_registry))
+    in_redis = sum(bundle_sizes(client, protocol).values()) if blob_registry is None else 0
+    if in_redis > blob_warn_bytes:
+        warn(
+            f"this run keeps {in_redis / 2**20:,.0f} MiB of archives in Redis memory (over "
+            f"{blob_warn_bytes / 2**20:,.0f} MiB): pass --registry HOST:PORT to keep them in "
+            "the registry, and `deltarun gc --broker` removes those no live run needs"
+        )
+
+
+def bundle_sizes(client: redis.Redis, protocol: str) -> dict[str, int]:
+    """The blobs a published protocol lists (digest → bytes)."""
+    raw = client.get(keys.protocol_blobs(protocol))
+    return dict(json.loads(raw)["blobs"]) if raw else {}
 
 
 class _Coordinator:
@@ -174,6 +222,8 @@ class _Coordinator:
                 if self.pending and time.monotonic() - last_queue_check >= self.queue_check_s:
                     self.check_refusals()
                     self.check_queues()
+                    meta = self.prepared.meta  # still running: gc keeps its blobs
+                    blob_gc.note_run(self.client, meta.run_id, meta.protocol_sha256)
                     last_queue_check = time.monotonic()
                 outage_since = None
             except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -373,7 +423,11 @@ class CeleryExecutor:
         *,
         job_key: bytes,
         task_name: str = keys.TRIAL_TASK,
+        blob_registry: str | None = None,
+        blob_warn_bytes: int = BLOB_WARN_BYTES,
     ) -> None:
+        self.blob_registry = blob_registry  # the run's blobs go there, not into Redis
+        self.blob_warn_bytes = blob_warn_bytes
         self.broker_url = broker_url
         self.job_key = job_key
         self.task_name = task_name  # the workers' trial task; a benchmark names its own
@@ -395,4 +449,6 @@ class CeleryExecutor:
             queue_check_s=self.queue_check_s,
             job_key=self.job_key,
             task_name=self.task_name,
+            blob_registry=self.blob_registry,
+            blob_warn_bytes=self.blob_warn_bytes,
         )
