@@ -206,3 +206,23 @@ def test_gc_without_a_reachable_broker_is_one_line(tmp_path: Path) -> None:
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0
     assert REPOSITORY == "deltarun/blobs"
+
+
+def test_a_run_past_the_warning_size_in_redis_is_told_to_use_a_registry(
+    tmp_path: Path, server: RedisServer, registry_server: RegistryServer
+) -> None:
+    from runner.run.executors.celery import publish_inputs
+    from runner.run.prepare import prepare
+
+    controls = suite_of(tmp_path, 2)
+    prepared = prepare(controls, tmp_path / "run", resume=False, image_digest=lambda i: "sha256:x")
+    warned: list[str] = []
+    publish_inputs(prepared, server.client(), None, 6 << 20, warned.append)
+    assert len(warned) == 1 and "MiB of archives in Redis memory" in warned[0]
+    assert "--registry HOST:PORT" in warned[0]
+    runs = server.client().hgetall(keys.runs())
+    assert json.loads(runs[prepared.meta.run_id.encode()])["state"] == "running"
+    quiet: list[str] = []
+    publish_inputs(prepared, server.client(), None, 64 << 20, quiet.append)
+    publish_inputs(prepared, server.client(), registry_server.address, 1, quiet.append)
+    assert quiet == []
