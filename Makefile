@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis registry compose certs chromium images worker-images examples demo pack30 envdemo swebench test adversarial lint bench gc clean
+.PHONY: help setup docker redis registry compose certs gvisor chromium images worker-images examples demo pack30 envdemo swebench test adversarial adversarial-gvisor lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ compose:  ## install docker-compose and openssl (Debian) for the compose and TLS
 certs:  ## make secrets/: a test CA, Redis TLS certificate, Redis user, job key (scripts/make-certs.sh)
 	@bash scripts/ensure-compose.sh
 	@bash scripts/make-certs.sh secrets $(NAMES)
+
+gvisor: docker  ## install gVisor's runsc (Debian) and register it with the engine (no restart)
+	@bash scripts/ensure-gvisor.sh
 
 chromium:  ## install Debian's chromium, which renders report.html in the tests
 	@bash scripts/ensure-chromium.sh
@@ -77,11 +80,14 @@ swebench: setup images  ## SWE-bench-format example: instances + 2 predictions f
 # first, tests/conftest.py), not in chunks of a quarter of the suite per worker.
 TEST_WORKERS ?= 3
 
-test: setup redis registry compose chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
+test: setup redis registry compose gvisor chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxschedchunk=1 --durations=25 tests
 
 adversarial: setup images  ## the adversarial suite alone, with its table (attack, tried, happened, held)
 	$(PY) -m pytest -q tests/adversarial
+
+adversarial-gvisor: setup images gvisor  ## the adversarial suite with every sandbox under gVisor (runsc)
+	DELTARUN_TEST_OCI_RUNTIME=runsc $(PY) -m pytest -q -n $(TEST_WORKERS) --maxschedchunk=1 tests/adversarial
 
 lint: $(STAMP)  ## ruff and mypy
 	$(VENV)/bin/ruff check runner tests bench

@@ -5,6 +5,10 @@ two fresh sandboxes (agent and verify), so the floor is half the raw rate.
 Both rates are measured in this run, on this machine; the printed ratio is
 trials/s divided by that floor (1.0 = as fast as two bare `docker run`s).
 
+With gVisor registered (``make gvisor``), the same trials again under
+``runtime.oci_runtime: runsc``, and their rate against runc's from this run: what
+a user pays for a kernel of its own per sandbox.
+
     python bench/overhead.py [--tasks 20] [-j 2] [--smoke]
 
 ``--smoke`` (``bench/smoke.py``): one trial against two raw runs.
@@ -25,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import smoke  # noqa: E402
 from runner.cli import main as _unused_main  # noqa: E402,F401  (imports the package as installed)
+from runner.distributed.served_images import engine_runtimes  # noqa: E402
 from runner.fixtures.inputs import LocalInputs  # noqa: E402
 from runner.run.executors.local import run_local  # noqa: E402
 from runner.run.prepare import prepare  # noqa: E402
@@ -49,7 +54,7 @@ def raw_rate(runs: int, parallel: int) -> float:
     return runs / (time.perf_counter() - start)
 
 
-def trial_rate(tasks: int, parallel: int) -> float:
+def trial_rate(tasks: int, parallel: int, runtime: str | None = None) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         suite_tasks = [
@@ -61,6 +66,7 @@ def trial_rate(tasks: int, parallel: int) -> float:
             [
                 {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
             ],
+            runtime={"oci_runtime": runtime} if runtime else None,
         )
         client = connect()
         prepared = prepare(
@@ -104,6 +110,14 @@ def main() -> None:
     )
     print(f"overhead: floor (raw/2):       {floor:.2f} trials/s")
     print(f"overhead: ratio trials/floor:  {trials / floor:.2f}  (goal >= 0.90)")
+    if "runsc" not in engine_runtimes(connect()):
+        print("overhead: gVisor: runsc is not registered (make gvisor): not measured")
+        return
+    gvisor = trial_rate(args.tasks, args.parallel, "runsc")
+    print(
+        f"overhead: deltarun trials under gVisor (runsc): {gvisor:.2f} trials/s at "
+        f"-j {args.parallel}; ratio gVisor/runc {gvisor / trials:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,15 @@ def repo_task(
     return task
 
 
+# ``DELTARUN_TEST_OCI_RUNTIME=runsc`` runs every suite a test makes under that OCI runtime
+# (``make adversarial-gvisor``: the adversarial suite under gVisor).
+RUNTIME_UNDER_TEST: dict[str, Any] = (
+    {"oci_runtime": os.environ["DELTARUN_TEST_OCI_RUNTIME"]}
+    if os.environ.get("DELTARUN_TEST_OCI_RUNTIME")
+    else {}
+)
+
+
 def make_suite(
     root: Path,
     tasks: list[dict[str, Any]],
@@ -105,7 +115,12 @@ def make_suite(
         "protocol_id": "test",
         "channel": channel,
         "suite": {"file": "suite/tasks.jsonl", "sha256": ""},
-        "runtime": {"timeout_s": 60, "verify_timeout_s": 60, **(runtime or {})},
+        "runtime": {
+            "timeout_s": 60,
+            "verify_timeout_s": 60,
+            **RUNTIME_UNDER_TEST,
+            **(runtime or {}),
+        },
         "tools": tools or {"allowlist": [], "forbidden_paths": [".git/"]},
         "arms": arms,
     }

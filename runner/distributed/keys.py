@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 PREFIX = "deltarun"
+DEFAULT_RUNTIME = "runc"  # every engine's OCI runtime unless configured otherwise
 TRIAL_TASK = "deltarun.trial"
 STOP_TTL_S = 7 * 24 * 3600  # a stopped run stays stopped for a week unless resumed
 
@@ -60,9 +63,16 @@ def refused(run_id: str) -> str:
     return f"{PREFIX}:refused:{run_id[:80]}"
 
 
-def queue_for_image(image: str) -> str:
-    """Jobs route to one queue per sandbox image: a worker takes only jobs whose image it has."""
-    return f"{PREFIX}.{image}"
+def queue_for_image(image: str, oci_runtime: str | None = None) -> str:
+    """Jobs route to one queue per sandbox image (and OCI runtime other than the default
+    ``runc``: ``@runsc``): a worker takes only jobs whose image and runtime its engine has."""
+    suffix = f"@{oci_runtime}" if oci_runtime and oci_runtime != DEFAULT_RUNTIME else ""
+    return f"{PREFIX}.{image}{suffix}"
+
+
+def queues_for_image(image: str, runtimes: Iterable[str]) -> list[str]:
+    """Every queue of ``image`` a worker whose engine has ``runtimes`` consumes."""
+    return sorted({queue_for_image(image), *(queue_for_image(image, r) for r in runtimes)})
 
 
 def images() -> str:

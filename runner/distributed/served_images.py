@@ -46,6 +46,7 @@ class ServedImages:
     pull: bool
     say: Callable[[str], None]
     served: dict[str, str] = field(default_factory=dict)  # tag → image ID
+    runtimes: tuple[str, ...] = ()  # the OCI runtimes the engine has (``engine_runtimes``)
     consuming: set[str] = field(default_factory=set)  # Celery queues
     refused: dict[str, registry.Published] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)  # tag → last message logged
@@ -156,7 +157,11 @@ class Watcher:
             except DeltarunError as exc:
                 self.images.note(tag, entry, exc, lambda line: log.error("%s", line))
                 self.images.served.pop(tag, None)  # pinned anew and unusable here: stop
-        wanted = {keys.queue_for_image(tag): tag for tag in self.images.served}
+        wanted = {
+            queue: tag
+            for tag in self.images.served
+            for queue in keys.queues_for_image(tag, self.images.runtimes)
+        }
         for queue in sorted(set(wanted) - self.images.consuming):
             if self._control(queue, add=True):
                 log.info("images: now serving %s (queue %s)", wanted[queue], queue)
@@ -207,3 +212,12 @@ def _preflight(client: Any, worker: str, images: list[str]) -> None:
                 labels={"run": "preflight", "job": "preflight"},
             )
         )
+
+
+def engine_runtimes(client: Any) -> tuple[str, ...]:
+    """The OCI runtimes the Docker engine has registered (``docker info``), e.g. runc, runsc."""
+    try:
+        return tuple(sorted((client.info().get("Runtimes") or {}).keys()))
+    except Exception as exc:  # an engine that will not say: the default runtime only
+        log.warning("docker info failed (%s): serving the default runtime's queues only", exc)
+        return ()

@@ -20,7 +20,7 @@ from celery.signals import worker_process_shutdown
 from runner import telemetry
 from runner.distributed import registry
 from runner.distributed.connection import connect_redis
-from runner.distributed.served_images import ServedImages
+from runner.distributed.served_images import ServedImages, engine_runtimes
 from runner.distributed.worker_state import worker_name
 from runner.errors import UsageError
 
@@ -62,7 +62,9 @@ def start_up(
     client = connect()
     if images is not None and not images:
         raise UsageError("-Q: name at least one sandbox image, or leave -Q out")
-    served = ServedImages(client, me, only=images, pull=pull, say=say)
+    served = ServedImages(
+        client, me, only=images, pull=pull, say=say, runtimes=engine_runtimes(client)
+    )
     served.start(registry.published(client_redis, job_key))
     reap_leftovers(client, me, say)
     _set_up_logging(log_json)

@@ -73,10 +73,12 @@ def serve(
     served = started.served
     what = ", ".join(served.served) or "none yet (waiting for a run to publish its images)"
     say(
-        f"deltarun worker {started.name}: -c {concurrency}, images {what}, "
-        f"visibility timeout {visibility_timeout_s}s, job key {fingerprint(job_key)}"
+        f"deltarun worker {started.name}: -c {concurrency}, images {what}, OCI runtimes "
+        f"{', '.join(served.runtimes) or 'the default'}, visibility timeout "
+        f"{visibility_timeout_s}s, job key {fingerprint(job_key)}"
     )
-    queues = [keys.queue_for_image(i) for i in served.served] or [keys.IDLE_QUEUE]
+    queues = [q for i in served.served for q in keys.queues_for_image(i, served.runtimes)]
+    queues = queues or [keys.IDLE_QUEUE]
     served.consuming.update(queues)
     watcher = Watcher(app, node, served, broker, poll_s, job_key)
     worker_ready.connect(watcher.on_ready, weak=False)

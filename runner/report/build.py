@@ -171,6 +171,7 @@ def _pins(run_dir: RunDir, meta: RunMeta, controls: Controls) -> Pins:
         agent_dir_digests=meta.agent_dir_digests,
         agent_artifacts=meta.agent_artifacts,
         baseline_modes=meta.baseline_modes or {},
+        oci_runtime=controls.runtime.oci_runtime,
         ledger_sha256=run_dir.ledger_sha256(),
         deltarun_version=meta.deltarun_version,
         python_version=meta.python_version,

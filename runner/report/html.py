@@ -117,6 +117,7 @@ def _pins(report: dict[str, Any]) -> list[str]:
         "control_arm": "control arm", "ledger_sha256": "ledger sha256",
         "image_digests": "image", "agent_dir_digests": "agent dir of",
         "agent_artifacts": "agent of", "baseline_modes": "baseline mode of",
+        "oci_runtime": "OCI runtime",
         "deltarun_version": "deltarun version", "python_version": "Python version",
         "builtin_metrics_sha256": "built-in metrics (runner/grading/metrics.py) sha256",
     }  # fmt: skip

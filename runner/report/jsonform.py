@@ -26,7 +26,8 @@ from runner.report.model import (
 
 def _empty_pins(pins: Pins) -> set[str]:
     """The pins added after reports were first written, left out when the run has none."""
-    return {key for key in ("agent_artifacts", "baseline_modes") if not getattr(pins, key)}
+    added = ("agent_artifacts", "baseline_modes", "oci_runtime")
+    return {key for key in added if not getattr(pins, key)}
 
 
 @gc_paused()

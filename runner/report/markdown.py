@@ -154,6 +154,8 @@ def pin_rows(pins: Pins) -> list[str]:
     for arm, pin in sorted(pins.agent_artifacts.items()):
         digest = pin.get("artifacts_sha256") or "not pinned"
         lines.append(f"| agent of {arm} | `{pin.get('agent', '?')}` artifacts `{digest}` |")
+    if pins.oci_runtime:
+        lines.append(f"| OCI runtime | {pins.oci_runtime} |")
     for arm, mode in sorted(pins.baseline_modes.items()):
         lines.append(f"| baseline mode of {arm} | {mode} |")
     if pins.metrics is not None:

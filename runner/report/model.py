@@ -78,6 +78,7 @@ class Pins(BaseModel):
     # arm with toggles → skill-on | skill-off | both, as run.json records it (runs from before
     # --baseline-mode have none, so their reports keep their bytes)
     baseline_modes: dict[str, str] = {}
+    oci_runtime: str | None = None  # runtime.oci_runtime when set (runsc: gVisor)
 
 
 def rounded(value: float | None, digits: int = 6) -> float | None:

@@ -223,3 +223,21 @@ def check_keys(path: Path, controls: Controls, environ: Mapping[str, str]) -> No
             f"{path}: {field}: environment variable {variable} is not set; "
             "export the API key in it (the key never goes in the controls file)"
         )
+
+
+# OCI runtimes whose sandboxes have no network at all as deltarun registers them
+# (scripts/ensure-gvisor.sh: gVisor's runsc with --network=none).
+NO_NETWORK_RUNTIMES = frozenset({"runsc"})
+
+
+def check_runtime(path: Path, controls: Controls) -> None:
+    """A run whose agent sandboxes reach a model (``network: model-only``, which installed
+    agents need too) cannot use a runtime without a network: one line naming the field."""
+    runtime = controls.runtime.oci_runtime
+    if runtime in NO_NETWORK_RUNTIMES and controls.runtime.network == "model-only":
+        raise UserError(
+            f"{path}: runtime.oci_runtime {runtime}: its sandboxes have no network (gVisor "
+            "registered with --network=none, `make gvisor`), and runtime.network is "
+            "model-only: the agent's sandbox reaches the model through the gateway; run it "
+            "under runc (unset oci_runtime) or with network: none"
+        )

@@ -101,6 +101,7 @@ def _controls(d: Draft) -> None:
     d.authored = authored.controls
     d.loaded = with_baseline_mode(authored, d.baseline_mode)
     check_installed(d.controls, str(d.path))
+    checks.check_runtime(d.path, d.controls)
 
 
 # --baseline-mode and the ``baseline:`` it gives every arm with toggles (seed 001).

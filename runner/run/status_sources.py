@@ -102,21 +102,25 @@ def gather(run_dir: Path, broker: str | None, now: float) -> list[str]:
         if not seen:
             workers = ["none answered (no live worker on this broker)"]
         if len(outcomes) + len(running) < len(planned):
-            unserved = _unserved(meta.image_digests, seen)
+            unserved = _unserved(meta.image_digests, seen, controls.runtime.oci_runtime)
     running = {jid: where for jid, where in running.items() if jid not in outcomes}
     arms = st.arm_status(planned, meta.arms, outcomes, running)
     return st.lines(meta.run_id, arms, running, planned, now, workers, unserved, sources)
 
 
-def _unserved(images: Iterable[str], seen: Mapping[str, list[str]]) -> list[str]:
-    """A line for each of the run's queues that no live worker consumes."""
+def _unserved(
+    images: Iterable[str], seen: Mapping[str, list[str]], runtime: str | None = None
+) -> list[str]:
+    """A line for each of the run's queues that no live worker consumes (a queue of an OCI
+    runtime other than runc is consumed only by workers whose engine has it)."""
     consumed = {queue for queues in seen.values() for queue in queues}
     found = []
     for image in sorted(images):
-        queue = keys.queue_for_image(image)
+        queue = keys.queue_for_image(image, runtime)
         if queue not in consumed:
+            needs = "" if queue == keys.queue_for_image(image) else f" on an engine with {runtime}"
             found.append(
                 f"no live worker consumes queue {queue} (image {image}): jobs of this "
-                "run that need it wait; start a worker that has the image"
+                f"run that need it wait; start a worker that has the image{needs}"
             )
     return found

@@ -312,6 +312,7 @@ class _Coordinator:
 
     def send(self, jobs: list[Job]) -> None:
         controls = self.prepared.loaded.controls
+        runtime = controls.runtime.oci_runtime  # runsc: only workers whose engine has it
         with self.app.producer_or_acquire() as producer:
             for job in jobs:
                 image = image_of(self.prepared.tasks[job.task_id], controls)
@@ -322,7 +323,7 @@ class _Coordinator:
                 self.app.send_task(
                     self.task_name,
                     args=[message],
-                    queue=keys.queue_for_image(image),
+                    queue=keys.queue_for_image(image, runtime),
                     task_id=f"{job.job_id[:32]}-{uuid.uuid4().hex[:8]}",
                     producer=producer,
                     argsrepr=job.job_id[:12],  # not a repr of the whole payload per message
@@ -347,8 +348,9 @@ class _Coordinator:
             log.info("inspect active_queues failed: %s", exc)
             return
         consumed = {queue["name"] for queues in seen.values() for queue in queues or []}
+        runtime = controls.runtime.oci_runtime
         for image, count in sorted(waiting.items()):
-            queue = keys.queue_for_image(image)
+            queue = keys.queue_for_image(image, runtime)
             if queue in consumed:
                 self.unserved.discard(queue)
             elif queue not in self.unserved:
@@ -357,6 +359,11 @@ class _Coordinator:
                     f"{count} job(s) wait in queue {queue} (image {image}) and no live worker "
                     f"consumes it; workers seen: {_workers_seen(seen)}; start a worker that has "
                     "the image (or one without -Q, which pulls what --registry published)"
+                    + (
+                        f" on an engine with the OCI runtime {runtime} (`make gvisor`)"
+                        if queue != keys.queue_for_image(image)
+                        else ""
+                    )
                 )
 
     def check_refusals(self) -> None:
