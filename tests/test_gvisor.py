@@ -20,7 +20,7 @@ from runner.errors import UserError
 from runner.models import Outcome
 from runner.run.prepare import prepare
 from tests.conftest import IN_CI, run_cli
-from tests.helpers import ADD_GOLD, make_suite, repo_task, write_agent
+from tests.helpers import ADD_GOLD, PY_IMAGE, make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one
 
 GVISOR = {"oci_runtime": "runsc"}
@@ -116,3 +116,33 @@ def test_a_run_under_gvisor_pins_it_and_every_sandbox_uses_it(
 @pytest.mark.docker
 def test_the_engine_lists_runsc_beside_runc(docker_api: Any, runsc: None) -> None:
     assert {"runc", "runsc"} <= set(engine_runtimes(docker_api))
+
+
+@pytest.mark.docker
+def test_a_run_under_gvisor_goes_to_a_worker_whose_engine_has_it(
+    tmp_path: Path, docker_api: Any, runsc: None, redis_server: Any
+) -> None:
+    """Real Celery workers: the jobs wait in the image's @runsc queue, which a worker whose
+    engine lists runsc consumes (and says so when it starts)."""
+    from tests.distributed_support import start_coordinator, start_worker
+
+    controls = make_suite(
+        tmp_path,
+        [repo_task("t1"), repo_task("t2")],
+        [
+            {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+            {"name": "noop", "agent": {"type": "scripted", "action": "noop"}},
+        ],
+        runtime=GVISOR,
+    )
+    worker = start_worker(redis_server, tmp_path / "w.log")
+    try:
+        assert "OCI runtimes runc, runsc" in worker.text()
+        assert keys.queue_for_image(PY_IMAGE, "runsc") in worker.text()
+        coordinator = start_coordinator(redis_server, controls, tmp_path / "run")
+        assert coordinator.wait(timeout=240) == 0, coordinator.text()
+    finally:
+        worker.stop()
+    records = [json.loads(x) for x in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and {r["worker"] for r in records} == {"w1"}
+    assert {r["limits"]["oci_runtime"] for r in records} == {"runsc"}
