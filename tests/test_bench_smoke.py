@@ -38,6 +38,7 @@ RATIOS: dict[str, list[str]] = {
         rf"^fixtures: peak RSS, 1 large fixture .*: {NUMBER}x ",
     ],
     "patch_memory.py": [rf"^patch memory: peak RSS: .* = {NUMBER} x the cap$"],
+    "view_open.py": [rf"^view: ratio served/parse {NUMBER} "],
 }
 
 
@@ -102,3 +103,7 @@ def test_fixtures_smoke(docker_api: Any) -> None:
 @pytest.mark.docker
 def test_patch_memory_smoke(docker_api: Any) -> None:
     smoke_run("patch_memory.py")
+
+
+def test_view_open_smoke() -> None:
+    smoke_run("view_open.py")

@@ -34,7 +34,7 @@ FLOORS: list[set[str]] = [
     {"distributed"},
     {"run"},
     {"report"},
-    {"swebench", "seedkits"},
+    {"swebench", "seedkits", "view"},
     {"cli"},
 ]
 FLOOR = {name: number for number, names in enumerate(FLOORS) for name in names}

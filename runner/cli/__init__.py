@@ -25,7 +25,7 @@ from runner.errors import DeltarunError, UserError
 
 # Imported for their commands, which register on ``app`` in this order (that of --help).
 COMMAND_MODULES = tuple(
-    importlib.import_module(f"runner.cli.{name}") for name in ("suites", "runs", "fleet")
+    importlib.import_module(f"runner.cli.{name}") for name in ("suites", "runs", "fleet", "view")
 )
 
 

@@ -1,0 +1,232 @@
+"""The viewer's script, part one: data loading, routing, the matrix and the run page.
+
+Plain ES5-style JavaScript with no library. Every value from the run is set with
+``textContent`` or as an attribute built here (never ``innerHTML``); links are
+``#/...`` fragments built with ``encodeURIComponent``, so no record can make one.
+``trial_js`` (the task page) follows it in the same ``view.js``.
+"""
+
+from __future__ import annotations
+
+CORE = r"""
+"use strict";
+var DV = {index: null, run: null, trials: {}, waiting: {}, shown: 300};
+function dvData(kind, key, value) {
+  if (kind === "index") { DV.index = value.matrix; DV.run = value.run; dvRoute(); return; }
+  if (kind === "trial") {
+    DV.trials[key] = value;
+    var waiting = DV.waiting[key] || []; delete DV.waiting[key];
+    waiting.forEach(function (done) { done(value); });
+  }
+}
+function el(tag, cls, text) {
+  var node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+function add(parent) {  // appends each child given; returns the last one
+  var last = parent;
+  for (var i = 1; i < arguments.length; i++) {
+    if (arguments[i]) last = parent.appendChild(arguments[i]);
+  }
+  return last;
+}
+function link(text, hash) { var a = el("a", "", text); a.setAttribute("href", hash); return a; }
+function hashFor(path, params) {
+  var query = new URLSearchParams();
+  Object.keys(params || {}).forEach(function (k) { if (params[k]) query.set(k, params[k]); });
+  var q = query.toString();
+  return "#/" + path + (q ? "?" + q : "");
+}
+function dvLoadTrial(line, done) {
+  if (DV.trials[line]) { done(DV.trials[line]); return; }
+  if (DV.waiting[line]) { DV.waiting[line].push(done); return; }
+  DV.waiting[line] = [done];
+  var script = document.createElement("script");
+  script.src = "data/trial/" + Number(line) + ".js";
+  script.onerror = function () {
+    var waiting = DV.waiting[line] || []; delete DV.waiting[line];
+    waiting.forEach(function (cb) { cb(null); });
+  };
+  document.head.appendChild(script);
+}
+function dvRoute() {
+  if (!DV.index) return;
+  var hash = location.hash.replace(/^#\/?/, "");
+  var cut = hash.indexOf("?");
+  var path = cut < 0 ? hash : hash.slice(0, cut);
+  var params = new URLSearchParams(cut < 0 ? "" : hash.slice(cut + 1));
+  var main = document.getElementById("main");
+  main.textContent = "";
+  dvBanner();
+  if (path.indexOf("task/") === 0) dvTask(main, decodeURIComponent(path.slice(5)), params);
+  else if (path === "run") dvRun(main);
+  else dvMatrix(main, params);
+  document.body.setAttribute("data-page", path.split("/")[0] || "matrix");
+}
+window.addEventListener("hashchange", dvRoute);
+function dvBanner() {
+  var run = DV.run, banner = document.getElementById("banner");
+  banner.textContent = "";
+  var title = (run.run_id || "") + " \u00b7 control " + DV.index.control;
+  document.getElementById("title").textContent = title;
+  if (run.in_progress) add(banner, el("p", "progress", "Run in progress: " + run.recorded +
+    " of " + run.expected + " trials recorded" + (run.has_report ? "" : ", no report yet") +
+    ". Reload to see new trials."));
+  if (run.notes) add(banner, el("p", "warn", run.notes +
+    " record(s) this deltarun does not fully know: shown with a note"));
+}
+"""
+
+MATRIX = r"""
+function dvOptions(select, label, values, current) {
+  add(select, el("option", "", label)).value = "";
+  values.forEach(function (v) {
+    var option = add(select, el("option", "", v)); option.value = v;
+    if (v === current) option.setAttribute("selected", "");
+  });
+  return select;
+}
+function dvUnique(rows, pick) {
+  var seen = {};
+  rows.forEach(function (r) { pick(r).forEach(function (v) { if (v) seen[v] = true; }); });
+  return Object.keys(seen).sort();
+}
+function dvFilters(main, params) {
+  var m = DV.index, box = add(main, el("div", "filters"));
+  var search = el("input"); search.type = "search"; search.id = "q";
+  search.placeholder = "search task ids and prompts"; search.value = params.get("q") || "";
+  var outs = dvUnique(Object.keys(m.trials).map(function (k) { return m.trials[k]; }),
+    function (t) { return [t.out]; });
+  var selects = {
+    out: dvOptions(el("select"), "any outcome", outs, params.get("out")),
+    arm: dvOptions(el("select"), "every arm", m.arms, params.get("arm")),
+    tag: dvOptions(el("select"), "any tag",
+      dvUnique(m.rows, function (r) { return r.tags; }), params.get("tag")),
+    grading: dvOptions(el("select"), "any grading",
+      dvUnique(m.rows, function (r) { return [r.grading]; }), params.get("grading")),
+    vs: dvOptions(el("select"), "helped / hurt / same",
+      ["helped", "hurt", "same", "inconclusive", "n/a"], params.get("vs"))
+  };
+  function apply() {
+    var next = {q: search.value};
+    Object.keys(selects).forEach(function (k) { next[k] = selects[k].value; });
+    location.replace(hashFor("", next));
+  }
+  add(box, search);
+  Object.keys(selects).forEach(function (k) {
+    selects[k].id = "f-" + k; selects[k].onchange = apply; add(box, selects[k]);
+  });
+  search.onchange = apply;
+}
+function dvKeep(row, params) {
+  var q = (params.get("q") || "").toLowerCase(), arm = params.get("arm"), out = params.get("out");
+  var text = (row.id + "\n" + (row.prompt || "")).toLowerCase();
+  if (q && text.indexOf(q) < 0) return false;
+  if (params.get("tag") && row.tags.indexOf(params.get("tag")) < 0) return false;
+  if (params.get("grading") && row.grading !== params.get("grading")) return false;
+  if (arm && !row.cells[arm]) return false;
+  if (out && !Object.keys(row.cells).some(function (a) {
+    return (!arm || a === arm) && row.cells[a].counts[out];
+  })) return false;
+  var vs = params.get("vs");
+  if (vs && !Object.keys(row.vs).some(function (a) {
+    return (!arm || a === arm) && row.vs[a] === vs;
+  })) return false;
+  return true;
+}
+function dvCellText(cell) {
+  return Object.keys(cell.counts).sort().map(function (o) {
+    return cell.counts[o] > 1 ? o + " \u00d7" + cell.counts[o] : o;
+  }).join(", ");
+}
+function dvMatrix(main, params) {
+  var m = DV.index;
+  add(main, el("h1", "", "Tasks \u00d7 arms"));
+  dvFilters(main, params);
+  var arms = params.get("arm") ? [params.get("arm")] : m.arms;
+  var versus = m.arms.filter(function (a) { return a !== m.control && arms.indexOf(a) >= 0; });
+  var rows = m.rows.filter(function (r) { return dvKeep(r, params); });
+  add(main, el("p", "note", rows.length + " of " + m.rows.length + " tasks, " +
+    Object.keys(m.trials).length + " trials; a cell folds repeats (outcome \u00d7count)"));
+  var table = add(main, el("table", "matrix")), tr = add(add(table, el("thead")), el("tr"));
+  add(tr, el("th", "", "task"), el("th", "", "grading"), el("th", "", "tags"));
+  arms.forEach(function (a) { add(tr, el("th", "", a + (a === m.control ? " (control)" : ""))); });
+  versus.forEach(function (a) { add(tr, el("th", "", a + " vs control")); });
+  var body = add(table, el("tbody"));
+  rows.slice(0, DV.shown).forEach(function (r) { dvRow(body, r, arms, versus); });
+  if (rows.length > DV.shown) {
+    var more = add(main, el("button", "", "show more (" + (rows.length - DV.shown) + " left)"));
+    more.onclick = function () { DV.shown += 500; dvRoute(); };
+  }
+}
+function dvRow(body, r, arms, versus) {
+  var tr = add(body, el("tr")), m = DV.index;
+  tr.setAttribute("data-task", r.id);
+  add(add(tr, el("td", "mono")), link(r.id, hashFor("task/" + encodeURIComponent(r.id), {})));
+  add(tr, el("td", "", r.grading), el("td", "", r.tags.join(", ")));
+  arms.forEach(function (a) {
+    var cell = r.cells[a], td = add(tr, el("td", cell ? r.status[a] : "none"));
+    if (!cell) { td.textContent = "\u2013"; return; }
+    var b = a === m.control ? "" : a;
+    add(td, link(dvCellText(cell), hashFor("task/" + encodeURIComponent(r.id), {b: b})));
+  });
+  versus.forEach(function (a) { add(tr, el("td", "vs " + r.vs[a].replace("/", ""), r.vs[a])); });
+}
+"""
+
+RUN = r"""
+function dvFlat(rows, name, value) {
+  if (value && typeof value === "object" && !Array.isArray(value)) {
+    Object.keys(value).forEach(function (k) { dvFlat(rows, name + " " + k, value[k]); });
+  } else if (value !== null && value !== "" && value !== undefined) {
+    rows.push([name, Array.isArray(value) ? value.join(", ") : String(value)]);
+  }
+}
+function dvTable(parent, head, rows) {
+  var table = add(parent, el("table")), tr = add(add(table, el("thead")), el("tr"));
+  head.forEach(function (h) { add(tr, el("th", "", h)); });
+  var body = add(table, el("tbody"));
+  rows.forEach(function (row) {
+    var r = add(body, el("tr"));
+    row.forEach(function (c) {
+      var o = c && typeof c === "object";
+      add(r, el("td", o ? c.cls : "", o ? c.text : c));
+    });
+  });
+  return table;
+}
+function dvRun(main) {
+  var run = DV.run;
+  add(main, el("h1", "", "Run " + (run.run_id || "")));
+  add(main, el("p", "note", "protocol " + run.protocol_id + ", channel " + run.channel +
+    ", control " + run.control + ", arms " + (run.arms || []).join(", ") +
+    ", created " + run.created_at));
+  if (run.stamp) add(main, el("p", "progress", run.stamp));
+  if (run.verdict) add(main, el("p", "", "Verdict: " + run.verdict));
+  add(main, el("h2", "", "Headline"));
+  if (!run.headline.length) add(main, el("p", "note", run.has_report ?
+    "no headline in report.md" : "no report yet (deltarun report RUN)"));
+  var list = add(main, el("ul", "headline"));
+  run.headline.forEach(function (line) { add(list, el("li", "", line.replace(/^\s*- /, ""))); });
+  add(main, el("h2", "", "Checklist"));
+  dvTable(main, ["item", "ok", "detail"], run.checklist.map(function (r) {
+    r = r || {};
+    var ok = r.ok === true;
+    return [r.item, {text: ok ? "yes" : "no", cls: ok ? "ok" : "bad"}, r.detail];
+  }));
+  add(main, el("h2", "", "Setup warnings"));
+  if (!run.setup_warnings.length) add(main, el("p", "note", "none"));
+  var warnings = add(main, el("ul"));
+  run.setup_warnings.forEach(function (w) {
+    add(warnings, el("li", "", typeof w === "string" ? w : JSON.stringify(w)));
+  });
+  add(main, el("h2", "", "Pins"));
+  var pins = [];
+  Object.keys(run.pins || {}).forEach(function (k) { dvFlat(pins, k, run.pins[k]); });
+  dvTable(main, ["pin", "value"], pins);
+}
+"""
+
+SCRIPT_HEAD = CORE + MATRIX + RUN

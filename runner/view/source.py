@@ -1,0 +1,222 @@
+"""A run directory as the viewer reads it: the ledger indexed by line (each record read
+again, on demand, by its byte offset), the task prompts from the suite, the report's
+headline, checklist, pins and setup warnings, and whether the run is still being written.
+
+Read-only and defensive: a ledger line that is not a ``Trial`` is indexed with a note, a
+torn last line (a run still writing) is shown as in progress, a missing suite or report
+leaves its part of the page empty. Only a folder without ``run.json`` is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from runner.errors import UserError
+from runner.models import SHA256_RE
+from runner.run.rundir import LEDGER, RUN_FILE, SESSIONS, RunDir
+from runner.view.matrix import build_index
+from runner.view.records import detail, parse, summary
+from runner.view.text import TEXT_CHARS, shown_text
+
+SESSION_FILE_CHARS = 64_000
+SESSION_FILES = 200
+
+
+class RunSource:
+    """One run directory, its index cached until the ledger changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        if not (path / RUN_FILE).is_file():
+            raise UserError(f"{path}: not a run directory (no {RUN_FILE})")
+        self.meta = RunDir(path).meta().to_json()
+        self.tasks = _task_info(self.meta)
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._index: dict[str, Any] = {}
+        self._offsets: dict[int, int] = {}
+        self.torn = False
+
+    def _ledger_stamp(self) -> tuple[int, int]:
+        try:
+            stat = (self.path / LEDGER).stat()
+        except FileNotFoundError:
+            return (-1, -1)
+        return (stat.st_size, stat.st_mtime_ns)
+
+    def index(self) -> dict[str, Any]:
+        """The matrix's data (``matrix.build_index``), rebuilt when the ledger has grown."""
+        with self._lock:
+            stamp = self._ledger_stamp()
+            if stamp != self._stamp:
+                entries = list(self._scan())
+                self._index = build_index(self.meta, entries, self.tasks)
+                self._stamp = stamp
+            return self._index
+
+    def _scan(self) -> Any:
+        offsets: dict[int, int] = {}
+        self.torn = False
+        path = self.path / LEDGER
+        if not path.is_file():
+            self._offsets = offsets
+            return
+        with path.open("rb") as handle:
+            offset = 0
+            for number, raw in enumerate(handle, start=1):
+                start, offset = offset, offset + len(raw)
+                if not raw.strip():
+                    continue
+                offsets[number] = start
+                data, note = parse(raw.decode("utf-8", "replace"))
+                if not raw.endswith(b"\n"):
+                    self.torn = True
+                    note = "the last line is not finished (the run is still writing it)"
+                yield summary(number, data, note)
+        self._offsets = offsets
+
+    def trial(self, number: int) -> dict[str, Any] | None:
+        """The detail of the record on ledger line ``number``, or None if there is none."""
+        self.index()
+        offset = self._offsets.get(number)
+        if offset is None:
+            return None
+        with (self.path / LEDGER).open("rb") as handle:
+            handle.seek(offset)
+            line = handle.readline().decode("utf-8", "replace")
+        data, _ = parse(line)
+        return detail(number, line, self._session(data.get("session_sha256")))
+
+    def _session(self, digest: Any) -> list[dict[str, Any]] | None:
+        """An installed agent's session files (text, each cut), or None without one."""
+        if not isinstance(digest, str) or not SHA256_RE.match(digest):
+            return None
+        path = self.path / SESSIONS / f"{digest}.tar.gz"
+        if not path.is_file():
+            return [{"name": path.name, "text": "(session archive not in this run directory)"}]
+        files: list[dict[str, Any]] = []
+        try:
+            with tarfile.open(path, "r:gz") as archive:
+                for member in archive:
+                    if len(files) >= SESSION_FILES:
+                        break
+                    if not member.isfile():
+                        continue
+                    handle = archive.extractfile(member)
+                    data = handle.read(SESSION_FILE_CHARS * 4) if handle else b""
+                    text = shown_text(data.decode("utf-8", "replace"), SESSION_FILE_CHARS)
+                    files.append({"name": member.name[:300], **text, "size": member.size})
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            files.append({"name": path.name, "text": f"(unreadable session archive: {exc})"})
+        return files
+
+    def run_page(self) -> dict[str, Any]:
+        """The run page's data: headline, checklist, pins, setup warnings, progress."""
+        index = self.index()
+        report = _read_json(self.path / "report.json")
+        pins = report.get("pins") if isinstance(report.get("pins"), dict) else None
+        expected = len(self.tasks) * len(self.meta.get("arms") or []) * _repeats(self.path)
+        recorded = len(index["trials"])
+        return {
+            "run_id": self.meta.get("run_id"),
+            "protocol_id": self.meta.get("protocol_id"),
+            "channel": self.meta.get("channel"),
+            "control": self.meta.get("control_arm"),
+            "arms": self.meta.get("arms"),
+            "created_at": self.meta.get("created_at"),
+            "recorded": recorded,
+            "expected": expected,
+            "in_progress": self.torn or (not report and recorded < expected),
+            "has_report": bool(report),
+            "notes": index["notes"],
+            "verdict": report.get("verdict"),
+            "stamp": report.get("stamp"),
+            "headline": _headline(self.path / "report.md"),
+            "checklist": report.get("checklist")
+            if isinstance(report.get("checklist"), list)
+            else [],
+            "pins": pins if pins is not None else _meta_pins(self.meta),
+            "setup_warnings": _list(report.get("setup_warnings")),
+        }
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _headline(path: Path) -> list[str]:
+    """The lines of report.md's Headline section, as written."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    lines: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            inside = line.strip() == "## Headline"
+            continue
+        if inside and line.strip():
+            lines.append(shown_text(line, 4000)["text"])
+    return lines[:200]
+
+
+def _meta_pins(meta: dict[str, Any]) -> dict[str, Any]:
+    keys = ("run_id", "protocol_id", "protocol_sha256", "suite_sha256", "channel",
+            "control_arm", "image_digests", "agent_dir_digests", "deltarun_version",
+            "python_version")  # fmt: skip
+    return {key: meta[key] for key in keys if meta.get(key) not in (None, "", {})}
+
+
+def _repeats(path: Path) -> int:
+    try:
+        return max(1, RunDir(path).stored_controls().runtime.repeats)
+    except (UserError, OSError, ValueError, AttributeError):
+        return 1
+
+
+def _task_info(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """run.json's tasks (id, kind, grading), with prompt and tags from the suite's
+    tasks.jsonl when the controls the run names are still where they were."""
+    info = {
+        str(task.get("id")): dict(task)
+        for task in meta.get("tasks") or []
+        if isinstance(task, dict)
+    }
+    for line in _suite_lines(str(meta.get("controls_path") or "")):
+        data, _ = parse(line)
+        entry = info.get(str(data.get("id")))
+        if entry is not None:
+            entry["prompt"] = data.get("prompt") if isinstance(data.get("prompt"), str) else None
+            tags = data.get("tags")
+            entry["tags"] = [str(tag)[:100] for tag in tags] if isinstance(tags, list) else []
+    return info
+
+
+def _suite_lines(controls_path: str) -> list[str]:
+    if not controls_path:
+        return []
+    controls = Path(controls_path)
+    try:
+        from runner.config.loader import parse_controls
+
+        suite = parse_controls(controls.read_text(encoding="utf-8"), str(controls)).suite
+        text = (controls.parent / suite.file).read_text(encoding="utf-8", errors="replace")
+    except (OSError, UserError, ValueError):
+        return []
+    return text.splitlines()[:200_000]
+
+
+__all__ = ["TEXT_CHARS", "RunSource"]
