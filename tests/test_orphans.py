@@ -69,6 +69,7 @@ def killed_run(tmp_path: Path, api: Any) -> tuple[int, tuple[list[str], list[str
         assert seen.returncode == 0, seen.stderr
         assert "0/1 recorded, 1 running, 0 waiting" in seen.stdout, seen.stdout
         assert "oldest running trial: t1 / ctrl #0" in seen.stdout
+        assert "this host's Docker engine (OCI runtimes runc" in seen.stdout  # runsc, if made
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)

@@ -40,6 +40,17 @@ def sandboxes_running(run_id: str) -> dict[str, Running] | None:
     return found
 
 
+def _runtimes() -> str:
+    """The OCI runtimes this host's engine has (runsc once ``make gvisor`` registered it)."""
+    from runner.distributed.served_images import engine_runtimes
+    from runner.sandbox.engine import connect
+
+    try:
+        return ", ".join(engine_runtimes(connect(api_timeout_s=10))) or "unknown"
+    except DeltarunError:
+        return "unknown"
+
+
 def leases_running(broker: str, run_id: str, job_ids: Iterable[str]) -> dict[str, Running]:
     """Jobs a worker holds a lease on (the holder is ``worker:pid``)."""
     from runner.distributed.connection import connect_redis
@@ -89,7 +100,7 @@ def gather(run_dir: Path, broker: str | None, now: float) -> list[str]:
     local = sandboxes_running(meta.run_id)
     if local is not None:
         running.update(local)
-        sources.append("this host's Docker engine")
+        sources.append(f"this host's Docker engine (OCI runtimes {_runtimes()})")
     workers: list[str] = []
     unserved: list[str] = []
     if broker is not None:
