@@ -101,6 +101,7 @@ bench: setup redis images  ## benchmarks, each against a baseline measured in th
 	$(PY) bench/tools.py
 	$(PY) bench/fixtures.py
 	$(PY) bench/view_open.py
+	$(PY) bench/fleet.py
 
 gc: setup  ## remove deltarun sandboxes left past their deadline
 	$(VENV)/bin/deltarun gc

@@ -39,6 +39,8 @@ RATIOS: dict[str, list[str]] = {
     ],
     "patch_memory.py": [rf"^patch memory: peak RSS: .* = {NUMBER} x the cap$"],
     "view_open.py": [rf"^view: ratio served/parse {NUMBER} "],
+    # smoke-run (and its figures parsed) by tests/test_bench_fleet.py
+    "fleet.py": [rf"^fleet: +\d+ workers: bare Celery no-op .* ratio {NUMBER} \(goal"],
 }
 
 
