@@ -146,3 +146,49 @@ def test_served_pages_render(tmp_path: Path) -> None:
         screenshot(tmp_path, url + f"#/task/{quote(task)}", "view-served-task")
     finally:
         stop(process)
+
+
+def test_keyboard_moves_between_trials_and_back(tmp_path: Path) -> None:
+    """Driven as a person would (Playwright over Debian's chromium): j / k on the matrix,
+    Enter, then j / k from task to task with the arms kept, and Escape back."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.test_report_html import CHROMIUM_FLAGS, chromium
+
+    run = copy_run(tmp_path)
+    order = [r["id"] for r in RunSource(run).index()["rows"]]
+    page_url = bundle(tmp_path, run).as_uri()
+    flags = [f for f in CHROMIUM_FLAGS if f != "--headless"]
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium(), args=flags)
+        try:
+            page = browser.new_page()
+            page.goto(page_url)
+            page.wait_for_selector("tr[data-task]")
+            page.keyboard.press("j")
+            page.keyboard.press("j")
+            assert page.get_attribute("tr.current", "data-task") == order[1]
+            page.keyboard.press("k")
+            assert page.get_attribute("tr.current", "data-task") == order[0]
+            page.keyboard.press("Enter")
+            page.wait_for_selector("#side-b")
+            assert page.inner_text("h1") == f"Task {order[0]}"
+            page.select_option("#arm-b", index=0)  # a choice of arms the keys keep
+            kept = page.evaluate("location.hash").split("?", 1)[1]
+            page.keyboard.press("j")
+            page.wait_for_function(
+                f"document.querySelector('h1').textContent === 'Task {order[1]}'"
+            )
+            assert page.evaluate("location.hash").split("?", 1)[1] == kept
+            page.keyboard.press("k")
+            page.wait_for_function(
+                f"document.querySelector('h1').textContent === 'Task {order[0]}'"
+            )
+            page.keyboard.press("Escape")
+            page.wait_for_selector("tr[data-task]")
+            assert page.evaluate("document.body.getAttribute('data-page')") == "matrix"
+            page.fill("#q", "j")  # typed into the search field: not a key for the page
+            assert page.evaluate("document.body.getAttribute('data-page')") == "matrix"
+            page.screenshot(path=str(tmp_path / "view-keys.png"))
+        finally:
+            browser.close()

@@ -144,6 +144,7 @@ function dvCellText(cell) {
 function dvMatrix(main, params) {
   var m = DV.index;
   add(main, el("h1", "", "Tasks \u00d7 arms"));
+  add(main, el("p", "keys", "keys: j / k move between rows, Enter opens a task"));
   dvFilters(main, params);
   var arms = params.get("arm") ? [params.get("arm")] : m.arms;
   var versus = m.arms.filter(function (a) { return a !== m.control && arms.indexOf(a) >= 0; });
@@ -229,4 +230,53 @@ function dvRun(main) {
 }
 """
 
-SCRIPT_HEAD = CORE + MATRIX + RUN
+KEYS = r"""
+// Keyboard: on the matrix j / k (or the arrows) move between rows and Enter opens one; on
+// a task, j / n and k / p go to the next and previous task of the matrix (the two arms
+// kept), Escape or u back to the matrix. Keys typed into a field are the field's.
+var DVKEY = {row: -1};
+function dvGoTask(id, params) {
+  var keep = {};
+  ["a", "b"].forEach(function (k) { if (params.get(k)) keep[k] = params.get(k); });
+  location.hash = hashFor("task/" + encodeURIComponent(id), keep);
+}
+function dvOnTask() {
+  var hash = location.hash.replace(/^#\/?/, ""), cut = hash.indexOf("?");
+  var path = cut < 0 ? hash : hash.slice(0, cut);
+  if (path.indexOf("task/") !== 0) return null;
+  return {id: decodeURIComponent(path.slice(5)),
+          params: new URLSearchParams(cut < 0 ? "" : hash.slice(cut + 1))};
+}
+function dvTaskKey(key, task) {
+  var order = DV.index.rows.map(function (r) { return r.id; }), i = order.indexOf(task.id);
+  if ((key === "j" || key === "n") && i + 1 < order.length) dvGoTask(order[i + 1], task.params);
+  else if ((key === "k" || key === "p") && i > 0) dvGoTask(order[i - 1], task.params);
+  else if (key === "Escape" || key === "u") location.hash = "#/";
+  else return false;
+  return true;
+}
+function dvMatrixKey(key) {
+  var rows = document.querySelectorAll("tr[data-task]");
+  if (!rows.length) return false;
+  if (key === "j" || key === "ArrowDown") DVKEY.row = Math.min(rows.length - 1, DVKEY.row + 1);
+  else if (key === "k" || key === "ArrowUp") DVKEY.row = Math.max(0, DVKEY.row - 1);
+  else if (key === "Enter" && DVKEY.row >= 0) {
+    dvGoTask(rows[DVKEY.row].getAttribute("data-task"), new URLSearchParams());
+    return true;
+  } else return false;
+  for (var i = 0; i < rows.length; i++) rows[i].classList.toggle("current", i === DVKEY.row);
+  rows[DVKEY.row].scrollIntoView({block: "nearest"});
+  return true;
+}
+document.addEventListener("keydown", function (e) {
+  if (!DV.index || e.ctrlKey || e.metaKey || e.altKey) return;
+  var tag = e.target && e.target.tagName;
+  if (tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA") return;
+  var task = dvOnTask(), page = document.body.getAttribute("data-page");
+  var used = task ? dvTaskKey(e.key, task) : page === "matrix" && dvMatrixKey(e.key);
+  if (used) e.preventDefault();
+});
+window.addEventListener("hashchange", function () { if (!dvOnTask()) DVKEY.row = -1; });
+"""
+
+SCRIPT_HEAD = CORE + MATRIX + RUN + KEYS

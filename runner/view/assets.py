@@ -64,6 +64,8 @@ li.failing{word-break:break-all;color:#b42318;font-family:ui-monospace,Menlo,Con
 details{margin:3px 0}summary{cursor:pointer}
 .ok{color:#1a7f37}.bad{color:#b42318;font-weight:600}
 button{margin:8px 0}
+tr.current td{outline:2px solid #36c;outline-offset:-2px}
+.keys{color:#555;font-size:12px}
 """
 
 

@@ -13,6 +13,7 @@ TASK = r"""
 function dvTask(main, id, params) {
   var m = DV.index, row = m.rows.filter(function (r) { return r.id === id; })[0];
   add(main, el("h1", "mono", "Task " + id));
+  add(main, el("p", "keys", "keys: j / k next and previous task, Esc back to the matrix"));
   if (!row) { add(main, el("p", "warn", "no such task in this run")); return; }
   var about = [row.kind, row.grading, row.tags.join(", ")].filter(Boolean);
   add(main, el("p", "note", about.join(" \u00b7 ")));
