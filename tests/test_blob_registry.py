@@ -22,7 +22,7 @@ from runner.config.loader import load_controls
 from runner.distributed import blob_gc, keys
 from runner.distributed import bundle as bundles
 from runner.distributed.blobs import BlobStore
-from runner.distributed.registry_blobs import REPOSITORY, RegistryBlobs
+from runner.distributed.registry_blobs import RegistryBlobs
 from runner.errors import DigestMismatch
 from runner.hashing import sha256_bytes
 from runner.models import RepoTask
@@ -33,18 +33,6 @@ from tests.helpers import make_suite, repo_task
 from tests.test_registry import RegistryServer
 
 LARGE = 4 << 20  # bytes of incompressible noise in each large fixture
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        if IN_CI:
-            pytest.fail("redis-server is not installed; run `make redis`")
-        pytest.skip("redis-server is not installed")
-    s = RedisServer(tmp_path / "redis")
-    s.start()
-    yield s
-    s.stop()
 
 
 @pytest.fixture
@@ -88,17 +76,17 @@ def counted(pattern: str, text: str) -> int:
     return int(found.group(1))
 
 
-def used_memory(server: RedisServer) -> int:
-    return int(server.client().info("memory")["used_memory"])
+def used_memory(redis_server: RedisServer) -> int:
+    return int(redis_server.client().info("memory")["used_memory"])
 
 
 def test_a_blob_goes_to_the_registry_and_comes_back_verified(
-    tmp_path: Path, server: RedisServer, registry_server: RegistryServer
+    tmp_path: Path, redis_server: RedisServer, registry_server: RegistryServer
 ) -> None:
-    store = BlobStore(server.client(), tmp_path / "cache", registry=registry_server.address)
+    store = BlobStore(redis_server.client(), tmp_path / "cache", registry=registry_server.address)
     digest = store.upload(b"fixture bytes")
-    assert not server.client().exists(keys.blob(digest))  # nothing of it in Redis
-    worker = BlobStore(server.client(), tmp_path / "worker", registry=registry_server.address)
+    assert not redis_server.client().exists(keys.blob(digest))  # nothing of it in Redis
+    worker = BlobStore(redis_server.client(), tmp_path / "worker", registry=registry_server.address)
     assert worker.read(digest) == b"fixture bytes"
     # Bytes that are not the digest are refused, however the registry came to send them.
     remote = RegistryBlobs(registry_server.address)
@@ -120,24 +108,26 @@ def _swap(remote: RegistryBlobs, wanted: str, held: str, tmp_path: Path) -> bool
 
 
 def test_with_a_registry_redis_memory_does_not_grow_with_the_fixtures(
-    tmp_path: Path, server: RedisServer, registry_server: RegistryServer
+    tmp_path: Path, redis_server: RedisServer, registry_server: RegistryServer
 ) -> None:
     """8 large fixtures against 1: within 1.2x of Redis memory with the registry; without
     it, Redis holds every byte."""
-    base = used_memory(server)
-    publish(tmp_path / "one", server.client(), 1, registry_server.address)
-    one = used_memory(server)
-    publish(tmp_path / "eight", server.client(), 8, registry_server.address)
-    eight = used_memory(server)
+    base = used_memory(redis_server)
+    publish(tmp_path / "one", redis_server.client(), 1, registry_server.address)
+    one = used_memory(redis_server)
+    publish(tmp_path / "eight", redis_server.client(), 8, registry_server.address)
+    eight = used_memory(redis_server)
     assert eight <= 1.2 * one, (base, one, eight)
-    protocol = publish(tmp_path / "in-redis", server.client(), 8, None)
-    assert used_memory(server) - eight > 8 * LARGE  # the default keeps them in Redis
+    protocol = publish(tmp_path / "in-redis", redis_server.client(), 8, None)
+    assert used_memory(redis_server) - eight > 8 * LARGE  # the default keeps them in Redis
     # A worker reads the registry's blobs through the bundle, verified.
-    worker = BlobStore(server.client(), tmp_path / "worker")
-    loaded = bundles.load(server.client(), worker, protocol)
+    worker = BlobStore(redis_server.client(), tmp_path / "worker")
+    loaded = bundles.load(redis_server.client(), worker, protocol)
     assert loaded.blobs is worker  # this one lives in Redis
-    registry_protocol = publish(tmp_path / "again", server.client(), 2, registry_server.address)
-    remote = bundles.load(server.client(), worker, registry_protocol)
+    registry_protocol = publish(
+        tmp_path / "again", redis_server.client(), 2, registry_server.address
+    )
+    remote = bundles.load(redis_server.client(), worker, registry_protocol)
     assert remote.blobs is not None and remote.blobs.location == f"http://{registry_server.address}"
     task = next(t for t in remote.tasks.values() if isinstance(t, RepoTask))
     members = bundles.RemoteInputs(remote.blobs).fixture(task)
@@ -145,18 +135,18 @@ def test_with_a_registry_redis_memory_does_not_grow_with_the_fixtures(
 
 
 def test_gc_returns_redis_to_its_size_and_drops_the_registrys_manifests(
-    tmp_path: Path, server: RedisServer, registry_server: RegistryServer
+    tmp_path: Path, redis_server: RedisServer, registry_server: RegistryServer
 ) -> None:
-    client = server.client()
-    before = used_memory(server)
+    client = redis_server.client()
+    before = used_memory(redis_server)
     protocols = []
     for i in range(10):  # ten runs of different suites, half of them through the registry
         registry = registry_server.address if i % 2 else None
         protocols.append(publish(tmp_path / f"s{i}", client, 1, registry, tag=str(i)))
         blob_gc.note_run(client, f"run-s{i}", protocols[-1], "finished")
     live = publish(tmp_path / "live", client, 1, None, tag="live")  # still running
-    assert used_memory(server) > before + 5 * LARGE
-    broker = f"redis://127.0.0.1:{server.port}/0"
+    assert used_memory(redis_server) > before + 5 * LARGE
+    broker = f"redis://127.0.0.1:{redis_server.port}/0"
     dry = run_cli("gc", "--broker", broker, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert counted(r"would remove (\d+) blob", dry.stdout) >= 5  # a fixture each, at least
@@ -174,7 +164,7 @@ def test_gc_returns_redis_to_its_size_and_drops_the_registrys_manifests(
     assert client.exists(keys.protocol(live))  # the live run keeps its bundle and blobs
     blob_gc.note_run(client, "run-live", live, "finished")
     assert run_cli("gc", "--broker", broker).returncode == 0
-    assert used_memory(server) < before + LARGE  # back to its size (allocator slack aside)
+    assert used_memory(redis_server) < before + LARGE  # back to its size (allocator slack aside)
     # The registry's own garbage collector then frees the blobs no manifest keeps.
     store = registry_server.directory / "storage" / "docker" / "registry" / "v2" / "blobs"
     held = sum(p.stat().st_size for p in store.rglob("data"))
@@ -189,9 +179,9 @@ def test_gc_returns_redis_to_its_size_and_drops_the_registrys_manifests(
 
 
 def test_an_interrupted_run_keeps_its_blobs_until_max_age(
-    tmp_path: Path, server: RedisServer
+    tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    client = server.client()
+    client = redis_server.client()
     protocol = publish(tmp_path / "s", client, 1, None)
     blob_gc.note_run(client, f"run-{(tmp_path / 's').name}", protocol, "interrupted")
     kept = blob_gc.collect(client, lambda registry, tag: True)
@@ -205,11 +195,10 @@ def test_gc_without_a_reachable_broker_is_one_line(tmp_path: Path) -> None:
     result = run_cli("gc", "--broker", "redis://127.0.0.1:9/0")
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0
-    assert REPOSITORY == "deltarun/blobs"
 
 
 def test_a_run_past_the_warning_size_in_redis_is_told_to_use_a_registry(
-    tmp_path: Path, server: RedisServer, registry_server: RegistryServer
+    tmp_path: Path, redis_server: RedisServer, registry_server: RegistryServer
 ) -> None:
     from runner.run.executors.celery import publish_inputs
     from runner.run.prepare import prepare
@@ -217,12 +206,12 @@ def test_a_run_past_the_warning_size_in_redis_is_told_to_use_a_registry(
     controls = suite_of(tmp_path, 2)
     prepared = prepare(controls, tmp_path / "run", resume=False, image_digest=lambda i: "sha256:x")
     warned: list[str] = []
-    publish_inputs(prepared, server.client(), None, 6 << 20, warned.append)
+    publish_inputs(prepared, redis_server.client(), None, 6 << 20, warned.append)
     assert len(warned) == 1 and "MiB of archives in Redis memory" in warned[0]
     assert "--registry HOST:PORT" in warned[0]
-    runs = server.client().hgetall(keys.runs())
+    runs = redis_server.client().hgetall(keys.runs())
     assert json.loads(runs[prepared.meta.run_id.encode()])["state"] == "running"
     quiet: list[str] = []
-    publish_inputs(prepared, server.client(), None, 64 << 20, quiet.append)
-    publish_inputs(prepared, server.client(), registry_server.address, 1, quiet.append)
+    publish_inputs(prepared, redis_server.client(), None, 64 << 20, quiet.append)
+    publish_inputs(prepared, redis_server.client(), registry_server.address, 1, quiet.append)
     assert quiet == []

@@ -68,11 +68,13 @@ class BlobStore:
 
     def upload_file(self, path: Path, expected: str | None = None) -> str:
         """Store a file once (streamed to a registry, never read whole for it)."""
-        digest = sha256_file(path)
+        data = path.read_bytes() if self.registry is None else None
+        digest = sha256_file(path) if data is None else sha256_bytes(data)
         if expected and digest != expected:
             raise DigestMismatch(f"{path}: digest mismatch: pinned {expected}, file has {digest}")
-        if self.registry is None:
-            return self.upload(path.read_bytes())
+        if data is not None:
+            return self.upload(data)
+        assert self.registry is not None
         self.sizes[digest] = path.stat().st_size
         self.registry.put(digest, path)
         return digest

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from runner.sandbox.applied import DEFAULT_RUNTIME
+
 PREFIX = "deltarun"
-DEFAULT_RUNTIME = "runc"  # every engine's OCI runtime unless configured otherwise
 TRIAL_TASK = "deltarun.trial"
 STOP_TTL_S = 7 * 24 * 3600  # a stopped run stays stopped for a week unless resumed
 

@@ -33,6 +33,7 @@ import requests
 
 from runner.distributed.registry import check_address, is_loopback
 from runner.errors import DigestMismatch, InfraError, UserError
+from runner.hashing import sha256_bytes
 
 REPOSITORY = "deltarun/blobs"
 BLOB_MEDIA_TYPE = "application/vnd.deltarun.blob"
@@ -141,7 +142,7 @@ class RegistryBlobs:
     def keep(self, tag: str, blobs: Mapping[str, int]) -> None:
         """One manifest tagged ``tag`` that refers to every blob (digest → size), so the
         registry's garbage collector keeps them until ``drop``."""
-        config = hashlib.sha256(EMPTY_CONFIG).hexdigest()
+        config = sha256_bytes(EMPTY_CONFIG)
         self.put(config, EMPTY_CONFIG)
         manifest = {
             "schemaVersion": 2,

@@ -30,10 +30,12 @@ SANDBOX_FIELDS = (
     "timeout_s", "verify_timeout_s", "memory_bytes", "nano_cpus", "pids", "nofile",
     "workspace_bytes", "oci_runtime", "read_only", "tools", "forbidden_paths", "repeats",
 )  # fmt: skip
-MODEL_FIELDS = (
-    "network", "temperature", "max_output_tokens", "request_timeout_s", "max_attempts",
-    "seed", "max_turns", "trial_tokens", "trial_usd",
+# Under the record's ``limits.model``; MODEL_FIELDS adds the sandbox's network to them.
+MODEL_SETTINGS = (
+    "temperature", "max_output_tokens", "request_timeout_s", "max_attempts", "seed",
+    "max_turns", "trial_tokens", "trial_usd",
 )  # fmt: skip
+MODEL_FIELDS = ("network", *MODEL_SETTINGS)
 
 
 def _shown(values: set[str]) -> str:
@@ -45,10 +47,13 @@ def _field_values(records: Sequence[Record], name: str) -> set[str]:
     found = set()
     for record in records:
         limits = record.limits or {}
-        source = limits.get("model") or {} if name in MODEL_FIELDS[1:] else limits
-        value: Any = source.get(name)
+        value: Any
         if name == "image":
             value = record.image_digest.removeprefix("sha256:")[:12] or None
+        elif name in MODEL_SETTINGS:
+            value = (limits.get("model") or {}).get(name)
+        else:
+            value = limits.get(name)
         if value is not None:
             found.add(value if isinstance(value, str) else repr(value))
     return found

@@ -158,20 +158,15 @@ def publish_inputs(
     past ``blob_warn_bytes``), the run noted first so gc keeps them from then on."""
     protocol = prepared.meta.protocol_sha256
     blob_gc.note_run(client, prepared.meta.run_id, protocol)
-    bundles.publish(prepared.loaded, prepared.suite, BlobStore(client, registry=blob_registry))
-    in_redis = sum(bundle_sizes(client, protocol).values()) if blob_registry is None else 0
+    store = BlobStore(client, registry=blob_registry)
+    bundles.publish(prepared.loaded, prepared.suite, store)
+    in_redis = sum(store.sizes.values()) if blob_registry is None else 0
     if in_redis > blob_warn_bytes:
         warn(
             f"this run keeps {in_redis / 2**20:,.0f} MiB of archives in Redis memory (over "
             f"{blob_warn_bytes / 2**20:,.0f} MiB): pass --registry HOST:PORT to keep them in "
             "the registry, and `deltarun gc --broker` removes those no live run needs"
         )
-
-
-def bundle_sizes(client: redis.Redis, protocol: str) -> dict[str, int]:
-    """The blobs a published protocol lists (digest → bytes)."""
-    raw = client.get(keys.protocol_blobs(protocol))
-    return dict(json.loads(raw)["blobs"]) if raw else {}
 
 
 class _Coordinator:
