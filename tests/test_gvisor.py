@@ -50,6 +50,27 @@ def test_queues_carry_a_runtime_other_than_runc() -> None:
     ]
 
 
+class _Engine:
+    def __init__(self, runtimes: dict[str, Any]) -> None:
+        self.runtimes = runtimes
+
+    def info(self) -> dict[str, Any]:
+        return {"Runtimes": self.runtimes}
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        # Docker 20.10 started cold (what a fresh CI machine has) ...
+        ["io.containerd.runc.v2", "io.containerd.runtime.v1.linux", "runc", "runsc"],
+        # ... and the same engine after `make gvisor` reloaded it.
+        ["runc", "runsc"],
+    ],
+)
+def test_the_engine_runtimes_are_the_same_cold_or_reloaded(listed: list[str]) -> None:
+    assert engine_runtimes(_Engine({name: {} for name in listed})) == ("runc", "runsc")
+
+
 def test_runsc_is_refused_where_a_sandbox_must_reach_the_model(tmp_path: Path) -> None:
     controls = make_suite(
         tmp_path,

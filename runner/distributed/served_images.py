@@ -214,10 +214,20 @@ def _preflight(client: Any, worker: str, images: list[str]) -> None:
         )
 
 
+# Names under which an engine lists containerd's own shims beside runc (Docker 20.10 after a
+# cold start lists io.containerd.runc.v2 and io.containerd.runtime.v1.linux; after a reload
+# it does not). They are aliases of runc, not runtimes a protocol can ask for.
+_CONTAINERD_SHIM_PREFIX = "io.containerd."
+
+
 def engine_runtimes(client: Any) -> tuple[str, ...]:
-    """The OCI runtimes the Docker engine has registered (``docker info``), e.g. runc, runsc."""
+    """The OCI runtimes the Docker engine has registered (``docker info``), e.g. runc, runsc.
+
+    containerd's shim aliases are left out, so the list is the same whether the engine was
+    started cold or reloaded after ``make gvisor``."""
     try:
-        return tuple(sorted((client.info().get("Runtimes") or {}).keys()))
+        names = (client.info().get("Runtimes") or {}).keys()
+        return tuple(sorted(n for n in names if not n.startswith(_CONTAINERD_SHIM_PREFIX)))
     except Exception as exc:  # an engine that will not say: the default runtime only
         log.warning("docker info failed (%s): serving the default runtime's queues only", exc)
         return ()
