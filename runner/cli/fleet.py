@@ -54,7 +54,8 @@ def gc(
     broker_key: common.BrokerKey = None,
     max_age: opt.BlobMaxAge = 168.0,
 ) -> None:
-    """Remove deltarun containers and volumes left past their deadline.
+    """Remove deltarun containers and volumes left past their deadline, and copy-free
+    workspace views whose owner is gone.
 
     With --broker (or --broker-file): instead, remove the run archives (blobs) and
     protocol bundles no live run needs, from Redis and, for runs with --registry, the

@@ -113,7 +113,8 @@ def verify(
     ``sandbox_bytes`` large) on a screened patch.
 
     ``workspace`` is the fixture's tar as the test's uid (``runner.fixtures.staging``, usually made
-    once per machine), None when there is no fixture; ``fixture`` is what else the phase
+    once per machine), None when there is no fixture or the sandbox already holds it
+    (``Sandbox.workspace_filled``); ``fixture`` is what else the phase
     needs of it (``runner.fixtures.view``); ``rng`` names the canaries (unpredictable to
     the agent by default)."""
     size = fixture.footprint + sum(footprint(m) for m in hidden)
@@ -132,7 +133,9 @@ def verify(
     # Without a patch nothing runs between the layers: one copy, later entries win.
     sandbox.put_archive(WORKSPACE, owned_tar(first if patch else first + second))
     if patch:
-        problem = _apply(sandbox, place, settings, _footprint(first))
+        # A copy-free workspace's size is its upper layer's: the tree itself is beside it.
+        lower = fixture.footprint if sandbox.workspace_filled else 0
+        problem = _apply(sandbox, place, settings, _footprint(first) - lower)
         if problem is not None:
             return VerifyOutcome(False, reason=problem)
         sandbox.put_archive(WORKSPACE, owned_tar(second))
@@ -270,7 +273,9 @@ class _Place:
 def _apply(
     sandbox: Sandbox, place: _Place, settings: VerifySettings, harness_bytes: int
 ) -> str | None:
-    """``git apply`` the screened patch as the test's uid, then measure the tree it left;
+    """``git apply`` the screened patch as the test's uid, then measure the tree it left
+    (the filesystem's use less ``harness_bytes``: the harness's files, less the staged tree
+    a copy-free workspace does not count);
     the reason when it does not apply or does not fit in ``runtime.limits.workspace``."""
     git = " ".join(harness_git.argv("apply", "--whitespace=nowarn", f"{place.home}/agent.patch"))
     applied = sandbox.run(

@@ -7,7 +7,7 @@ lives in ``runner.sandbox.docker``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -69,6 +69,15 @@ class ModelCall:
 
 
 @dataclass(frozen=True)
+class StagedTree:
+    """A fixture's tree unpacked on the worker's host (``runner.fixtures.staging``), which a
+    sandbox may mount copy-on-write at ``/workspace`` instead of copying the tree in."""
+
+    path: Path
+    footprint: int  # bytes the tree takes in a tmpfs: what a copy would use of the cap
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """How to make one sandbox. ``labels`` are for the reaper, never visible inside."""
 
@@ -86,6 +95,9 @@ class SandboxSpec:
     # The image ID the run pins for ``image``: the sandbox is made from exactly that image,
     # whatever the tag names on this engine now (a tag can be moved; an ID is the content).
     image_id: str | None = None
+    # The fixture's staged tree, asked for only by a sandbox that can mount it as a
+    # copy-free workspace (``runner.sandbox.overlay``); it says so in ``workspace_filled``.
+    workspace_tree: Callable[[], StagedTree | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +178,12 @@ class Sandbox(Protocol):
     @property
     def applied(self) -> Mapping[str, object]:
         """The limits the engine reports this sandbox has (``runner.sandbox.applied``)."""
+        ...
+
+    @property
+    def workspace_filled(self) -> bool:
+        """Whether ``/workspace`` already holds the spec's ``workspace_tree`` (a copy-free
+        view of it); False: the workspace is empty and the harness copies the fixture in."""
         ...
 
 

@@ -14,13 +14,17 @@ it; agent commands run as uid 1000 through ``docker exec``. ``network_mode``
 none, ``no-new-privileges``, read-only root, size-capped tmpfs for ``/tmp`` and
 home; ``/workspace``, ``/io`` and the root-only ``/baseline`` are size-capped
 tmpfs *volumes* because ``put_archive`` cannot write into a read-only root or a
-plain tmpfs mount. Memory without swap, CPU quota, pids and nofile limits,
-``init``, capped logs. Labels (run, job, worker, deadline) let ``gc`` remove
-what a crashed worker left behind; labels are not visible inside.
+plain tmpfs mount; where this process may mount and the engine sees its mounts,
+``/workspace`` is instead a copy-on-write view of the fixture's staged tree whose writes
+land on a tmpfs of the same cap (``runner.sandbox.overlay``). Memory without swap, CPU
+quota, pids and nofile limits, ``init``, capped logs. Labels (run, job, worker,
+deadline) let ``gc`` remove what a crashed worker left behind; labels are not visible
+inside.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -36,7 +40,7 @@ from docker.types import HostConfig, LogConfig, Mount, Ulimit
 
 from runner import telemetry
 from runner.errors import SandboxError, UserError
-from runner.sandbox import copy_out
+from runner.sandbox import copy_out, overlay
 from runner.sandbox.applied import applied_of
 from runner.sandbox.base import (
     AGENT_DIR,
@@ -51,12 +55,16 @@ from runner.sandbox.base import (
     ModelCall,
     Running,
     SandboxSpec,
+    StagedTree,
 )
 from runner.sandbox.engine import API_ERRORS, image_id
 from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 from runner.sandbox.model_gateway import ModelGateway, open_gateway
 from runner.sandbox.running import DockerRunning
+from runner.sandbox.view_probe import views_work
+
+log = logging.getLogger(__name__)
 
 # Prints each argument that is not a command on PATH (the agent's own PATH).
 LOOKUP = 'for c in "$@"; do command -v "$c" >/dev/null 2>&1 || echo "$c"; done'
@@ -90,6 +98,21 @@ class DockerSandboxFactory:
         self._live: set[str] = set()
         self._lock = threading.Lock()
         self._image_ids: dict[str, str] = {}
+        self._views: dict[str | None, bool] = {}  # OCI runtime -> copy-free workspaces work
+        self._probe_lock = threading.Lock()
+
+    def views_work(self, image: str, runtime: str | None, labels: dict[str, str]) -> bool:
+        """Whether this factory's sandboxes under ``runtime`` can take copy-free workspaces
+        (``runner.sandbox.view_probe``), probed once with a container of ``image``."""
+        with self._probe_lock:
+            if runtime not in self._views:
+                why = views_work(self.client, image, runtime, labels)
+                self._views[runtime] = why is None
+                if why is None:
+                    log.info("workspaces: copy-free views of staged trees (overlay)")
+                else:
+                    log.info("workspaces: copied into each sandbox (%s)", why)
+            return self._views[runtime]
 
     def open(self, spec: SandboxSpec) -> DockerSession:
         return DockerSession(self, spec)
@@ -198,6 +221,7 @@ class DockerSession:
         self.container: str | None = None
         self.volumes: list[str] = []
         self.gateway: ModelGateway | None = None
+        self.view: overlay.View | None = None  # a copy-free workspace (``runner.sandbox.overlay``)
 
     def __enter__(self) -> DockerSandbox:
         try:
@@ -244,7 +268,7 @@ class DockerSession:
         digest = self.factory.pinned(spec.image, spec.image_id)
         began = time.monotonic()
         try:
-            mounts = self._mounts(labels)
+            mounts = self._mounts(labels, digest)
             network_mode, dns = "none", None
             if spec.model_access is not None:
                 self.gateway = self._open_gateway(spec.model_access, labels)
@@ -280,13 +304,15 @@ class DockerSession:
             digest,
             self.gateway,
             applied_of(host_config, spec.limits.workspace_bytes),
+            workspace_filled=self.view is not None,
         )
 
-    def _mounts(self, labels: dict[str, str]) -> list[Mount]:
-        """Create the sandbox's size-capped volumes: the workspace always, ``/io`` and the
-        root-only ``/baseline`` with ``with_io``, the agent directory with ``with_agent_dir``."""
+    def _mounts(self, labels: dict[str, str], digest: str) -> list[Mount]:
+        """Create the sandbox's size-capped volumes: the workspace always (a copy-free view
+        when it can be), ``/io`` and the root-only ``/baseline`` with ``with_io``, the agent
+        directory with ``with_agent_dir``."""
         spec, limits = self.spec, self.spec.limits
-        mounts = [self._volume(WORKSPACE, limits.workspace_bytes, labels, "0755")]
+        mounts = [self._workspace(labels, digest)]
         if spec.with_io:
             # Sticky and world-writable: root writes the prompt, the agent its answer.
             mounts.append(self._volume(IO_DIR, limits.io_bytes, labels, "1777"))
@@ -295,6 +321,34 @@ class DockerSession:
         if spec.with_agent_dir:
             mounts.append(self._volume(AGENT_DIR, 256 << 20, labels, "0755"))
         return mounts
+
+    def _workspace(self, labels: dict[str, str], digest: str) -> Mount:
+        """``/workspace``: a view of the staged tree whose writes land on a tmpfs holding
+        what the tree leaves of the cap, owned as a copied workspace would be; else (no tree,
+        no views here, a tree larger than the cap) a size-capped tmpfs volume to copy into."""
+        spec, size = self.spec, self.spec.limits.workspace_bytes
+        staged = self._staged_tree(labels, digest)
+        if staged is not None and staged.footprint < size:
+            uid, mode = (0, 0o1777) if spec.workspace_root_owned else (AGENT_UID, 0o755)
+            try:
+                self.view = overlay.mount_view(staged.path, size - staged.footprint, uid, mode)
+            except OSError as exc:
+                log.warning("copy-free workspace of %s failed, copying: %s", staged.path, exc)
+            else:
+                return Mount(WORKSPACE, str(self.view.merged), type="bind")
+        return self._volume(WORKSPACE, size, labels, "0755")
+
+    def _staged_tree(self, labels: dict[str, str], digest: str) -> StagedTree | None:
+        spec = self.spec
+        if spec.workspace_tree is None:
+            return None
+        if not self.factory.views_work(digest, spec.oci_runtime, labels):
+            return None
+        try:
+            return spec.workspace_tree()
+        except OSError as exc:  # a cache that cannot be written: copy instead
+            log.warning("the staged tree could not be made, copying: %s", exc)
+            return None
 
     def _host_config(self, mounts: list[Mount], network: str, dns: list[str] | None) -> HostConfig:
         """The container's hardening: every flag is in this one call, where a reader checks
@@ -334,6 +388,9 @@ class DockerSession:
             self.container = None
         if self.gateway is not None:
             self.gateway.__exit__(None, None, None)  # never raises; gc removes what it cannot
+        if self.view is not None:
+            overlay.unmount(self.view)  # never raises; gc sweeps what it cannot
+            self.view = None
         for name in self.volumes:
             for _ in range(3):
                 try:
@@ -385,8 +442,11 @@ class DockerSandbox:
         digest: str,
         gateway: ModelGateway | None = None,
         applied: Mapping[str, object] | None = None,
+        *,
+        workspace_filled: bool = False,
     ) -> None:
         self.factory = factory
+        self._workspace_filled = workspace_filled
         self._applied = dict(applied or {})  # what the engine reports (runner.sandbox.applied)
         self.client = factory.client
         self.container = container
@@ -410,6 +470,10 @@ class DockerSandbox:
     @property
     def applied(self) -> Mapping[str, object]:
         return self._applied
+
+    @property
+    def workspace_filled(self) -> bool:
+        return self._workspace_filled
 
     def put_archive(self, dest: str, tar: bytes | Path) -> None:
         if self._killed:

@@ -107,6 +107,10 @@ class FakeSandbox:
         return self.factory.image_digest
 
     @property
+    def workspace_filled(self) -> bool:
+        return False  # the scripted sandbox always takes the copy path
+
+    @property
     def applied(self) -> Mapping[str, object]:
         """What an engine that applies every flag of the spec reports."""
         return applied_of_spec(self.spec)

@@ -35,3 +35,28 @@ def host_identity() -> str:
     except OSError:
         return ""
     return f"{boot}/{namespace}"
+
+
+def alive(identity: str) -> bool:
+    """Is the process named by a ``pid:start-time`` label still the one that made the sandbox?"""
+    pid_text, _, start = identity.partition(":")
+    if not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if _state(int(pid_text)) in ("Z", "X"):
+        return False  # a zombie: dead, not yet reaped by a parent that was killed too
+    return process_identity(int(pid_text)) == identity or not start or start == "0"
+
+
+def _state(pid: int) -> str:
+    """The process state letter of ``/proc/PID/stat`` (R, S, Z...), or "" if unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""

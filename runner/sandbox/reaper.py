@@ -8,26 +8,27 @@ owner elsewhere (another machine, another container) cannot be checked from here
 so its sandboxes wait for their ``deadline`` label.
 
 Containers go first (a network or volume in use cannot be removed), then the
-model-only networks (``runner.sandbox.model_gateway``), then volumes.
+model-only networks (``runner.sandbox.model_gateway``), then volumes, then the copy-free
+workspace views whose owner is gone (``runner.sandbox.overlay.sweep``).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
 import docker
 import docker.errors
 
-from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
+from runner.sandbox import overlay
+from runner.sandbox.labels import LABEL_PREFIX, alive, host_identity
 
 
 def owner_gone(labels: dict[str, str], here: str) -> bool:
     """Whether the labels name an owner on this host (``here``) that is no longer running."""
     host = labels.get(f"{LABEL_PREFIX}host", "")
     pid = labels.get(f"{LABEL_PREFIX}pid", "")
-    return bool(here) and host == here and bool(pid) and not _alive(pid)
+    return bool(here) and host == here and bool(pid) and not alive(pid)
 
 
 DEADLINE = f"{LABEL_PREFIX}deadline"
@@ -51,6 +52,7 @@ def reap(
     lines = _reap_containers(client, filters, verdict, dry_run)
     lines += _reap_networks(client, filters, verdict, dry_run)
     lines += _reap_volumes(client, filters, verdict, dry_run)
+    lines += overlay.sweep(dry_run=dry_run, include_live=include_live)  # copy-free workspaces
     return lines or ["nothing to remove"]
 
 
@@ -134,31 +136,6 @@ def _reap_volumes(
     return lines
 
 
-def _alive(identity: str) -> bool:
-    """Is the process named by a ``pid:start-time`` label still the one that made the sandbox?"""
-    pid_text, _, start = identity.partition(":")
-    if not pid_text.isdigit():
-        return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if _state(int(pid_text)) in ("Z", "X"):
-        return False  # a zombie: dead, not yet reaped by a parent that was killed too
-    return process_identity(int(pid_text)) == identity or not start or start == "0"
-
-
-def _state(pid: int) -> str:
-    """The process state letter of ``/proc/PID/stat`` (R, S, Z...), or "" if unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
 def reap_orphans(client: docker.APIClient, worker: str) -> list[str]:
     """Remove this worker's sandboxes whose owning process has died (same host, same name)."""
     lines: list[str] = []
@@ -166,7 +143,7 @@ def reap_orphans(client: docker.APIClient, worker: str) -> list[str]:
     for container in client.containers(all=True, filters={"label": selector}):
         labels = container.get("Labels") or {}
         pid = labels.get(f"{LABEL_PREFIX}pid", "")
-        if pid and _alive(pid):
+        if pid and alive(pid):
             continue
         try:
             client.remove_container(container["Id"], force=True, v=True)
@@ -175,7 +152,7 @@ def reap_orphans(client: docker.APIClient, worker: str) -> list[str]:
             pass
     for network in client.networks(filters={"label": selector}):
         pid = (network.get("Labels") or {}).get(f"{LABEL_PREFIX}pid", "")
-        if pid and _alive(pid):
+        if pid and alive(pid):
             continue
         try:
             client.remove_network(network["Id"])
@@ -185,11 +162,11 @@ def reap_orphans(client: docker.APIClient, worker: str) -> list[str]:
     volumes = (client.volumes(filters={"label": selector}) or {}).get("Volumes") or []
     for volume in volumes:
         pid = (volume.get("Labels") or {}).get(f"{LABEL_PREFIX}pid", "")
-        if pid and _alive(pid):
+        if pid and alive(pid):
             continue
         try:
             client.remove_volume(volume["Name"], force=True)
             lines.append(f"removed orphaned volume {volume['Name']}")
         except docker.errors.APIError:
             pass
-    return lines
+    return lines + overlay.sweep()

@@ -59,6 +59,7 @@ from runner.sandbox.base import (
     Sandbox,
     SandboxFactory,
     SandboxSpec,
+    StagedTree,
 )
 from runner.sizes import parse_size
 from runner.trial.limits import trial_limits
@@ -253,6 +254,19 @@ def _spec(
     )
 
 
+def staged_tree(
+    fixture: StagedFixture, exclude: tuple[str, ...]
+) -> Callable[[], StagedTree | None]:
+    """The fixture's staged tree for a sandbox that can mount it (``SandboxSpec.workspace_tree``),
+    made only when one asks."""
+
+    def tree() -> StagedTree | None:
+        staged = fixture.workspace_tree(exclude)
+        return None if staged is None else StagedTree(*staged)
+
+    return tree
+
+
 def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts) -> None:
     """The agent phase, then the verdict: an answer task's metrics, or phase B."""
     fixture = env.fixture(task)
@@ -287,12 +301,13 @@ def _agent_phase(
         agent.needs_agent_dir,
         access=agent_access(agent, controls),
     )
-    workspace = fixture.workspace_tar(forbidden)
+    spec = replace(spec, workspace_tree=staged_tree(fixture, forbidden))
     kit = fixture.baseline_tar(forbidden)
     with env.sandboxes.open(spec) as sandbox:
         facts.image_digest = sandbox.image_digest
         facts.limits = trial_limits(controls, job.arm, task, sandbox.applied)
-        copy_in(sandbox, workspace)
+        if not sandbox.workspace_filled:
+            copy_in(sandbox, fixture.workspace_tar(forbidden))
         prompt = agent.toggles.prompt(task.prompt) if agent.toggles else task.prompt
         baseline(sandbox, prompt, guard=agent.runs_programs, staged=kit)
         if isinstance(task, RepoTask) and task.install:
@@ -464,9 +479,13 @@ def _verify(
     hidden = env.inputs.hidden(task)
     # The patched tree gets runtime.limits.workspace; what the harness writes, room beside it.
     room = sandbox_bytes(settings, fixture.view, hidden, patch)
-    spec = replace(spec, limits=replace(spec.limits, workspace_bytes=room))
-    workspace = fixture.workspace_tar(())
+    spec = replace(
+        spec,
+        limits=replace(spec.limits, workspace_bytes=room),
+        workspace_tree=staged_tree(fixture, ()),
+    )
     with env.sandboxes.open(spec) as sandbox:
+        workspace = None if sandbox.workspace_filled else fixture.workspace_tar(())
         probe = _spec(job, image_of(task, controls), env, 60, False, io=False)
         plugins = image_facts(env.sandboxes, probe, sandbox.image_digest).pytest_plugins
         settings = replace(settings, plugins=plugins)
