@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis registry compose certs gvisor chromium images worker-images examples demo pack30 envdemo swebench test adversarial adversarial-gvisor lint bench gc clean
+.PHONY: help setup docker redis registry compose certs gvisor chromium images worker-images examples demo pack30 envdemo swebench test adversarial adversarial-copy adversarial-gvisor lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -85,6 +85,9 @@ test: setup redis registry compose gvisor chromium images worker-images  ## run 
 
 adversarial: setup images  ## the adversarial suite alone, with its table (attack, tried, happened, held)
 	$(PY) -m pytest -q tests/adversarial
+
+adversarial-copy: setup images  ## the adversarial suite with copy-free workspaces off (the copy path)
+	DELTARUN_WORKSPACES=copy $(PY) -m pytest -q -n $(TEST_WORKERS) --maxschedchunk=1 tests/adversarial
 
 adversarial-gvisor: setup images gvisor  ## the adversarial suite with every sandbox under gVisor (runsc)
 	DELTARUN_TEST_OCI_RUNTIME=runsc $(PY) -m pytest -q -n $(TEST_WORKERS) --maxschedchunk=1 tests/adversarial

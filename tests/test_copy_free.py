@@ -114,6 +114,8 @@ def test_the_agents_writes_never_reach_the_staged_tree_or_the_next_trial(
         name: (content.encode(), 1000, 0o644) for name, content in sorted(ADD_FIXTURE.items())
     }
     for tree in trees:
+        root = tree.stat()  # a host user with the agent's uid cannot reach the files
+        assert (root.st_uid, root.st_mode & 0o777) == (0, 0o700)
         files = {k: v for k, v in tree_files(tree).items() if v[0] or k in pristine}
         assert files == pristine, f"the staged tree {tree} changed"
         assert not (tree / "new").exists() and not (tree / "hardlink").exists()
