@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from runner.sandbox import overlay
 from runner.sandbox.docker import host_identity
-from tests.conftest import run_cli
+from tests.conftest import IN_CI, run_cli
 from tests.helpers import PY_IMAGE, make_suite, repo_task, write_agent
 
 pytestmark = pytest.mark.docker
@@ -36,6 +37,12 @@ def owned_by(api: Any, pid: int) -> tuple[list[str], list[str]]:
         if (v.get("Labels") or {}).get("deltarun.pid", "").split(":")[0] == str(pid)
     ]
     return containers, volumes
+
+
+def views_of(pid: int) -> list[Path]:
+    """The copy-free workspace views process ``pid`` mounted (``runner.sandbox.overlay``)."""
+    root = overlay.views_root()
+    return [p for p in root.iterdir() if p.name.startswith(f"{pid}-")] if root.is_dir() else []
 
 
 def killed_run(tmp_path: Path, api: Any) -> tuple[int, tuple[list[str], list[str]]]:
@@ -85,6 +92,8 @@ def test_a_killed_runs_sandboxes_go_at_once_by_gc_or_the_next_run(
     start-up reaper removes them; a plain `gc` would too (the worker test below)."""
     pid, (containers, volumes) = killed_run(tmp_path / "killed", docker_api)
     assert containers and volumes, "SIGKILL leaves the sandbox behind (no finally ran)"
+    views = views_of(pid)  # its copy-free workspace, where this host has them (CI does)
+    assert views or not IN_CI, "the killed run's agent sandbox had no copy-free workspace"
     dry = run_cli("gc", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert f"would remove container {containers[0]}" in dry.stdout and "(owner gone)" in dry.stdout
@@ -98,6 +107,9 @@ def test_a_killed_runs_sandboxes_go_at_once_by_gc_or_the_next_run(
     assert result.returncode == 0, result.stderr
     assert f"reaper: removed container {containers[0]}" in result.stderr
     assert owned_by(docker_api, pid) == ([], [])
+    for view in views:
+        assert f"unmounted workspace view {view}" in result.stderr
+        assert not view.exists() and str(view) not in Path("/proc/self/mountinfo").read_text()
 
 
 def test_live_owners_and_owners_elsewhere_are_kept(docker_api: Any) -> None:

@@ -1,5 +1,7 @@
 """``deltarun view``: the run's index, trial details, bundle and server, without a browser
-(tests/test_view_browser.py opens the pages in headless Chromium)."""
+(tests/test_view_browser.py opens the pages in headless Chromium, tests/test_view_runs.py
+runs made for real); the canaries, the agent's steps, the setup warnings' trials,
+reverify.json and report.html's link to the viewer."""
 
 from __future__ import annotations
 
@@ -14,17 +16,21 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runner.errors import UserError
+from runner.run.rundir import RunMeta
 from runner.view.assets import CSP, data_script
 from runner.view.matrix import majority, versus
 from runner.view.records import detail
+from runner.view.setup_links import linked, signs
 from runner.view.source import RunSource
-from runner.view.text import LINE_CHARS, TEXT_CHARS, clip, failing_tests, patch_view
+from runner.view.steps import steps
+from runner.view.text import LINE_CHARS, TEXT_CHARS, canaries, clip, failing_tests, patch_view
 from tests.conftest import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -305,3 +311,192 @@ def test_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
     assert done.returncode == 1 and time.monotonic() - started < 60
     assert done.stderr.strip().count("\n") == 0 and f"port {port}" in done.stderr
     assert "in use" in done.stderr
+
+
+# ---------------------------------------------------------------- canaries, steps, warnings
+
+CANARY_LOG = (
+    "..FF\n=== short test summary info ===\n"
+    "FAILED tests/test_hidden.py::test_add - assert 6 == 5\n"
+    "FAILED tests/test_hidden.py::test_tests_hidden_19 - AssertionError\n"
+    "2 failed, 1 passed in 0.21s\n\n"
+    "[deltarun] 2 canary tests were added to the declared test files; these must fail and "
+    "their failure is expected: tests/test_hidden.py::test_tests_hidden_19\n"
+)
+
+
+def test_the_harness_canaries_are_not_the_failing_test() -> None:
+    assert canaries(CANARY_LOG) == ["tests/test_hidden.py::test_tests_hidden_19"]
+    assert failing_tests(CANARY_LOG) == ["tests/test_hidden.py::test_add"]
+    shown = detail(
+        1, json.dumps({**ledger(FIXTURES / "run-quickstart")[0], "verify_log": CANARY_LOG}), None
+    )
+    assert shown["verify"]["failing"] == ["tests/test_hidden.py::test_add"]
+    assert shown["verify"]["canaries"] == ["tests/test_hidden.py::test_tests_hidden_19"]
+    assert [CANARY_LOG.split("\n")[n] for n in shown["verify"]["marks"]] == [
+        "FAILED tests/test_hidden.py::test_add - assert 6 == 5"
+    ]
+    # The tests' own output cannot hide a failure: only the log's last line names canaries.
+    forged = CANARY_LOG.replace("test_tests_hidden_19\n", "test_tests_hidden_19\nmore output\n")
+    forged = forged.replace("expected: tests/test_hidden.py::test_tests_hidden_19", "expected: "
+                            "tests/test_hidden.py::test_add")  # fmt: skip
+    assert canaries(forged) == [] and "tests/test_hidden.py::test_add" in failing_tests(forged)
+
+
+def test_steps_show_each_replys_tokens_and_readable_calls() -> None:
+    patch = "diff --git a/x b/x\n+new\n"
+    transcript = [
+        {"role": "system", "content": "You are..."},
+        {"role": "assistant", "content": None, "turn": 1, "model": "m", "usage": [120, 10],
+         "tool_calls": [{"id": "c1", "type": "function",
+                         "function": {"name": "apply_patch", "arguments": json.dumps({"patch": patch})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "patch applied", "name": "apply_patch"},
+        {"role": "tool", "tool_call_id": "c2", "content": "no", "name": "read_file", "refused": "forbidden"},
+        {"role": "assistant", "text": "done", "tool": "Bash", "arguments": '{"command": "ls"}',
+         "result": "a\nb", "input_tokens": 7, "output_tokens": 3},
+        {"role": "assistant", "usage": {"prompt_tokens": 5, "completion_tokens": "x"}},
+        "not an object",
+    ]  # fmt: skip
+    shown = steps(transcript)
+    assert [s["tokens"] for s in shown] == [None, [120, 10], None, None, [7, 3], [5, 0], None]
+    assert shown[1]["title"] == "assistant → apply_patch"
+    assert "turn 1 · model m" in shown[1]["body"] and f"patch:\n{patch}" in shown[1]["body"]
+    assert shown[2]["title"] == "tool apply_patch" and "patch applied" in shown[2]["body"]
+    assert shown[3]["title"] == "tool read_file (refused: forbidden)"
+    assert shown[4]["title"] == "assistant → Bash" and 'command: "ls"' in shown[4]["body"]
+    assert "← a\nb" in shown[4]["body"] and shown[6]["title"] == "step"
+    assert steps("no list") == [] and len(steps([{}] * 5000)) == 2000
+
+
+def test_each_setup_warning_links_the_trials_behind_it() -> None:
+    """Every kind of warning the report writes (tests.test_setup_warnings makes each one)
+    is linked to the records showing its sign; an unknown warning stays unlinked."""
+    from runner.config.loader import parse_controls
+    from runner.models import Outcome
+    from runner.run.setup_warnings import setup_warnings
+    from runner.setup_signals import NO_OUTPUT_LOG
+    from tests.test_scoring import trial
+    from tests.test_setup_warnings import CONTROLS
+
+    records = [
+        trial("t1", "ctrl", Outcome.SUCCESS, verify_exit_code=0),
+        trial("t2", "ctrl", Outcome.MISS, reason="no test ran"),
+        trial("t1", "rec", Outcome.MISS, agent_exit_code=1, agent_log="error: patch failed"),
+        trial("t2", "rec", Outcome.MISS, agent_exit_code=None, agent_log=NO_OUTPUT_LOG),
+        trial("t1", "cmd", Outcome.MISS, agent_exit_code=127),
+        trial("t2", "cmd", Outcome.MISS, agent_exit_code=126),
+        trial("t3", "cmd", Outcome.SUCCESS, agent_exit_code=0),
+    ]
+    controls = parse_controls(CONTROLS, "c")
+    found = setup_warnings(controls, records)
+    shown = [(line, signs(controls, r)) for line, r in enumerate(records, start=1)]
+    links = linked([*found, "a warning a newer deltarun writes"], shown)
+    assert [w["text"] for w in links[:5]] == found
+    assert [w["trials"] for w in links] == [[1], [3], [4], [5, 6], [2], []]
+
+
+def test_the_run_page_links_the_report_warnings(tmp_path: Path) -> None:
+    for name in ("run-features", "run-quickstart"):
+        run = copy_run(tmp_path, name)
+        records = ledger(run)
+        warnings = RunSource(run).run_page()["setup_warnings"]
+        report = json.loads((run / "report.json").read_text())
+        assert [w["text"] for w in warnings] == report["setup_warnings"] and len(warnings) == 1
+        lines = warnings[0]["trials"]
+        if name == "run-features":  # the scripted control passes ordinary tasks
+            want = [n for n, r in enumerate(records, start=1) if r["arm"] == "ctrl"
+                    and r["passed"] and r["task_kind"] == "ordinary"]  # fmt: skip
+        else:  # the recorded candidate has no output for one task
+            want = [n for n, r in enumerate(records, start=1) if r["arm"] == "candidate"
+                    and r["task_id"] == "template-filters"]  # fmt: skip
+        assert lines == want and want
+
+
+# ---------------------------------------------------------------- reverify.json
+
+
+def keep_reverified(run: Path, flips: int) -> list[dict[str, Any]]:
+    """reverify.json as ``replay --reverify`` writes it (``runner.run.reverify``), saying the
+    verdict of the first ``flips`` re-checkable records changed; those records."""
+    from datetime import UTC, datetime
+
+    from runner.run.reverify import Changed, changes_json, keep_changes
+    from runner.run.rundir import RunDir
+
+    rundir = RunDir(run)
+    flipped = [t for t in rundir.trials() if t.outcome.value in ("success", "miss")][:flips]
+    changed = [Changed(t, not t.passed) for t in flipped]
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    keep_changes(rundir, changes_json(now, rundir.ledger_sha256(), 40, changed))
+    return [r for r in ledger(run) if r["job_id"] in {t.job_id for t in flipped}]
+
+
+def test_reverify_changes_mark_their_trials_and_cells(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    source = RunSource(run)
+    assert source.index()["reverify"] is None and source.run_page()["reverify"] is None
+    flipped = keep_reverified(run, 3)
+    index = source.index()  # the file is new: the index is read again
+    assert index["reverify"] == {
+        "ran_at": "2026-12-01T00:00:00+00:00", "checked": 40, "changed": 3, "note": ""
+    }  # fmt: skip
+    marked = {t["task"]: t["rv"] for t in index["trials"].values() if "rv" in t}
+    assert marked == {
+        r["task_id"]: {"was": r["outcome"], "now": "miss" if r["passed"] else "success"}
+        for r in flipped
+    }
+    for row in index["rows"]:
+        for arm, cell in row["cells"].items():
+            mine = [r for r in flipped if r["task_id"] == row["id"] and r["arm"] == arm]
+            assert cell["changed"] == len(mine)
+    assert source.run_page()["reverify"]["changed"] == 3
+
+
+def test_a_reverify_file_that_is_not_ours_is_a_note(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    (run / "reverify.json").write_text('{"changed": [1, 2], "checked": true}')
+    index = RunSource(run).index()
+    assert index["reverify"]["note"] and index["reverify"]["checked"] is None
+    assert not any("rv" in t for t in index["trials"].values())
+    (run / "reverify.json").write_bytes(b"\xff{not json")
+    assert RunSource(run).index()["reverify"]["changed"] == 0
+
+
+# ---------------------------------------------------------------- report.html's link
+
+
+def test_runs_recorded_before_the_link_keep_their_report(tmp_path: Path) -> None:
+    """run.json of a run recorded before ``view_bundle`` lacks it: its report.html has no
+    link and rebuilds byte for byte; a new run's run.json names the folder."""
+    from runner.report.build import build_report
+    from runner.run.rundir import VIEW_BUNDLE, RunDir
+
+    for name in ("run-quickstart", "run-features"):
+        run = copy_run(tmp_path, name)
+        assert "view_bundle" not in json.loads((run / "run.json").read_text())
+        assert RunDir(run).meta().view_bundle == ""
+        stored = (run / "report.html").read_text(encoding="utf-8")
+        assert "index.html" not in stored
+        assert build_report(RunDir(run)).html == stored
+    meta = RunDir(copy_run(tmp_path / "new")).meta()
+    fresh = replace(meta, view_bundle=VIEW_BUNDLE)  # as a new run writes it
+    assert RunMeta(**{k: v for k, v in meta.to_json().items() if k != "view_bundle"}) == fresh
+
+
+def test_the_link_is_a_plain_relative_path() -> None:
+    from runner.report.html import render_html
+
+    assert 'href="view/index.html"' in render_html({}, viewer="view")
+    assert "index.html" not in render_html({})
+    for hostile in ("javascript:alert(1)", "../elsewhere", "/etc", 'a"b', "a/../../b"):
+        assert "index.html" not in render_html({}, viewer=hostile), hostile
+
+
+def test_a_bundle_goes_outside_the_run_or_where_report_html_links(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    inside = run_cli("view", str(run), "--bundle", str(run / "view"))
+    assert inside.returncode == 0, inside.stderr
+    assert (run / "view" / "index.html").is_file()
+    for elsewhere in (run, run / "other", run / "view" / "deeper"):
+        refused = run_cli("view", str(run), "--bundle", str(elsewhere))
+        assert refused.returncode == 1 and "inside the run directory" in refused.stderr

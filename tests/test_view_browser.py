@@ -34,9 +34,10 @@ def dom(tmp_path: Path, url: str) -> str:
     return done.stdout
 
 
-def screenshot(tmp_path: Path, url: str, name: str) -> Path:
+def screenshot(tmp_path: Path, url: str, name: str, height: int = 1600) -> Path:
     shot = tmp_path / f"{name}.png"
-    done = run_chromium(tmp_path, WAIT, f"--screenshot={shot}", "--window-size=1400,1600", url)
+    size = f"--window-size=1400,{height}"
+    done = run_chromium(tmp_path, WAIT, f"--screenshot={shot}", size, url)
     assert done.returncode == 0, done.stderr
     assert shot.is_file() and shot.stat().st_size > 10_000
     try:

@@ -87,6 +87,7 @@ def run(
     from runner.report.headline import report_headline
     from runner.run.service import RunOptions, RunService
     from runner.sizes import parse_size
+    from runner.view.bundle import bundle_beside_report
 
     if baseline_mode not in (None, "skill-on", "skill-off", "both"):
         raise UsageError(f"--baseline-mode {baseline_mode!r}: choose skill-on, skill-off or both")
@@ -110,7 +111,7 @@ def run(
             blob_warn_bytes=blob_warn_bytes,
         )
         prepared = RunService(events).run(controls, options)
-    say(report_headline(prepared.run_dir.path))
+    say(report_headline(prepared.run_dir.path) + bundle_beside_report(prepared.run_dir.path))
 
 
 @app.command()
@@ -137,10 +138,12 @@ def status(
 def report(run_dir: RunDirArg) -> None:
     """Score the ledger of a run and write report.md (for people), report.json (for
     programs: runner/schemas/report.schema.json) and report.html (one self-contained
-    page with plots) into RUN_DIR, then print the headline."""
+    page with plots) into RUN_DIR, and the trial-by-trial viewer's pages into RUN_DIR/view
+    (which report.html links), then print the headline."""
     from runner.report.headline import report_headline
+    from runner.view.bundle import bundle_beside_report
 
-    say(report_headline(run_dir))
+    say(report_headline(run_dir) + bundle_beside_report(run_dir))
 
 
 @app.command()
@@ -184,7 +187,8 @@ def replay(
         ),
     ] = None,
 ) -> None:
-    """Re-check the stored digests and rebuild the report byte for byte (exit 3 if it differs)."""
+    """Re-check the stored digests and rebuild the report byte for byte (exit 3 if it differs);
+    with --reverify, the verdicts that changed are also kept in RUN_DIR/reverify.json."""
     from runner.report.replay_steps import replay_steps
 
     if controls is not None and not reverify:
@@ -195,6 +199,11 @@ def replay(
             err.print(f"reverify [{done}/{total}]", highlight=False)
 
     say(replay_steps(run_dir, accept_edits, reverify, parallel, controls, progress))
+    if reverify:
+        from runner.run.reverify import CHANGES
+
+        kept = f"reverify: kept in {run_dir / CHANGES} (deltarun view marks the changed verdicts)"
+        say([kept], markup=False)
 
 
 @app.command()

@@ -15,7 +15,11 @@ def view(
     run_dir: RunDirArg,
     bundle: Annotated[
         Path | None,
-        Option("--bundle", help="Write the pages as static files into this folder and exit"),
+        Option(
+            "--bundle",
+            help="Write the pages as static files into this folder and exit (outside the run, "
+            "or RUN_DIR/view, where a new run's report.html links)",
+        ),
     ] = None,
     host: Annotated[
         str, Option("--host", help="Address to serve on; any but loopback needs the printed token")

@@ -104,9 +104,8 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
     data = to_json(report)
     head = Head(meta.run_id, meta.suite_sha256, controls.suite.file, report.generated_at)
     cards = scorecard_files(controls, head, trials, task_ids, withhold_headline(rows))
-    return BuiltReport(
-        scores, render_markdown(report), dumps_json(data), tuple(rows), render_html(data), cards
-    )
+    html = render_html(data, viewer=meta.view_bundle)
+    return BuiltReport(scores, render_markdown(report), dumps_json(data), tuple(rows), html, cards)
 
 
 def _checked_records(run_dir: RunDir, meta: RunMeta, controls: Controls) -> list[ScoredTrial]:

@@ -9,6 +9,7 @@ from the report is HTML-escaped; a missing value prints ``n/a`` and draws no mar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -62,6 +63,7 @@ svg.plot line.zero{stroke:#222;stroke-width:1.5}
 
 
 Cell = str | tuple[str, str]  # plain text, or (plain text, CSS class)
+_RELATIVE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}")  # a link that stays beside the page
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[Cell]]) -> str:
@@ -303,10 +305,25 @@ def _metric_table(report: dict[str, Any]) -> list[str]:
     return ["<h2>Answer metrics</h2>", _table([*head, "delta", "sd"], rows)]
 
 
-def render_html(report: dict[str, Any]) -> str:
+def _viewer_link(folder: str) -> list[str]:
+    """A line linking the run viewer's bundle in ``folder`` (beside report.html), and how to
+    write it; none unless ``folder`` is a plain relative path (run.json can be edited)."""
+    if not _RELATIVE.fullmatch(folder) or ".." in folder.split("/"):
+        return []
+    page = esc(f"{folder}/index.html")
+    return [
+        f'<p class="note">Trial by trial (patches, test logs, agent steps): <a href="{page}">'
+        f"{page}</a>, written with this report (again: <code>deltarun view RUN --bundle "
+        f"RUN/{esc(folder)}</code>); or serve it with <code>deltarun view RUN</code>.</p>"
+    ]
+
+
+def render_html(report: dict[str, Any], viewer: str = "") -> str:
     """The whole report as one self-contained, deterministic HTML page, drawn from the
     report's JSON form (``jsonform.to_json``) so it shows exactly the published numbers;
-    a withheld report's numbers come last, under a banner saying they are not to publish."""
+    a withheld report's numbers come last, under a banner saying they are not to publish.
+    ``viewer``: the viewer bundle's folder beside report.html, linked under the verdict
+    ("": no link, as in runs recorded before run.json named one)."""
     title = f"deltarun report: {as_dict(report.get('pins')).get('protocol_id', '?')}"
     csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
     held = as_dict(report.get("withheld_for_author"))
@@ -343,6 +360,7 @@ def render_html(report: dict[str, Any]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
         *_header(report),
+        *_viewer_link(viewer),
         *_headline(report, deltas),
         *_pins(report),
         *body,

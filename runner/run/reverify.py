@@ -14,32 +14,52 @@ otherwise one line asks for ``--controls``. The suite must have the run's digest
 (exit 3 otherwise). Each verdict is re-checked in a fresh sandbox; every verdict
 that changed is listed. Flaky verdicts are shown, never hidden; the ledger is not
 modified.
+
+What changed is kept beside the ledger in ``reverify.json`` (replaced whole, atomically,
+by each re-verification; ``deltarun view`` filters and marks those trials):
+
+    {"ran_at": ISO time, "ledger_sha256": the ledger re-verified, "checked": N,
+     "changed": {job_id: {"task_id", "arm", "repeat", "was": outcome, "now": outcome}}}
+
+``was`` is the recorded outcome (success or miss), ``now`` the re-run's. No report file is
+touched: ``deltarun replay`` still rebuilds them byte for byte, and ``deltarun export``
+leaves the file out of a kit's evidence.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from runner.atomic import write_atomic
 from runner.config.loader import load_controls
 from runner.config.model import Controls
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.fixtures.archives import ArchiveCaps
-from runner.fixtures.inputs import LocalInputs
-from runner.models import RepoTask, Trial
-from runner.run.rundir import RunDir, RunMeta
-from runner.sandbox.base import SandboxFactory
+from runner.models import Outcome, RepoTask, Trial
+from runner.run.rundir import RunDir, RunMeta, now_utc
 from runner.suite.load import Suite, load_suite
-from runner.trial.env import trial_env
-from runner.trial.execute import reverify
+
+if TYPE_CHECKING:  # the trial machinery loads with reverify_run: the viewer reads CHANGES only
+    from runner.sandbox.base import SandboxFactory
+
+CHANGES = "reverify.json"
 
 
 @dataclass(frozen=True)
 class Changed:
     trial: Trial
     now_passed: bool
+
+    @property
+    def now(self) -> str:
+        """The re-run's outcome: its hidden tests pass on the patch, or they do not."""
+        return (Outcome.SUCCESS if self.now_passed else Outcome.MISS).value
 
 
 @dataclass(frozen=True)
@@ -100,7 +120,13 @@ def reverify_run(
     progress: Callable[[int, int], None] = lambda done, total: None,
     inputs: ReverifyInputs | None = None,
 ) -> tuple[int, list[Changed]]:
-    """(verdicts re-checked, verdicts that changed); ``inputs`` from ``reverify_inputs``."""
+    """(verdicts re-checked, verdicts that changed), the changes kept in ``CHANGES``;
+    ``inputs`` from ``reverify_inputs``."""
+    from runner.fixtures.inputs import LocalInputs
+    from runner.trial.env import trial_env
+    from runner.trial.execute import reverify
+
+    ran_at, ledger_sha256 = now_utc(), run_dir.ledger_sha256()
     if inputs is None:
         inputs = reverify_inputs(run_dir)
     controls, suite = inputs.controls, inputs.suite
@@ -126,4 +152,41 @@ def reverify_run(
             progress(done, len(candidates))
             if verdict is not None and verdict != trial.passed:
                 changed.append(Changed(trial, verdict))
+    keep_changes(run_dir, changes_json(ran_at, ledger_sha256, len(candidates), changed))
     return len(candidates), changed
+
+
+def changes_json(
+    ran_at: datetime, ledger_sha256: str, checked: int, changed: list[Changed]
+) -> dict[str, Any]:
+    """``CHANGES``'s content: when, on which ledger, how many re-run, and what changed,
+    by job id."""
+    return {
+        "ran_at": ran_at.isoformat(),
+        "ledger_sha256": ledger_sha256,
+        "checked": checked,
+        "changed": {
+            item.trial.job_id: {
+                "task_id": item.trial.task_id,
+                "arm": item.trial.arm,
+                "repeat": item.trial.repeat,
+                "was": item.trial.outcome.value,
+                "now": item.now,
+            }
+            for item in changed
+        },
+    }
+
+
+def keep_changes(run_dir: RunDir, data: dict[str, Any]) -> Path:
+    """Replace ``CHANGES`` in the run directory with ``data``, atomically."""
+    path = run_dir.path / CHANGES
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    try:
+        write_atomic(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise UserError(
+            f"{path}: cannot keep the re-verification's changes ({exc.strerror or exc}); "
+            "make the run directory writable"
+        ) from exc
+    return path

@@ -11,6 +11,10 @@
     RUN_DIR/sessions/<sha256>.tar.gz an installed agent's session (its log files, stdout and
                                      the gateway's request log), named by the record's
                                      ``session_sha256``; the ledger never holds the bytes
+    RUN_DIR/reverify.json            the verdicts `replay --reverify` last changed
+                                     (runner.run.reverify)
+    RUN_DIR/view/                    the viewer's pages, when `deltarun view RUN --bundle
+                                     RUN/view` wrote them; a new run's report.html links here
 
 A run directory belongs to one protocol hash; opening it under another raises
 ``ProtocolMismatch``. A torn last line (a crash mid-write) is set aside in
@@ -43,6 +47,7 @@ RUN_FILE = "run.json"
 LEDGER = "trials.jsonl"
 DUPLICATES = "trials.duplicates.jsonl"
 SESSIONS = "sessions"
+VIEW_BUNDLE = "view"  # RunMeta.view_bundle of a new run
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,10 @@ class RunMeta:
     # arm with toggles → the mode it ran in: skill-on, skill-off or both (--baseline-mode, or
     # its baseline: in the controls); None in a run.json written before the field existed
     baseline_modes: dict[str, str] | None = None
+    # the folder in the run directory report.html links into (its index.html), where
+    # `deltarun view RUN --bundle RUN/view` writes the viewer; "" in a run.json written
+    # before the field existed, whose report.html has no link and so replays unchanged
+    view_bundle: str = VIEW_BUNDLE
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -101,7 +110,7 @@ class RunDir:
     def meta(self) -> RunMeta:
         try:
             data = json.loads((self.path / RUN_FILE).read_text(encoding="utf-8"))
-            return RunMeta(**data)
+            return RunMeta(**{"view_bundle": "", **data})  # absent: written before the field
         except FileNotFoundError as exc:
             raise UserError(f"{self.path}: not a run directory (no {RUN_FILE})") from exc
         except (json.JSONDecodeError, TypeError) as exc:

@@ -1,5 +1,9 @@
 """The viewer's script, part one: data loading, routing, the matrix and the run page.
 
+The matrix has a filter for the verdicts the last ``replay --reverify`` changed (only when
+the run has its ``reverify.json``) and marks those cells; the run page links each setup
+warning and each changed verdict to its trials.
+
 Plain ES5-style JavaScript with no library. Every value from the run is set with
 ``textContent`` or as an attribute built here (never ``innerHTML``); links are
 ``#/...`` fragments built with ``encodeURIComponent``, so no record can make one.
@@ -33,6 +37,24 @@ function add(parent) {  // appends each child given; returns the last one
   return last;
 }
 function link(text, hash) { var a = el("a", "", text); a.setAttribute("href", hash); return a; }
+function dvGood(outcome) { return outcome === "success" || outcome === "abstain_ok"; }
+function dvRvText(rv) {
+  return "re-verified: recorded " + rv.was + ", now " + rv.now +
+    (dvGood(rv.now) ? " (the hidden tests now pass)" : " (the hidden tests now fail)");
+}
+function dvTrialHash(line) {  // the task page showing this trial on its side
+  var m = DV.index, t = m.trials[line];
+  var row = m.rows.filter(function (r) { return r.id === t.task; })[0];
+  var cell = row && row.cells[t.arm], n = cell ? cell.trials.indexOf(Number(line)) : -1;
+  var at = String(Math.max(n, 0)), path = "task/" + encodeURIComponent(t.task);
+  return t.arm === m.control ? hashFor(path, {ra: at}) : hashFor(path, {b: t.arm, rb: at});
+}
+function dvTrialLink(line) {
+  var t = DV.index.trials[line];
+  if (!t) return el("span", "note", "ledger line " + line);
+  return link(t.task + " \u00b7 " + t.arm + (t.rep !== null ? " \u00b7 repeat " + t.rep : "") +
+    ": " + t.out, dvTrialHash(line));
+}
 function hashFor(path, params) {
   var query = new URLSearchParams();
   Object.keys(params || {}).forEach(function (k) { if (params[k]) query.set(k, params[k]); });
@@ -80,11 +102,12 @@ function dvBanner() {
 """
 
 MATRIX = r"""
-function dvOptions(select, label, values, current) {
+function dvOptions(select, label, values, current) {  // a value, or [value, its label]
   add(select, el("option", "", label)).value = "";
   values.forEach(function (v) {
-    var option = add(select, el("option", "", v)); option.value = v;
-    if (v === current) option.setAttribute("selected", "");
+    var value = Array.isArray(v) ? v[0] : v;
+    var option = add(select, el("option", "", Array.isArray(v) ? v[1] : v)); option.value = value;
+    if (value === current) option.setAttribute("selected", "");
   });
   return select;
 }
@@ -109,6 +132,11 @@ function dvFilters(main, params) {
     vs: dvOptions(el("select"), "helped / hurt / same",
       ["helped", "hurt", "same", "inconclusive", "n/a"], params.get("vs"))
   };
+  if (m.reverify) {  // only a run that was re-verified (replay --reverify) has this filter
+    selects.rv = dvOptions(el("select"), "any verdict", [
+      ["changed", "verdict changed by --reverify (" + m.reverify.changed + ")"],
+      ["fails", "changed: now fails"], ["passes", "changed: now passes"]], params.get("rv"));
+  }
   function apply() {
     var next = {q: search.value};
     Object.keys(selects).forEach(function (k) { next[k] = selects[k].value; });
@@ -133,6 +161,13 @@ function dvKeep(row, params) {
   var vs = params.get("vs");
   if (vs && !Object.keys(row.vs).some(function (a) {
     return (!arm || a === arm) && row.vs[a] === vs;
+  })) return false;
+  var rv = params.get("rv");
+  if (rv && !Object.keys(row.cells).some(function (a) {
+    return (!arm || a === arm) && row.cells[a].trials.some(function (line) {
+      var t = DV.index.trials[line];
+      return t && t.rv && (rv === "changed" || (rv === "passes") === dvGood(t.rv.now));
+    });
   })) return false;
   return true;
 }
@@ -172,16 +207,39 @@ function dvRow(body, r, arms, versus) {
     if (!cell) { td.textContent = "\u2013"; return; }
     var b = a === m.control ? "" : a;
     add(td, link(dvCellText(cell), hashFor("task/" + encodeURIComponent(r.id), {b: b})));
+    if (cell.changed) {
+      var changes = cell.trials.map(function (l) { return m.trials[l].rv; }).filter(Boolean);
+      var mark = add(td, el("span", "rv", "\u27f2 " + changes.map(function (rv) {
+        return rv.was + " \u2192 " + rv.now; }).join(", ")));
+      mark.setAttribute("title", "verdict changed by replay --reverify");
+      tr.setAttribute("data-rv", "changed");
+    }
   });
   versus.forEach(function (a) { add(tr, el("td", "vs " + r.vs[a].replace("/", ""), r.vs[a])); });
 }
 """
 
 RUN = r"""
+function dvReverified(main, rv) {
+  if (!rv) return;
+  add(main, el("h2", "", "Re-verification (replay --reverify)"));
+  add(main, el("p", "", "ran " + (rv.ran_at || "at an unknown time") + ": " +
+    (rv.checked === null ? "?" : rv.checked) + " verdict(s) re-run, " + rv.changed +
+    " changed; the ledger and the report keep the recorded verdicts"));
+  if (rv.note) add(main, el("p", "warn", rv.note));
+  var list = add(main, el("ul", "rv-trials"));
+  Object.keys(DV.index.trials).forEach(function (line) {
+    var t = DV.index.trials[line];
+    if (!t.rv) return;
+    var li = add(list, el("li"));
+    add(li, dvTrialLink(line), el("span", "note", " \u2014 " + dvRvText(t.rv)));
+  });
+}
 function dvFlat(rows, name, value) {
   if (value && typeof value === "object" && !Array.isArray(value)) {
     Object.keys(value).forEach(function (k) { dvFlat(rows, name + " " + k, value[k]); });
-  } else if (value !== null && value !== "" && value !== undefined) {
+  } else if (value !== null && value !== "" && value !== undefined &&
+             !(Array.isArray(value) && !value.length)) {
     rows.push([name, Array.isArray(value) ? value.join(", ") : String(value)]);
   }
 }
@@ -219,10 +277,15 @@ function dvRun(main) {
   }));
   add(main, el("h2", "", "Setup warnings"));
   if (!run.setup_warnings.length) add(main, el("p", "note", "none"));
-  var warnings = add(main, el("ul"));
+  var warnings = add(main, el("ul", "setup-warnings"));
   run.setup_warnings.forEach(function (w) {
-    add(warnings, el("li", "", typeof w === "string" ? w : JSON.stringify(w)));
+    var li = add(warnings, el("li", "", w.text));
+    if (!w.trials.length) return;
+    var trials = add(li, el("ul", "trial-links"));
+    w.trials.forEach(function (line) { add(add(trials, el("li")), dvTrialLink(line)); });
+    if (w.more) add(trials, el("li", "note", "and " + w.more + " more"));
   });
+  dvReverified(main, run.reverify);
   add(main, el("h2", "", "Pins"));
   var pins = [];
   Object.keys(run.pins || {}).forEach(function (k) { dvFlat(pins, k, run.pins[k]); });

@@ -66,6 +66,10 @@ details{margin:3px 0}summary{cursor:pointer}
 button{margin:8px 0}
 tr.current td{outline:2px solid #36c;outline-offset:-2px}
 .keys{color:#555;font-size:12px}
+.rv{display:block;font-size:12px;color:#7a3e00;font-weight:600}
+.rv-note{background:#ffe8cc;border:1px solid #d08a2c;padding:6px 10px;margin:6px 0}
+summary .tokens{margin-left:10px;color:#555;font-size:12px;font-family:ui-monospace,Menlo,monospace}
+ul.trial-links{margin:2px 0 8px;font-size:13px}
 """
 
 

@@ -5,6 +5,9 @@ An arm passes a task when most of its repeats ended well (``success``, or ``abst
 on a negative task, as the report's refusal slice counts it; a tie is inconclusive); against
 the control a task is *helped* (candidate passes, control does not), *hurt* (the
 reverse), *same*, or *inconclusive* (a tie on either side), or ``n/a`` with no trial.
+
+A trial whose verdict the last ``replay --reverify`` changed carries the change (``rv``:
+its recorded and its new outcome), and its cell counts it (``changed``).
 """
 
 from __future__ import annotations
@@ -36,17 +39,19 @@ def versus(candidate: str, control: str) -> str:
 
 
 def _cell() -> dict[str, Any]:
-    return {"counts": {}, "trials": [], "passes": 0}
+    return {"counts": {}, "trials": [], "passes": 0, "changed": 0}
 
 
 def build_index(
     meta: Mapping[str, Any],
     entries: Iterable[dict[str, Any]],
     tasks: Mapping[str, Mapping[str, Any]],
+    reverified: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The matrix page's data: arms, the control, one row per task (run.json's order, then
     tasks only the ledger names), each arm's cell and each candidate's verdict, and every
-    trial's small entry (``summary``) by ledger line."""
+    trial's small entry (``summary``) by ledger line; with ``reverified`` (reverify.json as
+    the source read it), when it ran and how many verdicts it changed here."""
     arms = [str(arm) for arm in meta.get("arms") or []]
     control = str(meta.get("control_arm") or (arms[0] if arms else ""))
     order = [str(task.get("id")) for task in meta.get("tasks") or [] if isinstance(task, dict)]
@@ -61,6 +66,7 @@ def build_index(
         cell["counts"][entry["out"]] = cell["counts"].get(entry["out"], 0) + 1
         cell["trials"].append(entry["i"])
         cell["passes"] += entry["good"]
+        cell["changed"] += "rv" in entry
         if entry["arm"] not in arms:
             arms.append(entry["arm"])
     return {
@@ -69,6 +75,16 @@ def build_index(
         "rows": [_row(task_id, cells, arms, control, tasks) for task_id, cells in rows.items()],
         "trials": trials,
         "notes": notes,
+        "reverify": None if reverified is None else _reverify(reverified, trials),
+    }
+
+
+def _reverify(reverified: Mapping[str, Any], trials: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "ran_at": reverified.get("ran_at"),
+        "checked": reverified.get("checked"),
+        "changed": sum("rv" in entry for entry in trials.values()),
+        "note": reverified.get("note"),
     }
 
 

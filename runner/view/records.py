@@ -15,7 +15,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from runner.models import Outcome, Trial
-from runner.view.text import dropped_view, failing_tests, lines_with, patch_view, shown_text
+from runner.view.steps import steps
+from runner.view.text import (
+    canaries,
+    dropped_view,
+    failing_tests,
+    lines_with,
+    patch_view,
+    shown_text,
+)
 
 KNOWN = frozenset(Trial.model_fields)
 REQUIRED = frozenset(name for name, info in Trial.model_fields.items() if info.is_required())
@@ -103,7 +111,12 @@ def detail(number: int, line: str, session: list[dict[str, Any]] | None) -> dict
         ),
         "dropped": dropped_view([_text(path, 500) for path in _list(data.get("dropped"))[:500]]),
         "reason": shown_text(data.get("reason"), 20_000),
-        "verify": {**shown_text(log), "failing": failing, "marks": lines_with(log, failing)},
+        "verify": {
+            **shown_text(log),
+            "failing": failing,
+            "canaries": canaries(log),
+            "marks": lines_with(log, failing),
+        },
         "verify_cut": data.get("verify_log_truncated") is True,
         "agent_log": shown_text(data.get("agent_log")),
         "agent_log_cut": data.get("agent_log_truncated") is True,
@@ -137,27 +150,3 @@ def facts(data: dict[str, Any]) -> list[list[str]]:
         text = value if isinstance(value, str) else _json(value)
         rows.append([_text(key, 100), shown_text(text, 4000)["text"]])
     return rows
-
-
-def steps(transcript: Any) -> list[dict[str, Any]]:
-    """The tool loop's transcript or an installed agent's trajectory as steps: a title
-    (role or kind, tool names) and the step's fields as text."""
-    shown = []
-    for entry in _list(transcript)[:2000]:
-        if not isinstance(entry, dict):
-            shown.append({"title": "step", "body": shown_text(_json(entry), 20_000)["text"]})
-            continue
-        title = " ".join(
-            _text(entry.get(key), 80) for key in ("role", "kind", "type", "name") if entry.get(key)
-        )
-        calls = [
-            _text(call.get("function", {}).get("name") if isinstance(call.get("function"), dict)
-                  else call.get("name"), 80)
-            for call in _list(entry.get("tool_calls")) if isinstance(call, dict)
-        ]  # fmt: skip
-        if calls:
-            title += " → " + ", ".join(calls)
-        body = {k: v for k, v in entry.items() if k not in ("role", "kind", "type")}
-        text = body.get("content") if set(body) == {"content"} else _json(body)
-        shown.append({"title": title or "step", "body": shown_text(text, 20_000)["text"]})
-    return shown

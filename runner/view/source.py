@@ -1,6 +1,8 @@
 """A run directory as the viewer reads it: the ledger indexed by line (each record read
 again, on demand, by its byte offset), the task prompts from the suite, the report's
-headline, checklist, pins and setup warnings, and whether the run is still being written.
+headline, checklist, pins and setup warnings (each with the trials behind it), the
+verdicts the last ``replay --reverify`` changed (``reverify.json``), and whether the run is
+still being written.
 
 Read-only and defensive: a ledger line that is not a ``Trial`` is indexed with a note, a
 torn last line (a run still writing) is shown as in progress, a missing suite or report
@@ -15,15 +17,20 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from runner.errors import UserError
-from runner.models import SHA256_RE
+from runner.models import SHA256_RE, Trial
+from runner.run.reverify import CHANGES
 from runner.run.rundir import LEDGER, RUN_FILE, SESSIONS, RunDir
 from runner.view.matrix import build_index
 from runner.view.records import detail, parse, summary
+from runner.view.setup_links import linked, signs
 from runner.view.text import TEXT_CHARS, shown_text
 
 SESSION_FILE_CHARS = 64_000
 SESSION_FILES = 200
+CHANGES_MAX = 100_000  # entries of reverify.json read
 
 
 class RunSource:
@@ -36,35 +43,48 @@ class RunSource:
         self.meta = RunDir(path).meta().to_json()
         self.tasks = _task_info(self.meta)
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
         self._index: dict[str, Any] = {}
         self._offsets: dict[int, int] = {}
+        self._signs: tuple[tuple[int, ...] | None, list[tuple[int, set[str]]]] = (None, [])
         self.torn = False
 
-    def _ledger_stamp(self) -> tuple[int, int]:
-        try:
-            stat = (self.path / LEDGER).stat()
-        except FileNotFoundError:
-            return (-1, -1)
-        return (stat.st_size, stat.st_mtime_ns)
+    def _ledger_stamp(self) -> tuple[int, ...]:
+        """The ledger's and reverify.json's sizes and times: the index is rebuilt when
+        either changes."""
+        stamp: list[int] = []
+        for name in (LEDGER, CHANGES):
+            try:
+                stat = (self.path / name).stat()
+            except FileNotFoundError:
+                stamp += [-1, -1]
+                continue
+            stamp += [stat.st_size, stat.st_mtime_ns]
+        return tuple(stamp)
 
     def index(self) -> dict[str, Any]:
-        """The matrix's data (``matrix.build_index``), rebuilt when the ledger has grown."""
+        """The matrix's data (``matrix.build_index``), rebuilt when the ledger has grown or
+        reverify.json changed."""
         with self._lock:
             stamp = self._ledger_stamp()
             if stamp != self._stamp:
-                entries = list(self._scan())
-                self._index = build_index(self.meta, entries, self.tasks)
+                reverified = _reverified(self.path / CHANGES)
+                changed = reverified["changed"] if reverified else {}
+                entries = list(self._scan(changed))
+                self._index = build_index(self.meta, entries, self.tasks, reverified)
                 self._stamp = stamp
             return self._index
 
-    def _scan(self) -> Any:
+    def _scan(self, changed: dict[str, dict[str, str]]) -> Any:
+        """Each ledger line's summary; the first record of a job ``changed`` names (the one
+        re-verified) carries its change as ``rv``."""
         offsets: dict[int, int] = {}
         self.torn = False
         path = self.path / LEDGER
         if not path.is_file():
             self._offsets = offsets
             return
+        marked: set[str] = set()
         with path.open("rb") as handle:
             offset = 0
             for number, raw in enumerate(handle, start=1):
@@ -76,7 +96,12 @@ class RunSource:
                 if not raw.endswith(b"\n"):
                     self.torn = True
                     note = "the last line is not finished (the run is still writing it)"
-                yield summary(number, data, note)
+                entry = summary(number, data, note)
+                job = data.get("job_id")
+                if isinstance(job, str) and job in changed and job not in marked:
+                    marked.add(job)
+                    entry["rv"] = changed[job]
+                yield entry
         self._offsets = offsets
 
     def trial(self, number: int) -> dict[str, Any] | None:
@@ -114,11 +139,40 @@ class RunSource:
             files.append({"name": path.name, "text": f"(unreadable session archive: {exc})"})
         return files
 
+    def _setup_signs(self) -> list[tuple[int, set[str]]]:
+        """Each ledger line (the first record of its job) with the setup signs it shows
+        (``setup_links.signs``), read again when the ledger changes; lines that are not
+        valid records are left out."""
+        stamp = self._ledger_stamp()
+        if self._signs[0] == stamp:
+            return self._signs[1]
+        found: list[tuple[int, set[str]]] = []
+        try:
+            controls = RunDir(self.path).stored_controls()
+            seen: set[str] = set()
+            with (self.path / LEDGER).open("rb") as handle:
+                for number, raw in enumerate(handle, start=1):
+                    try:
+                        trial = Trial.model_validate_json(raw)
+                    except ValidationError:
+                        continue
+                    if trial.job_id not in seen:
+                        seen.add(trial.job_id)
+                        keys = signs(controls, trial)
+                        if keys:
+                            found.append((number, keys))
+        except (OSError, UserError, ValueError):
+            found = []
+        self._signs = (stamp, found)
+        return found
+
     def run_page(self) -> dict[str, Any]:
-        """The run page's data: headline, checklist, pins, setup warnings, progress."""
+        """The run page's data: headline, checklist, pins, setup warnings with their trials,
+        the last re-verification, progress."""
         index = self.index()
         report = _read_json(self.path / "report.json")
         pins = report.get("pins") if isinstance(report.get("pins"), dict) else None
+        warnings = _list(report.get("setup_warnings"))[:1000]
         expected = len(self.tasks) * len(self.meta.get("arms") or []) * _repeats(self.path)
         recorded = len(index["trials"])
         return {
@@ -140,12 +194,40 @@ class RunSource:
             if isinstance(report.get("checklist"), list)
             else [],
             "pins": pins if pins is not None else _meta_pins(self.meta),
-            "setup_warnings": _list(report.get("setup_warnings")),
+            "setup_warnings": linked(warnings, self._setup_signs() if warnings else []),
+            "reverify": index["reverify"],
         }
 
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _reverified(path: Path) -> dict[str, Any] | None:
+    """What ``replay --reverify`` last kept (``runner.run.reverify``): when it ran, how many
+    verdicts it re-ran, and by job id each changed one's recorded and new outcome; None
+    without the file, a note when it is not what it should be."""
+    if not path.is_file():
+        return None
+    data = _read_json(path)
+    raw = data.get("changed")
+    changed = {
+        job[:100]: {"was": _short(change.get("was")), "now": _short(change.get("now"))}
+        for job, change in list(raw.items() if isinstance(raw, dict) else ())[:CHANGES_MAX]
+        if isinstance(change, dict)
+    }
+    checked = data.get("checked")
+    note = "" if isinstance(raw, dict) else f"{path.name}: not what replay --reverify writes"
+    return {
+        "ran_at": _short(data.get("ran_at")),
+        "checked": checked if isinstance(checked, int) and not isinstance(checked, bool) else None,
+        "changed": changed,
+        "note": note,
+    }
+
+
+def _short(value: Any) -> str:
+    return value[:60] if isinstance(value, str) else ""
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Sandbox text made safe to show: cut to a bounded size, patches decoded, failing tests
-picked out of a verify log. Pure.
+picked out of a verify log (the harness's must-fail canaries set aside). Pure.
 
 Everything here is hostile input: a log may hold a 10 MB line, invalid UTF-8 (already
 replaced by the reader), markup or control characters. Nothing is interpreted; text is
@@ -20,6 +20,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _FAILED = re.compile(r"^(?:FAILED|ERROR)\s+(\S+)|^(\S+::\S+)\s+(?:FAILED|ERROR)\b")
 _HEADER = re.compile(r"^_{3,} (\S.*?) _{3,}$")  # pytest's section per failure, without -rA
 _RULE = re.compile(r"^(.*) \(([a-z]+)\)$")
+# The line the harness appends to a verify log naming the must-fail canaries it planted
+# (runner.grading.verify); the log's last line, so the tests' own output cannot forge it.
+_CANARIES = re.compile(r"^\[deltarun\] \d+ canary tests? .*failure is expected: (\S.*)$")
 # Why the grading policy drops a section, by rule (runner.grading.policy's table).
 RULES = {
     "forbidden": "a path under tools.forbidden_paths",
@@ -87,21 +90,33 @@ def _clipped(text: str, notes: list[str]) -> dict[str, Any]:
     return {"text": clipped, "notes": notes}
 
 
+def canaries(log: str) -> list[str]:
+    """The must-fail canaries the harness says it planted, from the log's last line: their
+    failure is expected and says nothing about the patch."""
+    last = next((line for line in reversed(log[-20_000:].splitlines()) if line.strip()), "")
+    match = _CANARIES.match(last[:LINE_CHARS].strip())
+    if match is None:
+        return []
+    return [name.strip()[:300] for name in match.group(1).split(", ")][:FAILING_MAX]
+
+
 def failing_tests(log: str) -> list[str]:
     """Test ids a pytest log names as failed or in error (its summary lines; else the
-    headers of its failure sections), in order, each once."""
+    headers of its failure sections), in order, each once; the canaries aside."""
+    planted = canaries(log)
+    short = {name.split("::")[-1] for name in planted}
     found: list[str] = []
     headers: list[str] = []
     for line in log.splitlines():
         line = line[:LINE_CHARS].strip()
         match = _FAILED.match(line)
         header = _HEADER.match(line) if match is None else None
-        if header is not None and header.group(1) not in headers:
+        if header is not None and header.group(1) not in (*headers, *short):
             headers.append(header.group(1)[:300])
         if match is None:
             continue
         name = next(group for group in match.groups() if group)
-        if name not in found:
+        if name not in found and name not in planted:
             found.append(name[:300])
             if len(found) >= FAILING_MAX:
                 break

@@ -4,7 +4,9 @@ The task's prompt, then for each side an arm and a repeat to pick (the control a
 first candidate by default, ``?a=`` and ``?b=`` in the fragment), and that trial loaded
 on demand: outcome, tokens and cost, timings, stop reason, tool violations, the patch
 as a rendered diff, the paths the grading policy dropped and why, the verify log with
-its failing tests picked out, the agent's steps, session files and log, the answer.
+its failing tests picked out (the harness's must-fail canaries listed apart), the agent's
+steps with each model reply's tokens, session files and log, the answer; and, when the last
+``replay --reverify`` changed the trial's verdict, what it changed.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ function dvSide(box, row, side, sides, params) {
   if (lines.length > 1) {
     var reps = el("select"); reps.id = "rep-" + side;
     lines.forEach(function (l, n) {
-      var t = m.trials[l], o = add(reps, el("option", "", "repeat " + t.rep + ": " + t.out));
+      var t = m.trials[l], o = add(reps, el("option", "", "repeat " + t.rep + ": " + t.out +
+        (t.rv ? " (re-verified: now " + t.rv.now + ")" : "")));
       o.value = n;
       if (l === line) o.setAttribute("selected", "");
     });
@@ -59,6 +62,8 @@ function dvSide(box, row, side, sides, params) {
   }
   add(box, el("p", "note", "repeats: " + dvCellText(cell) + "; majority " + row.status[arm] +
     (row.vs[arm] ? "; vs control: " + row.vs[arm] : "")));
+  if (m.trials[line].rv) add(box, el("p", "rv-note", dvRvText(m.trials[line].rv) +
+    "; the ledger and the report keep the recorded verdict"));
   var holder = add(box, el("div", "trial", "loading trial\u2026"));
   dvLoadTrial(line, function (t) {
     holder.textContent = "";
@@ -124,6 +129,9 @@ function dvVerify(box, t) {
     var ul = add(box, el("ul", "failing-tests"));
     t.verify.failing.forEach(function (name) { add(ul, el("li", "failing", name)); });
   }
+  if ((t.verify.canaries || []).length) add(box, el("p", "note canaries",
+    "Expected to fail (must-fail canaries the harness planted, not the agent's doing): " +
+    t.verify.canaries.join(", ")));
   if (t.verify_cut) add(box, el("p", "note", "the log was cut when recorded"));
   var marks = {};
   t.verify.marks.forEach(function (n) { marks[n] = true; });
@@ -139,8 +147,16 @@ function dvSteps(box, t) {
     add(box, el("p", "note", "no transcript, session or agent log recorded"));
   }
   if (t.steps_cut) add(box, el("p", "note", "the transcript was cut when recorded"));
+  var sum = [0, 0], metered = t.steps.filter(function (s) { return s.tokens; });
+  metered.forEach(function (s) { sum[0] += s.tokens[0]; sum[1] += s.tokens[1]; });
+  if (metered.length) add(box, el("p", "note step-total", t.steps.length + " steps, " +
+    metered.length + " with tokens: " + sum[0] + " in, " + sum[1] + " out in all"));
   t.steps.forEach(function (s, n) {
-    var d = add(box, el("details", "step")); add(d, el("summary", "", (n + 1) + ". " + s.title));
+    var d = add(box, el("details", "step"));
+    var head = add(d, el("summary", "", (n + 1) + ". " + s.title));
+    if (s.tokens) {
+      add(head, el("span", "tokens", s.tokens[0] + " in \u00b7 " + s.tokens[1] + " out"));
+    }
     add(d, el("pre", "", s.body));
   });
   (t.session || []).forEach(function (f) {
