@@ -3,10 +3,13 @@
 A large repository (default about 100 MB in 20,000 files, generated) as a tar
 fixture and as a git-tree fixture, a one-file fixture the same two ways; each
 runs a scripted no-op agent and `true` as the hidden test, -j 1, same machine,
-same run. Printed: seconds per trial once cached and the ratio large/tiny for
-each kind (goal for git trees <= 1.5), the first (cold) git trial, the tree
-cache's hit rate, the bytes a distributed run moves through Redis for N tasks
-over one repository (one bundle) against the bytes tar fixtures would move, and
+same run. Printed: which workspaces this host gives (copy-free views of the
+staged tree, ``runner.sandbox.overlay``, or copies), seconds per trial once
+cached and the ratio large/tiny for each kind (goal for git trees <= 1.5), the
+same ratio for git trees on the copy path (``DELTARUN_WORKSPACES=copy``), the
+first (cold) git trial, the tree cache's hit rate, the bytes a distributed run
+moves through Redis for N tasks over one repository (one bundle) against the
+bytes tar fixtures would move, and
 the peak RSS of a process running 1 and 8 large fixtures (goal within 1.2x).
 
     python bench/fixtures.py [--mb 100] [--files 20000] [--trials 3] [--smoke]
@@ -46,6 +49,7 @@ from runner.sandbox.base import AGENT_UID, WORKSPACE, Limits, SandboxSpec  # noq
 from runner.sandbox.copy_in import unpack_as_agent  # noqa: E402
 from runner.sandbox.docker import DockerSandboxFactory  # noqa: E402
 from runner.sandbox.engine import connect, image_id  # noqa: E402
+from runner.sandbox.view_probe import views_work  # noqa: E402
 from runner.suite.sealing import seal_target  # noqa: E402
 from runner.trial.execute import TrialEnv, execute_trial  # noqa: E402
 from tests.helpers import PY_IMAGE, make_suite  # noqa: E402
@@ -169,6 +173,13 @@ def copy_seconds(tar: Path, times: int) -> float:
     return _mean(seconds)
 
 
+def workspaces() -> str:
+    """What this host gives: copy-free views, or copies and why (``view_probe``)."""
+    client = connect()
+    why = views_work(client, image_id(client, PY_IMAGE), None, {"deltarun.deadline": "0"})
+    return "copy-free views of the staged tree" if why is None else f"copies ({why})"
+
+
 def rss_child(work: Path, count: int) -> None:
     """Run ``count`` large tar fixtures in this process; print its peak RSS in MB."""
     controls = work / f"rss{count}" / "controls.yaml"
@@ -195,6 +206,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="deltarun-bench-") as tmp:
         work = Path(tmp)
         os.environ["DELTARUN_CACHE"] = str(work / "cache")
+        print(f"fixtures: workspaces here: {workspaces()}", flush=True)
         print(f"fixtures: generating {args.files} files, {args.mb} MB...", flush=True)
         large, tiny = work / "large", work / "tiny"
         write_tree(large, args.mb, args.files)
@@ -231,13 +243,24 @@ def main() -> None:
         git_ratio = _mean(results["large-git"][1:]) / _mean(results["tiny-git"][1:])
         print(f"fixtures: large/tiny per trial, tar fixtures: {tar_ratio:.2f}x")
         print(f"fixtures: large/tiny per trial, git trees:    {git_ratio:.2f}x  (goal <= 1.5)")
+        os.environ["DELTARUN_WORKSPACES"] = "copy"
+        copied = {
+            name: run_trials(work / f"{name}-git" / "controls.yaml", work / f"{name}-git-copy")[0]
+            for name in ("tiny", "large")
+        }
+        del os.environ["DELTARUN_WORKSPACES"]
+        copy_ratio = _mean(copied["large"][1:]) / _mean(copied["tiny"][1:])
+        print(
+            f"fixtures: the copy path (DELTARUN_WORKSPACES=copy): git trees, tiny "
+            f"{_mean(copied['tiny'][1:]):.2f}s, large {_mean(copied['large'][1:]):.2f}s per "
+            f"trial: {copy_ratio:.2f}x; views save "
+            f"{_mean(copied['large'][1:]) - _mean(results['large-git'][1:]):.2f}s per large trial"
+        )
         copy = copy_seconds(work / "large-tar" / "suite" / "fixtures" / "repo.tar", args.trials)
-        beyond = _mean(results["large-git"][1:]) - 2 * copy
         print(
             f"fixtures: copying the large tree into a fresh sandbox takes {copy:.2f}s (the "
-            f"image's tar, measured now); a trial does it twice (agent and verify sandboxes). "
-            f"Beyond the two copies a large git trial costs {beyond:.2f}s: "
-            f"{beyond / _mean(results['tiny-git'][1:]):.2f}x the tiny one"
+            f"image's tar, measured now); the copy path does it twice per trial (agent and "
+            f"verify sandboxes), a copy-free view never"
         )
         print(
             f"fixtures: first git trial on a cold cache {results['large-git'][0]:.2f}s "

@@ -82,8 +82,11 @@ def tree_files(root: Path) -> dict[str, tuple[bytes, int, int]]:
     return found
 
 
-# What /workspace is mounted as (overlay: a view; tmpfs: a copy).
-MOUNTED = "grep ' /workspace ' /proc/self/mountinfo | sed 's/.* - //' | cut -d' ' -f1 > fs.txt\n"
+# What /workspace and /baseline are mounted as (overlay: a view; tmpfs: a copy).
+MOUNTED = (
+    "for m in workspace baseline; do echo $m $(grep \" /$m \" /proc/self/mountinfo "
+    "| sed 's/.* - //' | cut -d' ' -f1); done > fs.txt\n"
+)
 
 
 def vandal_suite(tmp_path: Path, script: str = VANDAL) -> Path:
@@ -104,7 +107,8 @@ def test_the_agents_writes_never_reach_the_staged_tree_or_the_next_trial(
     controls = vandal_suite(tmp_path, VANDAL + MOUNTED)
     vandal = run_one(docker_api, controls, "t1", "vandal")
     assert vandal.error is None, vandal
-    assert "+overlay" in vandal.patch  # the copy-free path
+    assert "+workspace overlay" in vandal.patch  # the copy-free path, for both
+    assert "+baseline overlay" in vandal.patch
     assert "+1000 755" in vandal.patch  # /workspace as a copied one: the agent's, 0755
     assert "+changed" in vandal.patch and "deleted file mode" in vandal.patch
     assert "new/file" in vandal.patch and "hardlink" in vandal.patch

@@ -114,7 +114,7 @@ def verify(
 
     ``workspace`` is the fixture's tar as the test's uid (``runner.fixtures.staging``, usually made
     once per machine), None when there is no fixture or the sandbox already holds it
-    (``Sandbox.workspace_filled``); ``fixture`` is what else the phase
+    (``Sandbox.prefilled``); ``fixture`` is what else the phase
     needs of it (``runner.fixtures.view``); ``rng`` names the canaries (unpredictable to
     the agent by default)."""
     size = fixture.footprint + sum(footprint(m) for m in hidden)
@@ -134,7 +134,7 @@ def verify(
     sandbox.put_archive(WORKSPACE, owned_tar(first if patch else first + second))
     if patch:
         # A copy-free workspace's size is its upper layer's: the tree itself is beside it.
-        lower = fixture.footprint if sandbox.workspace_filled else 0
+        lower = fixture.footprint if WORKSPACE in sandbox.prefilled else 0
         problem = _apply(sandbox, place, settings, _footprint(first) - lower)
         if problem is not None:
             return VerifyOutcome(False, reason=problem)

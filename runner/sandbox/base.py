@@ -70,8 +70,9 @@ class ModelCall:
 
 @dataclass(frozen=True)
 class StagedTree:
-    """A fixture's tree unpacked on the worker's host (``runner.fixtures.staging``), which a
-    sandbox may mount copy-on-write at ``/workspace`` instead of copying the tree in."""
+    """A tree unpacked on the worker's host (``runner.fixtures.staging``: the fixture for
+    ``/workspace``, its baseline for ``/baseline``), which a sandbox may mount copy-on-write
+    instead of having it copied in."""
 
     path: Path
     footprint: int  # bytes the tree takes in a tmpfs: what a copy would use of the cap
@@ -95,9 +96,10 @@ class SandboxSpec:
     # The image ID the run pins for ``image``: the sandbox is made from exactly that image,
     # whatever the tag names on this engine now (a tag can be moved; an ID is the content).
     image_id: str | None = None
-    # The fixture's staged tree, asked for only by a sandbox that can mount it as a
-    # copy-free workspace (``runner.sandbox.overlay``); it says so in ``workspace_filled``.
-    workspace_tree: Callable[[], StagedTree | None] | None = None
+    # Staged trees by mount point (``WORKSPACE``, ``BASELINE_DIR``), asked for only by a
+    # sandbox that can mount them as copy-free views (``runner.sandbox.overlay``); it names
+    # those it mounted in ``Sandbox.prefilled``, the harness copies the rest in.
+    staged_trees: Mapping[str, Callable[[], StagedTree | None]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -181,9 +183,9 @@ class Sandbox(Protocol):
         ...
 
     @property
-    def workspace_filled(self) -> bool:
-        """Whether ``/workspace`` already holds the spec's ``workspace_tree`` (a copy-free
-        view of it); False: the workspace is empty and the harness copies the fixture in."""
+    def prefilled(self) -> frozenset[str]:
+        """The mount points that already hold the spec's ``staged_trees`` entry (a copy-free
+        view of it); any other starts empty and the harness copies its content in."""
         ...
 
 

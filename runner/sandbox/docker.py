@@ -221,7 +221,7 @@ class DockerSession:
         self.container: str | None = None
         self.volumes: list[str] = []
         self.gateway: ModelGateway | None = None
-        self.view: overlay.View | None = None  # a copy-free workspace (``runner.sandbox.overlay``)
+        self.views: dict[str, overlay.View] = {}  # copy-free mounts (``runner.sandbox.overlay``)
 
     def __enter__(self) -> DockerSandbox:
         try:
@@ -304,7 +304,7 @@ class DockerSession:
             digest,
             self.gateway,
             applied_of(host_config, spec.limits.workspace_bytes),
-            workspace_filled=self.view is not None,
+            prefilled=frozenset(self.views),
         )
 
     def _mounts(self, labels: dict[str, str], digest: str) -> list[Mount]:
@@ -312,40 +312,51 @@ class DockerSession:
         when it can be), ``/io`` and the root-only ``/baseline`` with ``with_io``, the agent
         directory with ``with_agent_dir``."""
         spec, limits = self.spec, self.spec.limits
-        mounts = [self._workspace(labels, digest)]
+        workspace_uid, workspace_mode = (
+            (0, 0o1777) if spec.workspace_root_owned else (AGENT_UID, 0o755)
+        )
+        mounts = [
+            self._view(WORKSPACE, workspace_uid, workspace_mode, labels, digest)
+            or self._volume(WORKSPACE, limits.workspace_bytes, labels, "0755")
+        ]
         if spec.with_io:
             # Sticky and world-writable: root writes the prompt, the agent its answer.
             mounts.append(self._volume(IO_DIR, limits.io_bytes, labels, "1777"))
-            # A volume, so that a baseline staged on the host can be copied in.
-            mounts.append(self._volume(BASELINE_DIR, limits.workspace_bytes, labels, "0700"))
+            # A view of the staged baseline, or a volume (put_archive) it is copied into.
+            mounts.append(
+                self._view(BASELINE_DIR, 0, 0o700, labels, digest)
+                or self._volume(BASELINE_DIR, limits.workspace_bytes, labels, "0700")
+            )
         if spec.with_agent_dir:
             mounts.append(self._volume(AGENT_DIR, 256 << 20, labels, "0755"))
         return mounts
 
-    def _workspace(self, labels: dict[str, str], digest: str) -> Mount:
-        """``/workspace``: a view of the staged tree whose writes land on a tmpfs holding
-        what the tree leaves of the cap, owned as a copied workspace would be; else (no tree,
-        no views here, a tree larger than the cap) a size-capped tmpfs volume to copy into."""
-        spec, size = self.spec, self.spec.limits.workspace_bytes
-        staged = self._staged_tree(labels, digest)
-        if staged is not None and staged.footprint < size:
-            uid, mode = (0, 0o1777) if spec.workspace_root_owned else (AGENT_UID, 0o755)
-            try:
-                self.view = overlay.mount_view(staged.path, size - staged.footprint, uid, mode)
-            except OSError as exc:
-                log.warning("copy-free workspace of %s failed, copying: %s", staged.path, exc)
-            else:
-                return Mount(WORKSPACE, str(self.view.merged), type="bind")
-        return self._volume(WORKSPACE, size, labels, "0755")
-
-    def _staged_tree(self, labels: dict[str, str], digest: str) -> StagedTree | None:
-        spec = self.spec
-        if spec.workspace_tree is None:
-            return None
-        if not self.factory.views_work(digest, spec.oci_runtime, labels):
+    def _view(
+        self, target: str, uid: int, mode: int, labels: dict[str, str], digest: str
+    ) -> Mount | None:
+        """``target`` as a view of its staged tree whose writes land on a tmpfs holding what
+        the tree leaves of the workspace cap, its top owned by ``uid`` with ``mode`` as the
+        volume it replaces; None (a volume to copy into, then) without a staged tree, where
+        views do not work, or for a tree larger than the cap."""
+        size = self.spec.limits.workspace_bytes
+        staged = self._staged_tree(target, labels, digest)
+        if staged is None or staged.footprint >= size:
             return None
         try:
-            return spec.workspace_tree()
+            view = overlay.mount_view(staged.path, size - staged.footprint, uid, mode)
+        except OSError as exc:
+            log.warning("copy-free %s of %s failed, copying: %s", target, staged.path, exc)
+            return None
+        self.views[target] = view
+        return Mount(target, str(view.merged), type="bind")
+
+    def _staged_tree(self, target: str, labels: dict[str, str], digest: str) -> StagedTree | None:
+        spec = self.spec
+        tree = spec.staged_trees.get(target)
+        if tree is None or not self.factory.views_work(digest, spec.oci_runtime, labels):
+            return None
+        try:
+            return tree()
         except OSError as exc:  # a cache that cannot be written: copy instead
             log.warning("the staged tree could not be made, copying: %s", exc)
             return None
@@ -388,9 +399,9 @@ class DockerSession:
             self.container = None
         if self.gateway is not None:
             self.gateway.__exit__(None, None, None)  # never raises; gc removes what it cannot
-        if self.view is not None:
-            overlay.unmount(self.view)  # never raises; gc sweeps what it cannot
-            self.view = None
+        for view in self.views.values():
+            overlay.unmount(view)  # never raises; gc sweeps what it cannot
+        self.views = {}
         for name in self.volumes:
             for _ in range(3):
                 try:
@@ -443,10 +454,10 @@ class DockerSandbox:
         gateway: ModelGateway | None = None,
         applied: Mapping[str, object] | None = None,
         *,
-        workspace_filled: bool = False,
+        prefilled: frozenset[str] = frozenset(),
     ) -> None:
         self.factory = factory
-        self._workspace_filled = workspace_filled
+        self._prefilled = prefilled
         self._applied = dict(applied or {})  # what the engine reports (runner.sandbox.applied)
         self.client = factory.client
         self.container = container
@@ -472,8 +483,8 @@ class DockerSandbox:
         return self._applied
 
     @property
-    def workspace_filled(self) -> bool:
-        return self._workspace_filled
+    def prefilled(self) -> frozenset[str]:
+        return self._prefilled
 
     def put_archive(self, dest: str, tar: bytes | Path) -> None:
         if self._killed:

@@ -107,8 +107,8 @@ class FakeSandbox:
         return self.factory.image_digest
 
     @property
-    def workspace_filled(self) -> bool:
-        return False  # the scripted sandbox always takes the copy path
+    def prefilled(self) -> frozenset[str]:
+        return frozenset()  # the scripted sandbox always takes the copy path
 
     @property
     def applied(self) -> Mapping[str, object]:

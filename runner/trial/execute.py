@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Protocol
 
 from runner import telemetry
@@ -54,6 +55,8 @@ from runner.models import (
     task_timeout,
 )
 from runner.sandbox.base import (
+    BASELINE_DIR,
+    WORKSPACE,
     Limits,
     ModelAccess,
     Sandbox,
@@ -254,17 +257,21 @@ def _spec(
     )
 
 
-def staged_tree(
-    fixture: StagedFixture, exclude: tuple[str, ...]
-) -> Callable[[], StagedTree | None]:
-    """The fixture's staged tree for a sandbox that can mount it (``SandboxSpec.workspace_tree``),
-    made only when one asks."""
+def staged_trees(
+    fixture: StagedFixture, exclude: tuple[str, ...], baseline: bool
+) -> dict[str, Callable[[], StagedTree | None]]:
+    """The fixture's staged trees for a sandbox that can mount them (``SandboxSpec.
+    staged_trees``), each made only when one asks: the workspace, and with ``baseline`` the
+    agent sandbox's ``/baseline``."""
 
-    def tree() -> StagedTree | None:
-        staged = fixture.workspace_tree(exclude)
+    def tree(make: Callable[[tuple[str, ...]], tuple[Path, int] | None]) -> StagedTree | None:
+        staged = make(exclude)
         return None if staged is None else StagedTree(*staged)
 
-    return tree
+    trees = {WORKSPACE: lambda: tree(fixture.workspace_tree)}
+    if baseline:
+        trees[BASELINE_DIR] = lambda: tree(fixture.baseline_tree)
+    return trees
 
 
 def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts) -> None:
@@ -301,13 +308,13 @@ def _agent_phase(
         agent.needs_agent_dir,
         access=agent_access(agent, controls),
     )
-    spec = replace(spec, workspace_tree=staged_tree(fixture, forbidden))
-    kit = fixture.baseline_tar(forbidden)
+    spec = replace(spec, staged_trees=staged_trees(fixture, forbidden, baseline=True))
     with env.sandboxes.open(spec) as sandbox:
         facts.image_digest = sandbox.image_digest
         facts.limits = trial_limits(controls, job.arm, task, sandbox.applied)
-        if not sandbox.workspace_filled:
+        if WORKSPACE not in sandbox.prefilled:
             copy_in(sandbox, fixture.workspace_tar(forbidden))
+        kit = None if BASELINE_DIR in sandbox.prefilled else fixture.baseline_tar(forbidden)
         prompt = agent.toggles.prompt(task.prompt) if agent.toggles else task.prompt
         baseline(sandbox, prompt, guard=agent.runs_programs, staged=kit)
         if isinstance(task, RepoTask) and task.install:
@@ -482,10 +489,10 @@ def _verify(
     spec = replace(
         spec,
         limits=replace(spec.limits, workspace_bytes=room),
-        workspace_tree=staged_tree(fixture, ()),
+        staged_trees=staged_trees(fixture, (), baseline=False),
     )
     with env.sandboxes.open(spec) as sandbox:
-        workspace = None if sandbox.workspace_filled else fixture.workspace_tar(())
+        workspace = None if WORKSPACE in sandbox.prefilled else fixture.workspace_tar(())
         probe = _spec(job, image_of(task, controls), env, 60, False, io=False)
         plugins = image_facts(env.sandboxes, probe, sandbox.image_digest).pytest_plugins
         settings = replace(settings, plugins=plugins)

@@ -74,11 +74,14 @@ def baseline(sandbox: Sandbox, prompt: str, guard: bool, staged: Path | None = N
 
     ``staged`` is that git directory already made on the host (``runner.fixtures.staging``): it
     is copied in instead of committing in the sandbox, which reads and compresses the
-    whole tree. One exec when it can be: a prompt that fits one environment string
+    whole tree; a sandbox whose ``/baseline`` is a view of it (``Sandbox.prefilled``)
+    needs neither. One exec when it can be: a prompt that fits one environment string
     travels in the environment of this root process, which has ended before the agent
     starts.
     """
-    if staged is not None:
+    if BASELINE_DIR in sandbox.prefilled:  # a copy-free view of the staged directory
+        script = "true"
+    elif staged is not None:
         sandbox.put_archive(BASELINE_DIR, staged)
         script = "true"
     else:
