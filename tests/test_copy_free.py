@@ -84,7 +84,7 @@ def tree_files(root: Path) -> dict[str, tuple[bytes, int, int]]:
 
 # What /workspace and /baseline are mounted as (overlay: a view; tmpfs: a copy).
 MOUNTED = (
-    "for m in workspace baseline; do echo $m $(grep \" /$m \" /proc/self/mountinfo "
+    'for m in workspace baseline; do echo $m $(grep " /$m " /proc/self/mountinfo '
     "| sed 's/.* - //' | cut -d' ' -f1); done > fs.txt\n"
 )
 

@@ -232,3 +232,18 @@ def test_screen_reads_a_real_git_diff(tmp_path: Path) -> None:
     assert [d.path for d in screened.dropped] == ["conftest.py", "json.py"]
     assert screened.violation
     assert b"calc/__init__.py" in screened.patch and b"conftest" not in screened.patch
+
+
+def test_the_directories_of_a_tree_are_every_ancestor_of_every_path() -> None:
+    """``_directories`` (linear, stops at a directory seen) against the definition."""
+    import random
+
+    from runner.grading.policy import _ancestors, _directories
+
+    rng = random.Random(7)
+    for _ in range(200):
+        paths = {
+            "/".join(rng.choice("abc") for _ in range(rng.randint(1, 5)))
+            for _ in range(rng.randint(0, 30))
+        }
+        assert _directories(paths) == {d for p in paths for d in _ancestors(p)} | {""}

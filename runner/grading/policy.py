@@ -153,7 +153,10 @@ def screen_files(files: Sequence[FileDiff], ground: Ground) -> list[tuple[FileDi
             kept.append(f)
         else:
             out.append((f, reason))
-    # Shadows depend on the whole tree the patch leaves: drop until none is new.
+    # Shadows depend on the whole tree the patch leaves: drop until none is new. With no
+    # section left the tree is the fixture's, so nothing can be new.
+    if not kept:
+        return out
     names, protected = ground.module_names, ground.protected
     before = shadows(ground.fixture_files, (), names, protected)
     for _ in range(_MAX_ROUNDS):
@@ -238,6 +241,18 @@ def _ancestors(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(len(parts))]
 
 
+def _directories(paths: Iterable[str]) -> set[str]:
+    """Every directory above any of ``paths`` ("" the root): ``_ancestors`` of each, each
+    walk up stopping at a directory already seen (linear in the number of paths)."""
+    found = {""}
+    for path in paths:
+        parent = path.rpartition("/")[0]
+        while parent not in found:
+            found.add(parent)
+            parent = parent.rpartition("/")[0]
+    return found
+
+
 def _matches(path: str, pattern: str) -> bool:
     target = path if "/" in pattern else posixpath.basename(path)
     return fnmatch.fnmatchcase(target, pattern)
@@ -285,7 +300,7 @@ def shadows(
     """
     tree = final_tree(fixture, files) | protected
     links = {f.new_path for f in files if f.is_symlink and f.new_path is not None}
-    dirs = {d for path in tree for d in _ancestors(path)}
+    dirs = _directories(tree)
     roots = {d for d in dirs if d == "" or posixpath.join(d, "__init__.py") not in tree}
     tops, inside = _test_module_names(protected, tree)
     watched = names | STARTUP_HOOKS | tops
