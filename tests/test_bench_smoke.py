@@ -35,6 +35,7 @@ RATIOS: dict[str, list[str]] = {
     "fixtures.py": [
         rf"^fixtures: large/tiny per trial, tar fixtures: +{NUMBER}x$",
         rf"^fixtures: large/tiny per trial, git trees: +{NUMBER}x ",
+        rf"^fixtures: the copy path \(DELTARUN_WORKSPACES=copy\): .* per trial: {NUMBER}x; ",
         rf"^fixtures: peak RSS, 1 large fixture .*: {NUMBER}x ",
     ],
     "patch_memory.py": [rf"^patch memory: peak RSS: .* = {NUMBER} x the cap$"],
