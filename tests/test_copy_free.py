@@ -263,3 +263,19 @@ def test_the_cache_keeps_a_tree_a_live_view_reads(tmp_path: Path) -> None:
         overlay.unmount(view)
     assert cache.evict() == ["staged/abc.tree.d"]
     assert not tree.exists()
+
+
+def test_a_view_whose_owner_this_host_cannot_judge_is_left(tmp_path: Path) -> None:
+    """An owner in another PID namespace (its host identity differs) is never taken for
+    dead; one on this host whose process is gone is."""
+    from runner.sandbox.labels import host_identity
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    base = tmp_path / "views"
+    for name, host in (("elsewhere", "other-boot/pid:[1]"), ("here", host_identity())):
+        root = base / f"{dead.pid}-0-{name}"
+        root.mkdir(parents=True)
+        (root / "host").write_text(host)
+    assert overlay.sweep(base=base) == [f"unmounted workspace view {base / f'{dead.pid}-0-here'}"]
+    assert sorted(p.name for p in base.iterdir()) == [f"{dead.pid}-0-elsewhere"]

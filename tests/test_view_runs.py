@@ -233,3 +233,17 @@ def test_an_openai_arm_shows_its_steps_tokens_patch_and_failing_test(
     assert marked and all("test_add" in line for line in marked)
     assert "730" in right and "stop: submit" in right
     screenshot(tmp_path, url, "view-openai-task", height=2800)  # down to the steps
+
+
+def test_a_reverify_whose_file_cannot_be_kept_still_says_what_changed(
+    gold_run: Path, tmp_path: Path
+) -> None:
+    """reverify.json cannot be written (a folder holds its name): the re-run's findings are
+    printed, the report is untouched, exit 0, and one line says what was not kept."""
+    run = copy_of(gold_run, tmp_path)
+    (run / "reverify.json").mkdir()
+    done = run_cli("replay", str(run), "--reverify")
+    assert done.returncode == 0, done.stderr
+    assert "reverify: 4 verdicts re-run, 0 changed" in done.stdout
+    assert "reverify: not kept for the viewer: " in done.stdout
+    assert "reverify.json" in done.stdout.split("not kept for the viewer: ", 1)[1]

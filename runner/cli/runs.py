@@ -199,11 +199,6 @@ def replay(
             err.print(f"reverify [{done}/{total}]", highlight=False)
 
     say(replay_steps(run_dir, accept_edits, reverify, parallel, controls, progress))
-    if reverify:
-        from runner.run.reverify import CHANGES
-
-        kept = f"reverify: kept in {run_dir / CHANGES} (deltarun view marks the changed verdicts)"
-        say([kept], markup=False)
 
 
 @app.command()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from runner.report.build import replay
 from runner.report.headline import headline
-from runner.run.reverify import Changed, reverify_inputs, reverify_run
+from runner.run.reverify import CHANGES, Changed, reverify_inputs, reverify_run
 from runner.run.rundir import RunDir
 
 
@@ -37,9 +37,13 @@ def replay_steps(
     from runner.sandbox.engine import connect
 
     sandboxes = DockerSandboxFactory(connect())
-    checked, changed = reverify_run(run, sandboxes, parallel, progress, inputs=inputs)
+    checked, changed, unkept = reverify_run(run, sandboxes, parallel, progress, inputs=inputs)
     yield f"reverify: {checked} verdicts re-run, {len(changed)} changed"
     yield from (_changed_line(item) for item in changed)
+    if unkept is None:
+        yield f"reverify: kept in {run_dir / CHANGES} (deltarun view marks the changed verdicts)"
+    else:
+        yield f"reverify: not kept for the viewer: {unkept}"
 
 
 def _changed_line(item: Changed) -> str:

@@ -119,9 +119,9 @@ def reverify_run(
     parallel: int,
     progress: Callable[[int, int], None] = lambda done, total: None,
     inputs: ReverifyInputs | None = None,
-) -> tuple[int, list[Changed]]:
-    """(verdicts re-checked, verdicts that changed), the changes kept in ``CHANGES``;
-    ``inputs`` from ``reverify_inputs``."""
+) -> tuple[int, list[Changed], str | None]:
+    """(verdicts re-checked, verdicts that changed, why ``CHANGES`` could not be written or
+    None: the changes are kept there); ``inputs`` from ``reverify_inputs``."""
     from runner.fixtures.inputs import LocalInputs
     from runner.trial.env import trial_env
     from runner.trial.execute import reverify
@@ -152,8 +152,11 @@ def reverify_run(
             progress(done, len(candidates))
             if verdict is not None and verdict != trial.passed:
                 changed.append(Changed(trial, verdict))
-    keep_changes(run_dir, changes_json(ran_at, ledger_sha256, len(candidates), changed))
-    return len(candidates), changed
+    try:
+        keep_changes(run_dir, changes_json(ran_at, ledger_sha256, len(candidates), changed))
+    except UserError as exc:  # the re-run's findings are still said; only the file is missing
+        return len(candidates), changed, str(exc)
+    return len(candidates), changed, None
 
 
 def changes_json(

@@ -15,8 +15,10 @@ server), a workspace is instead an overlay mount made on the host:
 - the merged directory is bind-mounted at ``/workspace`` (``runner.sandbox.docker``).
 
 A view lives under ``/run/deltarun/views/<pid>-<start>-<random>`` (``DELTARUN_VIEWS`` moves
-it), named by its owner's process identity, so ``sweep`` unmounts what a killed owner
-left (``deltarun gc`` and a worker's start-up call it, beside the sandbox reaper).
+it), named by its owner's process identity and holding its host identity (boot and PID
+namespace, ``runner.sandbox.labels``), so ``sweep`` unmounts what a killed owner on this
+host left (``deltarun gc`` and every start-up reaper call it, beside the sandbox reaper)
+and never judges an owner whose pids it cannot see.
 
 Elsewhere (a worker in a container that reaches the host's engine, a user without
 ``CAP_SYS_ADMIN``, another OS) the copy path stays: ``Probe`` finds out once, by a
@@ -35,7 +37,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.sandbox.labels import alive, process_identity
+from runner.sandbox.labels import alive, host_identity, process_identity
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +114,7 @@ def mount_view(tree: Path, size: int, uid: int, mode: int, base: Path | None = N
     view = View(base / f"{pid}-{secrets.token_hex(6)}")
     view.root.mkdir(mode=0o700)
     try:
+        (view.root / "host").write_text(host_identity(), encoding="utf-8")
         view.rw.mkdir()
         view.merged.mkdir()
         _mount("tmpfs", view.rw, "tmpfs", f"size={max(size, MIN_UPPER_BYTES)},mode=0700")
@@ -139,6 +142,14 @@ def unmount(view: View) -> None:
     shutil.rmtree(view.root, ignore_errors=True)
 
 
+def _same_host(root: Path) -> bool:
+    """Whether the view's owner shares this process's boot and PID namespace."""
+    try:
+        return (root / "host").read_text(encoding="utf-8") == host_identity()
+    except OSError:
+        return False
+
+
 def sweep(dry_run: bool = False, base: Path | None = None, include_live: bool = False) -> list[str]:
     """Unmount the views whose owning process is gone (a killed worker or run), or all of
     them (``include_live``: ``gc --all``); what was done."""
@@ -151,7 +162,9 @@ def sweep(dry_run: bool = False, base: Path | None = None, include_live: bool = 
     for entry in entries:
         pid, _, rest = entry.name.partition("-")
         start = rest.partition("-")[0]
-        if not pid.isdigit() or (alive(f"{pid}:{start}") and not include_live):
+        if not pid.isdigit() or not _same_host(entry):
+            continue  # a probe's tree, or an owner whose pids this process does not see
+        if alive(f"{pid}:{start}") and not include_live:
             continue
         lines.append(f"{'would unmount' if dry_run else 'unmounted'} workspace view {entry}")
         if not dry_run:
