@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +52,6 @@ def views(docker_api: Any) -> None:
         if IN_CI:
             pytest.fail(f"copy-free workspaces do not work in CI: {why}")
         pytest.skip(f"copy-free workspaces do not work here: {why}")
-
-
-@pytest.fixture
-def copy_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("DELTARUN_WORKSPACES", "copy")
-    yield
 
 
 def my_views() -> list[Path]:
@@ -102,8 +95,9 @@ def vandal_suite(tmp_path: Path, script: str = VANDAL) -> Path:
 
 @pytest.mark.docker
 def test_the_agents_writes_never_reach_the_staged_tree_or_the_next_trial(
-    tmp_path: Path, docker_api: Any, views: None
+    tmp_path: Path, docker_api: Any, views: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("DELTARUN_CACHE", str(tmp_path / "cache"))  # its trees alone
     controls = vandal_suite(tmp_path, VANDAL + MOUNTED)
     vandal = run_one(docker_api, controls, "t1", "vandal")
     assert vandal.error is None, vandal
@@ -112,8 +106,8 @@ def test_the_agents_writes_never_reach_the_staged_tree_or_the_next_trial(
     assert "+1000 755" in vandal.patch  # /workspace as a copied one: the agent's, 0755
     assert "+changed" in vandal.patch and "deleted file mode" in vandal.patch
     assert "new/file" in vandal.patch and "hardlink" in vandal.patch
-    trees = [t for t in staged_trees() if (t / "calc" / "__init__.py").is_file()]
-    assert trees, "no staged tree: the trial did not take the copy-free path"
+    trees = staged_trees()  # the agent's (forbidden paths out) and the verify sandbox's
+    assert len(trees) == 2, "no staged tree: the trial did not take the copy-free path"
     pristine = {
         name: (content.encode(), 1000, 0o644) for name, content in sorted(ADD_FIXTURE.items())
     }
@@ -185,15 +179,14 @@ def test_a_view_has_the_size_cap_of_a_copied_workspace(
 
 
 @pytest.mark.docker
-def test_both_paths_give_the_same_patch_and_verdict(tmp_path: Path, docker_api: Any) -> None:
+def test_both_paths_give_the_same_patch_and_verdict(
+    tmp_path: Path, docker_api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The view path (where it works) and the copy path (forced) on the same agent."""
     controls = vandal_suite(tmp_path)
     default = run_one(docker_api, controls, "t1", "vandal")
-    os.environ["DELTARUN_WORKSPACES"] = "copy"
-    try:
-        copied = run_one(docker_api, controls, "t1", "vandal")
-    finally:
-        os.environ.pop("DELTARUN_WORKSPACES", None)
+    monkeypatch.setenv("DELTARUN_WORKSPACES", "copy")
+    copied = run_one(docker_api, controls, "t1", "vandal")
     assert default.error is None and copied.error is None
     assert (default.outcome, default.patch) == (copied.outcome, copied.patch)
 

@@ -29,7 +29,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -40,13 +39,10 @@ from docker.types import HostConfig, LogConfig, Mount, Ulimit
 
 from runner import telemetry
 from runner.errors import SandboxError, UserError
-from runner.sandbox import copy_out, overlay
+from runner.sandbox import copy_out
 from runner.sandbox.applied import applied_of
 from runner.sandbox.base import (
-    AGENT_DIR,
     AGENT_UID,
-    BASELINE_DIR,
-    IO_DIR,
     ROOT_USER,
     WORKSPACE,
     ExecRequest,
@@ -55,12 +51,12 @@ from runner.sandbox.base import (
     ModelCall,
     Running,
     SandboxSpec,
-    StagedTree,
 )
 from runner.sandbox.engine import API_ERRORS, image_id
 from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 from runner.sandbox.model_gateway import ModelGateway, open_gateway
+from runner.sandbox.mounts import SandboxMounts
 from runner.sandbox.running import DockerRunning
 from runner.sandbox.view_probe import views_work
 
@@ -219,9 +215,8 @@ class DockerSession:
         self.factory = factory
         self.spec = spec
         self.container: str | None = None
-        self.volumes: list[str] = []
         self.gateway: ModelGateway | None = None
-        self.views: dict[str, overlay.View] = {}  # copy-free mounts (``runner.sandbox.overlay``)
+        self.mounts = SandboxMounts(factory.client, spec, factory.views_work)
 
     def __enter__(self) -> DockerSandbox:
         try:
@@ -242,24 +237,6 @@ class DockerSession:
         labels[f"{LABEL_PREFIX}deadline"] = str(int(time.time() + self.spec.lifetime_s + 60))
         return labels
 
-    def _volume(self, target: str, size: int, labels: dict[str, str], mode: str) -> Mount:
-        name = f"deltarun-{uuid.uuid4().hex[:16]}"
-        options = f"size={size},uid={AGENT_UID},gid={AGENT_UID},mode={mode}"
-        if target == AGENT_DIR:
-            options = f"size={size},mode=0755"
-        elif target == BASELINE_DIR:
-            options = f"size={size},uid=0,gid=0,mode=0700"
-        elif target == WORKSPACE and self.spec.workspace_root_owned:
-            options = f"size={size},uid=0,gid=0,mode=1777"
-        self.factory.client.create_volume(
-            name=name,
-            driver="local",
-            driver_opts={"type": "tmpfs", "device": "tmpfs", "o": options},
-            labels=labels,
-        )
-        self.volumes.append(name)
-        return Mount(target, name, type="volume")
-
     def _create(self) -> DockerSandbox:
         """Create and start the hardened container: volumes, then the model gateway (when the
         trial may call a model), then the container from the pinned image ID."""
@@ -268,7 +245,7 @@ class DockerSession:
         digest = self.factory.pinned(spec.image, spec.image_id)
         began = time.monotonic()
         try:
-            mounts = self._mounts(labels, digest)
+            mounts = self.mounts.create(labels, digest)
             network_mode, dns = "none", None
             if spec.model_access is not None:
                 self.gateway = self._open_gateway(spec.model_access, labels)
@@ -304,62 +281,8 @@ class DockerSession:
             digest,
             self.gateway,
             applied_of(host_config, spec.limits.workspace_bytes),
-            prefilled=frozenset(self.views),
+            prefilled=frozenset(self.mounts.views),
         )
-
-    def _mounts(self, labels: dict[str, str], digest: str) -> list[Mount]:
-        """Create the sandbox's size-capped volumes: the workspace always (a copy-free view
-        when it can be), ``/io`` and the root-only ``/baseline`` with ``with_io``, the agent
-        directory with ``with_agent_dir``."""
-        spec, limits = self.spec, self.spec.limits
-        workspace_uid, workspace_mode = (
-            (0, 0o1777) if spec.workspace_root_owned else (AGENT_UID, 0o755)
-        )
-        mounts = [
-            self._view(WORKSPACE, workspace_uid, workspace_mode, labels, digest)
-            or self._volume(WORKSPACE, limits.workspace_bytes, labels, "0755")
-        ]
-        if spec.with_io:
-            # Sticky and world-writable: root writes the prompt, the agent its answer.
-            mounts.append(self._volume(IO_DIR, limits.io_bytes, labels, "1777"))
-            # A view of the staged baseline, or a volume (put_archive) it is copied into.
-            mounts.append(
-                self._view(BASELINE_DIR, 0, 0o700, labels, digest)
-                or self._volume(BASELINE_DIR, limits.workspace_bytes, labels, "0700")
-            )
-        if spec.with_agent_dir:
-            mounts.append(self._volume(AGENT_DIR, 256 << 20, labels, "0755"))
-        return mounts
-
-    def _view(
-        self, target: str, uid: int, mode: int, labels: dict[str, str], digest: str
-    ) -> Mount | None:
-        """``target`` as a view of its staged tree whose writes land on a tmpfs holding what
-        the tree leaves of the workspace cap, its top owned by ``uid`` with ``mode`` as the
-        volume it replaces; None (a volume to copy into, then) without a staged tree, where
-        views do not work, or for a tree larger than the cap."""
-        size = self.spec.limits.workspace_bytes
-        staged = self._staged_tree(target, labels, digest)
-        if staged is None or staged.footprint >= size:
-            return None
-        try:
-            view = overlay.mount_view(staged.path, size - staged.footprint, uid, mode)
-        except OSError as exc:
-            log.warning("copy-free %s of %s failed, copying: %s", target, staged.path, exc)
-            return None
-        self.views[target] = view
-        return Mount(target, str(view.merged), type="bind")
-
-    def _staged_tree(self, target: str, labels: dict[str, str], digest: str) -> StagedTree | None:
-        spec = self.spec
-        tree = spec.staged_trees.get(target)
-        if tree is None or not self.factory.views_work(digest, spec.oci_runtime, labels):
-            return None
-        try:
-            return tree()
-        except OSError as exc:  # a cache that cannot be written: copy instead
-            log.warning("the staged tree could not be made, copying: %s", exc)
-            return None
 
     def _host_config(self, mounts: list[Mount], network: str, dns: list[str] | None) -> HostConfig:
         """The container's hardening: every flag is in this one call, where a reader checks
@@ -399,19 +322,7 @@ class DockerSession:
             self.container = None
         if self.gateway is not None:
             self.gateway.__exit__(None, None, None)  # never raises; gc removes what it cannot
-        for view in self.views.values():
-            overlay.unmount(view)  # never raises; gc sweeps what it cannot
-        self.views = {}
-        for name in self.volumes:
-            for _ in range(3):
-                try:
-                    client.remove_volume(name, force=True)
-                    break
-                except docker.errors.NotFound:
-                    break
-                except API_ERRORS:
-                    time.sleep(0.2)
-        self.volumes = []
+        self.mounts.remove()  # never raises; gc removes what it cannot
 
 
 def _remove_container(client: docker.APIClient, container: str) -> None:

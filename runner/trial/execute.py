@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Protocol
 
 from runner import telemetry
@@ -62,7 +61,6 @@ from runner.sandbox.base import (
     Sandbox,
     SandboxFactory,
     SandboxSpec,
-    StagedTree,
 )
 from runner.sizes import parse_size
 from runner.trial.limits import trial_limits
@@ -72,6 +70,7 @@ from runner.trial.workspace import (
     baseline,
     copy_in,
     install,
+    staged_trees,
     stop_agent,
     take_patch,
 )
@@ -255,23 +254,6 @@ def _spec(
         oci_runtime=env.controls.runtime.oci_runtime,
         model_access=access if io else None,
     )
-
-
-def staged_trees(
-    fixture: StagedFixture, exclude: tuple[str, ...], baseline: bool
-) -> dict[str, Callable[[], StagedTree | None]]:
-    """The fixture's staged trees for a sandbox that can mount them (``SandboxSpec.
-    staged_trees``), each made only when one asks: the workspace, and with ``baseline`` the
-    agent sandbox's ``/baseline``."""
-
-    def tree(make: Callable[[tuple[str, ...]], tuple[Path, int] | None]) -> StagedTree | None:
-        staged = make(exclude)
-        return None if staged is None else StagedTree(*staged)
-
-    trees = {WORKSPACE: lambda: tree(fixture.workspace_tree)}
-    if baseline:
-        trees[BASELINE_DIR] = lambda: tree(fixture.baseline_tree)
-    return trees
 
 
 def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts) -> None:

@@ -1,4 +1,5 @@
-"""The agent sandbox's harness steps: copy in, baseline, end the agent, take the patch.
+"""The agent sandbox's harness steps: the staged trees it may mount instead of copies, copy
+in, baseline, end the agent, take the patch.
 
 Each runs through the ``Sandbox`` interface. Root here has no capabilities: it
 owns ``/baseline`` and nothing of the agent's, which is why the agent's own uid
@@ -7,6 +8,7 @@ makes its files readable and kills its own processes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from runner.agents.base import AGENT_ENV, GUARD_FILE, PROMPT_FILE
@@ -14,6 +16,7 @@ from runner.errors import InfraError
 from runner.fixtures import harness_git
 from runner.fixtures.archives import Entry, owned_tar
 from runner.fixtures.install import PIP_ENV, failure, install_script
+from runner.fixtures.staging import StagedFixture
 from runner.sandbox.base import (
     BASELINE_DIR,
     IO_DIR,
@@ -21,6 +24,7 @@ from runner.sandbox.base import (
     WORKSPACE,
     ExecRequest,
     Sandbox,
+    StagedTree,
 )
 from runner.sandbox.copy_in import unpack_as_agent
 from runner.sandbox_scripts import source
@@ -39,6 +43,23 @@ _GIT_ENV = {
 }
 GIT = harness_git.shell()
 STAT_CHECK = "-c core.checkStat=minimal -c core.trustctime=false"
+
+
+def staged_trees(
+    fixture: StagedFixture, exclude: tuple[str, ...], baseline: bool
+) -> dict[str, Callable[[], StagedTree | None]]:
+    """The fixture's staged trees for a sandbox that can mount them (``SandboxSpec.
+    staged_trees``), each made only when one asks: the workspace, and with ``baseline`` the
+    agent sandbox's ``/baseline``."""
+
+    def tree(make: Callable[[tuple[str, ...]], tuple[Path, int] | None]) -> StagedTree | None:
+        staged = make(exclude)
+        return None if staged is None else StagedTree(*staged)
+
+    trees = {WORKSPACE: lambda: tree(fixture.workspace_tree)}
+    if baseline:
+        trees[BASELINE_DIR] = lambda: tree(fixture.baseline_tree)
+    return trees
 
 
 def copy_in(sandbox: Sandbox, tar: Path | bytes | None) -> None:
