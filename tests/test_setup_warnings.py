@@ -39,8 +39,9 @@ def test_an_ordinary_run_has_no_setup_warning() -> None:
     assert warnings_of(records) == []
 
 
-def test_each_broken_kind_is_named_with_its_tasks() -> None:
-    records = [
+def broken_records() -> list[Trial]:
+    """One record of each broken kind (and a sound one) over the arms of ``CONTROLS``."""
+    return [
         trial("t1", "ctrl", Outcome.SUCCESS, verify_exit_code=0),
         trial("t2", "ctrl", Outcome.MISS, reason="no test ran"),
         trial("t1", "rec", Outcome.MISS, agent_exit_code=1, agent_log="error: patch failed"),
@@ -49,6 +50,10 @@ def test_each_broken_kind_is_named_with_its_tasks() -> None:
         trial("t2", "cmd", Outcome.MISS, agent_exit_code=126),
         trial("t3", "cmd", Outcome.SUCCESS, agent_exit_code=0),
     ]
+
+
+def test_each_broken_kind_is_named_with_its_tasks() -> None:
+    records = broken_records()
     found = warnings_of(records)
     assert len(found) == 5, found
     control, refused, empty, lost, tests = found

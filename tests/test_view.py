@@ -372,21 +372,10 @@ def test_each_setup_warning_links_the_trials_behind_it() -> None:
     """Every kind of warning the report writes (tests.test_setup_warnings makes each one)
     is linked to the records showing its sign; an unknown warning stays unlinked."""
     from runner.config.loader import parse_controls
-    from runner.models import Outcome
     from runner.run.setup_warnings import setup_warnings
-    from runner.setup_signals import NO_OUTPUT_LOG
-    from tests.test_scoring import trial
-    from tests.test_setup_warnings import CONTROLS
+    from tests.test_setup_warnings import CONTROLS, broken_records
 
-    records = [
-        trial("t1", "ctrl", Outcome.SUCCESS, verify_exit_code=0),
-        trial("t2", "ctrl", Outcome.MISS, reason="no test ran"),
-        trial("t1", "rec", Outcome.MISS, agent_exit_code=1, agent_log="error: patch failed"),
-        trial("t2", "rec", Outcome.MISS, agent_exit_code=None, agent_log=NO_OUTPUT_LOG),
-        trial("t1", "cmd", Outcome.MISS, agent_exit_code=127),
-        trial("t2", "cmd", Outcome.MISS, agent_exit_code=126),
-        trial("t3", "cmd", Outcome.SUCCESS, agent_exit_code=0),
-    ]
+    records = broken_records()
     controls = parse_controls(CONTROLS, "c")
     found = setup_warnings(controls, records)
     shown = [(line, signs(controls, r)) for line, r in enumerate(records, start=1)]

@@ -23,7 +23,7 @@ from runner.hashing import sha256_file
 from runner.view.source import RunSource
 from tests.conftest import run_cli
 from tests.fake_openai import FakeModel, Step, call, reply
-from tests.helpers import make_suite, repo_task
+from tests.helpers import ADD_GOLD, make_suite, repo_task
 from tests.test_run_cli import gold_suite, ledger
 from tests.test_view_browser import bundle, dom, screenshot, side
 
@@ -158,15 +158,7 @@ def test_a_new_run_links_its_report_into_the_viewer(gold_run: Path, tmp_path: Pa
 
 # ---------------------------------------------------------------- an openai arm
 
-WRONG = (
-    "diff --git a/calc/__init__.py b/calc/__init__.py\n"
-    "--- a/calc/__init__.py\n"
-    "+++ b/calc/__init__.py\n"
-    "@@ -1,2 +1,2 @@\n"
-    " def add(a, b):\n"
-    "-    return a - b\n"
-    "+    return a * b\n"
-)
+WRONG = ADD_GOLD.replace("+    return a + b", "+    return a * b")  # a patch that misses
 USAGE = [(120, 10), (150, 40), (200, 8), (260, 5)]
 
 
