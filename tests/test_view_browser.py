@@ -177,14 +177,12 @@ def test_keyboard_moves_between_trials_and_back(tmp_path: Path) -> None:
             page.select_option("#arm-b", index=0)  # a choice of arms the keys keep
             kept = page.evaluate("location.hash").split("?", 1)[1]
             page.keyboard.press("j")
-            page.wait_for_function(
-                f"document.querySelector('h1').textContent === 'Task {order[1]}'"
-            )
+            # A selector, not a JS predicate: the page's CSP forbids the eval the latter needs.
+            page.wait_for_selector(f'h1:text-is("Task {order[1]}")')
             assert page.evaluate("location.hash").split("?", 1)[1] == kept
             page.keyboard.press("k")
-            page.wait_for_function(
-                f"document.querySelector('h1').textContent === 'Task {order[0]}'"
-            )
+            # A selector, not a JS predicate: the page's CSP forbids the eval the latter needs.
+            page.wait_for_selector(f'h1:text-is("Task {order[0]}")')
             page.keyboard.press("Escape")
             page.wait_for_selector("tr[data-task]")
             assert page.evaluate("document.body.getAttribute('data-page')") == "matrix"

@@ -52,7 +52,9 @@ def reap(
     lines = _reap_containers(client, filters, verdict, dry_run)
     lines += _reap_networks(client, filters, verdict, dry_run)
     lines += _reap_volumes(client, filters, verdict, dry_run)
-    lines += overlay.sweep(dry_run=dry_run, include_live=include_live)  # copy-free workspaces
+    # Copy-free workspace views carry no worker label: a reap scoped to one worker takes
+    # only those whose owner is gone, never another worker's live ones.
+    lines += overlay.sweep(dry_run=dry_run, include_live=include_live and not worker)
     return lines or ["nothing to remove"]
 
 
