@@ -272,3 +272,28 @@ def test_a_view_whose_owner_this_host_cannot_judge_is_left(tmp_path: Path) -> No
         (root / "host").write_text(host)
     assert overlay.sweep(base=base) == [f"unmounted workspace view {base / f'{dead.pid}-0-here'}"]
     assert sorted(p.name for p in base.iterdir()) == [f"{dead.pid}-0-elsewhere"]
+
+
+@pytest.mark.docker
+def test_a_reap_scoped_to_one_worker_leaves_live_views(tmp_path: Path, docker_api: Any) -> None:
+    """Views carry no worker label: `reap(..., include_live=True, worker=W)` (a test's or an
+    operator's teardown of W) must not take another worker's live view; an unscoped
+    `gc --all` names it. Dry runs: nothing of anyone else's is touched."""
+    from runner.sandbox.reaper import reap
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_text("x")
+    try:
+        view = overlay.mount_view(tree, 1 << 20, 0, 0o755)
+    except OSError as exc:
+        if IN_CI:
+            raise
+        pytest.skip(f"this process may not mount: {exc}")
+    try:
+        named = f"would unmount workspace view {view.root}"
+        scoped = reap(docker_api, dry_run=True, include_live=True, worker="nobody-here")
+        assert named not in scoped
+        assert named in reap(docker_api, dry_run=True, include_live=True)
+    finally:
+        overlay.unmount(view)
