@@ -12,9 +12,14 @@ from typing import Any
 
 import pytest
 
-from runner.grading.verdict import Canary, canaries, grade, read_channel
+from runner.grading.canaries import Canary, plant
+from runner.grading.verdict import grade, read_channel
 
 SELECT = ["tests/test_a.py::test_one", "tests/test_b.py::test_two"]
+SOURCES = {
+    "tests/test_a.py": b"def test_one():\n    assert True\n",
+    "tests/test_b.py": b"def test_two():\n    assert True\n",
+}
 ROOT = "/workspace"
 
 
@@ -23,7 +28,7 @@ def line(record: dict[str, Any]) -> bytes:
 
 
 def planted() -> list[Canary]:
-    return canaries(SELECT, [], random.Random(7))
+    return list(plant(SELECT, SOURCES, random.Random(7)).canaries)
 
 
 def session(
@@ -86,27 +91,6 @@ def test_an_honest_failure_is_a_plain_miss() -> None:
     found = verdict_of(records, plant)
     assert not found.passed and not found.tampered
     assert found.reason == f"1 test(s) failed or errored, first {SELECT[0]}"
-
-
-def test_canaries_are_two_per_declared_file_with_unguessable_distinct_names() -> None:
-    plant = planted()
-    assert sorted((c.file, c.fail) for c in plant) == [
-        ("tests/test_a.py", False),
-        ("tests/test_a.py", True),
-        ("tests/test_b.py", False),
-        ("tests/test_b.py", True),
-    ]
-    assert len({c.nodeid for c in plant}) == 4
-    assert all(c.name.startswith("test_") for c in plant)
-    assert all((c.left == c.right) != c.fail for c in plant)
-    assert canaries(SELECT, [], random.Random(8)) != plant  # the rng decides, not the input
-
-
-def test_a_declared_directory_gets_canaries_in_its_hidden_test_modules() -> None:
-    found = canaries(
-        ["tests"], ["tests/test_x.py", "tests/helper.py", "docs/test_y.py"], random.Random(1)
-    )
-    assert {c.file for c in found} == {"tests/test_x.py"}
 
 
 @pytest.mark.parametrize(

@@ -19,61 +19,28 @@ one is expected (the same test phase reported twice, two ``collected``, two
 ``finish``), a report before ``collected`` or of a test it did not list, anything
 after ``finish``, a line the plugin did not write (when the session finished), a
 declared test module imported from another file than its own, and the canaries
-(``canaries``): in each declared test file the harness adds tests that must pass
-(run first) and tests that must fail (run last), named like the declared ones and
-known only to the harness. A must-fail canary that passes, or a must-pass canary
-that fails while every declared test passed, means something in the test process
-rewrote outcomes or patched pytest.
+(``runner.grading.canaries``): in each declared test file the harness writes a test
+that must pass and one that must fail, shaped and placed like the file's own tests,
+which only the host can tell apart. A must-fail canary that passes, or a must-pass
+canary that fails while every declared test passed, means something in the test
+process rewrote outcomes or patched pytest.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import posixpath
-import random
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.fixtures.declared import TEST_FILE_PATTERNS, matches, test_files
+from runner.fixtures.declared import matches, test_files
+from runner.grading.canaries import Canary
 
 CHANNEL_CAP = 16 << 20
 PASSING = frozenset({"passed", "xpassed"})
 _RANK = {"passed": 0, "xpassed": 0, "skipped": 1, "xfailed": 1, "failed": 2, "error": 3}
 _WHEN = frozenset({"setup", "call", "teardown"})
-_WORD = re.compile(r"[a-z][a-z0-9]*")
-# Words for canary names when the declared names give too few of their own.
-_FALLBACK_WORDS = (
-    "basic", "case", "check", "default", "empty", "error", "format", "input", "invalid",
-    "large", "missing", "none", "order", "parse", "result", "simple", "single", "value",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Canary:
-    """One test the harness adds to a declared test file: it must pass, or must fail."""
-
-    file: str  # repository-relative, as the node id's file part
-    name: str
-    fail: bool
-    left: int
-    right: int  # the test asserts ``left == right``: equal for must-pass, not for must-fail
-
-    @property
-    def nodeid(self) -> str:
-        return f"{self.file}::{self.name}"
-
-    def spec(self) -> dict[str, Any]:
-        """What the plugin needs to add it (``deltarun_results._canary``)."""
-        return {
-            "file": self.file,
-            "name": self.name,
-            "fail": self.fail,
-            "left": self.left,
-            "right": self.right,
-        }
 
 
 @dataclass(frozen=True)
@@ -84,57 +51,6 @@ class Verdict:
     reason: str | None
     executed: int = 0
     tampered: bool = False
-
-
-def canaries(
-    selected: Sequence[str], hidden_files: Iterable[str], rng: random.Random
-) -> list[Canary]:
-    """A must-pass and a must-fail canary for each declared test file: the declared files
-    themselves, and the hidden test modules under a declared directory. ``rng`` should be
-    unpredictable to the agent (``secrets.SystemRandom``)."""
-    hidden = sorted(hidden_files)
-    files: list[str] = []
-    for part in test_files(selected):
-        if part.endswith(".py"):
-            files.append(part)
-            continue
-        prefix = part.rstrip("/") + "/"
-        files += [h for h in hidden if h.startswith(prefix) and _is_test_module(h)]
-    found: list[Canary] = []
-    for file in dict.fromkeys(files):
-        words = _words(entry for entry in selected if entry.split("::", 1)[0] == file)
-        taken: set[str] = set()
-        for fail in (False, True):
-            name = _name(words, taken, rng)
-            taken.add(name)
-            left = rng.randrange(2, 1000)
-            right = left + rng.randrange(1, 50) if fail else left
-            found.append(Canary(file, name, fail, left, right))
-    return found
-
-
-def _is_test_module(path: str) -> bool:
-    return any(fnmatch.fnmatchcase(posixpath.basename(path), p) for p in TEST_FILE_PATTERNS)
-
-
-def _words(entries: Iterable[str]) -> list[str]:
-    """The words of the declared tests' names (``test_parse_dates[1]`` → parse, dates)."""
-    words: dict[str, None] = {}
-    for entry in entries:
-        name = entry.rsplit("::", 1)[-1].split("[", 1)[0].lower()
-        for word in _WORD.findall(name.replace("_", " ")):
-            if word != "test" and len(word) > 1:
-                words.setdefault(word)
-    return list(words)
-
-
-def _name(words: list[str], taken: set[str], rng: random.Random) -> str:
-    pool = words if len(words) >= 3 else [*words, *_FALLBACK_WORDS]
-    while True:
-        first, second = rng.sample(pool, 2)
-        name = f"test_{first}_{second}_{rng.randrange(2, 100)}"
-        if name not in taken:
-            return name
 
 
 # --- the channel ---------------------------------------------------------------------

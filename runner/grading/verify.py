@@ -19,20 +19,22 @@ The agent never saw this sandbox, and nothing it left decides how grading runs:
    directories, the fixture's runner settings as a copy pytest reads with ``-c``,
    the pytest launcher, plugin and collector. The test's uid can no longer change
    any of them, nor rename a directory they are in.
-4. The test: ``hidden_tests`` through the harness's pytest (``run_pytest.py``,
-   with canaries; each outcome sent as it happens to the collector, root, on a
-   socket; verdict ``runner.grading.verdict``), or the ``hidden_test`` command
+4. The task's install step, if any, as the test's uid; then nothing of that uid may
+   be left alive (``runner.grading.install_step``).
+5. The test: ``hidden_tests`` through the harness's pytest (``run_pytest.py``;
+   the canaries are written into the root-owned declared test files of layer two,
+   ``runner.grading.canaries``; each outcome sent as it happens to the collector,
+   root, on a socket; verdict ``runner.grading.verdict``), or the ``hidden_test`` command
    (verdict from its exit status). Bytecode is neither written nor read from
    where the code under test could plant it (``PYTHONPYCACHEPREFIX`` points at an
    empty root-owned directory), plugin autoloading is off, pytest's settings
    come from the pristine copy.
-5. Every process of the test's uid is killed before the results are read.
+6. Every process of the test's uid is killed before the results are read.
 """
 
 from __future__ import annotations
 
 import json
-import posixpath
 import random
 import secrets
 from collections.abc import Sequence
@@ -42,18 +44,19 @@ from pathlib import Path
 from runner.errors import InfraError
 from runner.fixtures import harness_git
 from runner.fixtures.archives import Entry, Member, owned_tar
-from runner.fixtures.declared import holds_declared, runner_config, test_files
-from runner.fixtures.install import PIP_ENV, failure, install_script
+from runner.fixtures.declared import runner_config, test_files
 from runner.fixtures.layout import import_roots
 from runner.fixtures.view import BLOCK, FixtureView, footprint
-from runner.grading.verdict import CHANNEL_CAP, Canary, canaries, grade
+from runner.grading.canaries import Canary, Planted, canary_files, plant
+from runner.grading.install_step import install
+from runner.grading.verdict import CHANNEL_CAP, grade
+from runner.grading.verify_files import SCRIPTS, layer_one, layer_two
 from runner.models import RepoTask
 from runner.sandbox.base import AGENT_UID, ROOT_USER, WORKSPACE, ExecRequest, ExecResult, Sandbox
 from runner.sandbox.copy_in import unpack_as_agent
 from runner.sandbox_scripts import source
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
-SCRIPTS = ("run_pytest.py", "deltarun_results.py", "guard.py", "collector.py")
 # Room for what the harness writes besides the listed files: directories, the settings copy.
 SLACK_BYTES = 4 << 20
 
@@ -125,11 +128,14 @@ def verify(
     config = runner_config(list(fixture.pristine.values()))
     roots = tuple(f"{WORKSPACE}/{r}" for r in import_roots(fixture.pristine, fixture.files))
     place = _Place(f".deltarun-{secrets.token_hex(8)}", config.suffix, roots, settings.plugins)
+    planted = _plant(task, fixture, hidden, config.data, rng)
     # The fixture, in the test's uid, by the image's tar; then what root owns.
     if workspace is not None:
         unpack_as_agent(sandbox, WORKSPACE, workspace)
-    first = _layer_one(place.harness, patch)
-    second = _layer_two(task, fixture, hidden, place.harness, place.config, config.data)
+    first = layer_one(place.harness, patch)
+    second = layer_two(
+        task, fixture, hidden, place.harness, place.config, config.data, planted.files
+    )
     # Without a patch nothing runs between the layers: one copy, later entries win.
     sandbox.put_archive(WORKSPACE, owned_tar(first if patch else first + second))
     if patch:
@@ -141,11 +147,15 @@ def verify(
         sandbox.put_archive(WORKSPACE, owned_tar(second))
     log = ""
     if task.install:
-        problem, log = _install(sandbox, task, place, settings)
-        if problem is not None:
-            return VerifyOutcome(False, log=log, reason=problem)
+        env = {k: v for k, v in _test_env(place).items() if k != "PYTHONNOUSERSITE"}
+        done = install(
+            sandbox, task.install, place.home, env, settings.timeout_s, settings.output_cap
+        )
+        log = done.log
+        if done.reason is not None:
+            return VerifyOutcome(False, log=log, reason=done.reason, tampered=done.tampered)
         place = replace(place, user_site=True)
-    found = _tests(sandbox, task, place, settings, hidden, rng)
+    found = _tests(sandbox, task, place, settings, planted)
     if log:  # the install's log first, kept in the record within the output cap
         whole = log + found.log
         kept = whole[-settings.output_cap :]
@@ -153,13 +163,43 @@ def verify(
     return found
 
 
+def _plant(
+    task: RepoTask,
+    fixture: FixtureView,
+    hidden: list[Member],
+    config: bytes,
+    rng: random.Random | None,
+) -> Planted:
+    """The canaries in the files that hold declared tests (hidden, or the fixture's own),
+    and the selection the plugin gets; nothing for a task graded by its exit status."""
+    if task.hidden_tests is None:
+        return Planted({}, (), ())
+    sources = {m.path: m.data for m in hidden if not m.is_dir}
+    for path in canary_files(task.hidden_tests, fixture.pristine):
+        member = fixture.pristine.get(path)
+        if path not in sources and member is not None and not member.is_dir:
+            sources[path] = member.data
+    # -k or -m in the project's settings narrow by name, as on the command line.
+    narrowing = [*task.pytest_args, *(["-k"] if _narrows(config) else [])]
+    return plant(task.hidden_tests, sources, rng or secrets.SystemRandom(), narrowing)
+
+
+def _narrows(config: bytes) -> bool:
+    """Does the runner settings' ``addopts`` select by name or mark (``-k``, ``-m``)?"""
+    for line in config.splitlines():
+        if line.strip().startswith((b"addopts", b'"addopts', b"'addopts")):
+            words = line.replace(b"=", b" ").replace(b'"', b" ").replace(b"'", b" ").split()
+            if any(w in (b"-k", b"-m") or w.startswith((b"-k", b"-m")) for w in words):
+                return True
+    return False
+
+
 def _tests(
     sandbox: Sandbox,
     task: RepoTask,
     place: _Place,
     settings: VerifySettings,
-    hidden: list[Member],
-    rng: random.Random | None,
+    planted: Planted,
 ) -> VerifyOutcome:
     """The hidden test command, or the declared tests under the harness's pytest."""
     if task.hidden_tests is None:
@@ -168,7 +208,7 @@ def _tests(
         if result.timed_out or result.exit_code == 0:
             return replace(found, passed=not result.timed_out)
         return replace(found, reason=f"the hidden test exited {result.exit_code}")
-    return _declared(sandbox, task, place, settings, hidden, rng)
+    return _declared(sandbox, task, place, settings, planted)
 
 
 def _declared(
@@ -176,30 +216,30 @@ def _declared(
     task: RepoTask,
     place: _Place,
     settings: VerifySettings,
-    hidden: list[Member],
-    rng: random.Random | None,
+    planted: Planted,
 ) -> VerifyOutcome:
-    """The declared tests under the harness's pytest, with canaries planted and every
+    """The declared tests under the harness's pytest, the canaries in their files, every
     outcome read from the collector's channel (``runner.grading.verdict.grade``)."""
     assert task.hidden_tests is not None
-    planted = canaries(
-        task.hidden_tests, [m.path for m in hidden if not m.is_dir], rng or secrets.SystemRandom()
-    )
     collector = sandbox.start(_collector_request(place, settings))
     try:
-        result = sandbox.run(_pytest_request(task, place, settings, planted))
+        result = sandbox.run(_pytest_request(task, place, settings, planted.select))
     finally:
         channel = collector.finish()
-    found = _found(result, settings, planted)
+    found = _found(result, settings, planted.canaries)
     if result.timed_out:
         return found
     account = _account(channel)
     if not account.get("peer_pid"):
         tail = result.output[-300:].decode("utf-8", "replace").strip()
         raise InfraError(f"the harness's pytest never reported to its collector: {tail}")
+    extra = account.get("extra")
+    if isinstance(extra, int) and extra > 0:
+        why = f"test process tampered: {extra} more connection(s) to the results channel"
+        return replace(found, reason=why, tampered=True)
     verdict = grade(
         task.hidden_tests,
-        planted,
+        planted.canaries,
         channel.output,
         result.exit_code,
         rootdir=WORKSPACE,
@@ -274,8 +314,8 @@ def _apply(
     sandbox: Sandbox, place: _Place, settings: VerifySettings, harness_bytes: int
 ) -> str | None:
     """``git apply`` the screened patch as the test's uid, then measure the tree it left
-    (the filesystem's use less ``harness_bytes``: the harness's files, less the staged tree
-    a copy-free workspace does not count);
+    (the filesystem's use less ``harness_bytes``, the harness's files; a copy-free
+    workspace's filesystem counts the tree as a copy's does);
     the reason when it does not apply or does not fit in ``runtime.limits.workspace``."""
     git = " ".join(harness_git.argv("apply", "--whitespace=nowarn", f"{place.home}/agent.patch"))
     applied = sandbox.run(
@@ -322,27 +362,6 @@ def _test_env(place: _Place) -> dict[str, str]:
     return env
 
 
-def _install(
-    sandbox: Sandbox, task: RepoTask, place: _Place, settings: VerifySettings
-) -> tuple[str | None, str]:
-    """The task's install step on the patched tree, as the test's uid, before the collector
-    starts; every process it left swept. The reason when a step fails, and its log."""
-    sweep = f"python3 -I -S {place.home}/guard.py sweep >/dev/null 2>&1"
-    env = {k: v for k, v in _test_env(place).items() if k != "PYTHONNOUSERSITE"}
-    result = sandbox.run(
-        ExecRequest(
-            argv=["sh", "-c", install_script(task.install, sweep)],
-            env=env | PIP_ENV,
-            timeout_s=settings.timeout_s,
-            output_cap=settings.output_cap,
-        )
-    )
-    output = result.output[-settings.output_cap :].decode("utf-8", "replace")
-    if result.exit_code == 0 and not result.timed_out:
-        return None, output
-    return failure(task.install, output, result.exit_code, result.timed_out), output
-
-
 def _fixed_args(place: _Place) -> list[str]:
     """The harness's settings copy and root, and the image's plugins (autoloading is off:
     none can come from the workspace)."""
@@ -383,18 +402,19 @@ def _collector_request(place: _Place, settings: VerifySettings) -> ExecRequest:
 
 
 def _pytest_request(
-    task: RepoTask, place: _Place, settings: VerifySettings, planted: Sequence[Canary]
+    task: RepoTask, place: _Place, settings: VerifySettings, select: Sequence[str]
 ) -> ExecRequest:
-    """The harness's pytest on the declared tests, with the canaries."""
+    """The harness's pytest on the declared tests and the canaries (``select``: one list).
+    ``--maxfail=0`` undoes a project's ``-x``: a must-fail canary may come first."""
     assert task.hidden_tests is not None
+    args = [*task.pytest_args, *_fixed_args(place), "--maxfail=0"]
     spec = {
         "channel": place.channel,
         "rootdir": WORKSPACE,
         "paths": list(place.roots),
         "user_site": place.user_site,
-        "select": task.hidden_tests,
-        "canaries": [c.spec() for c in planted],
-        "args": ["-q", *task.pytest_args, *_fixed_args(place), *test_files(task.hidden_tests)],
+        "select": list(select),
+        "args": ["-q", *args, *test_files(task.hidden_tests)],
     }
     # The sweep runs in the same exec, right after pytest: no process of the test's uid is
     # left to hold the channel open when the collector's account is read.
@@ -422,68 +442,3 @@ def _git_env(home: str) -> dict[str, str]:
         "HOME": "/home/agent",
         "PATH": PATH,
     }
-
-
-def _dirs_of(paths: list[str]) -> list[str]:
-    """Every directory above the paths, parents first ("" excluded)."""
-    found: dict[str, None] = {}
-    for path in paths:
-        parts = path.split("/")[:-1]
-        for i in range(1, len(parts) + 1):
-            found.setdefault("/".join(parts[:i]))
-    return sorted(found, key=lambda d: (d.count("/"), d))
-
-
-def _layer_one(harness: str, patch: bytes) -> list[Entry]:
-    """The harness's root-owned directory (the fixture is already in place)."""
-    git = f"{harness}/git"
-    entries = [
-        Entry(harness, None, 0, 0o755),
-        Entry(git, None, 0, 0o755),
-        Entry(f"{git}/objects", None, 0, 0o755),
-        Entry(f"{git}/refs", None, 0, 0o755),
-        Entry(f"{git}/info", None, 0, 0o755),
-        Entry(f"{git}/HEAD", b"ref: refs/heads/main\n", 0, 0o444),
-        Entry(f"{git}/config", b"[core]\n\trepositoryformatversion = 0\n", 0, 0o444),
-        Entry(f"{git}/info/attributes", harness_git.NEUTRAL_ATTRIBUTES.encode(), 0, 0o444),
-    ]
-    if patch:
-        entries.append(Entry(f"{harness}/agent.patch", patch, 0, 0o444))
-    return entries
-
-
-def _layer_two(
-    task: RepoTask,
-    fixture: FixtureView,
-    hidden: list[Member],
-    harness: str,
-    config_name: str,
-    config: bytes,
-) -> list[Entry]:
-    """What root owns for the test: hidden files, the fixture's files that hold declared
-    tests, their directories, the pristine harness files beside them, the runner settings,
-    the launcher, the plugin and the collector."""
-    hidden_files = [m for m in hidden if not m.is_dir]
-    hidden_paths = {m.path for m in hidden_files}
-    declared = [
-        m
-        for path, m in sorted(fixture.pristine.items())
-        if path not in hidden_paths and holds_declared(path, task.hidden_tests or ())
-    ]
-    written = sorted([*declared, *hidden_files], key=lambda m: m.path)
-    dirs = _dirs_of([m.path for m in written]) + sorted(m.path for m in hidden if m.is_dir)
-    pristine = fixture.pristine
-    entries = [Entry(d, None, 0, 0o755) for d in dict.fromkeys(dirs)]
-    for directory in ["", *dict.fromkeys(dirs)]:
-        for name in ("__init__.py", "conftest.py"):
-            member = pristine.get(posixpath.join(directory, name))
-            if member is not None:
-                entries.append(Entry(member.path, member.data, 0, 0o644))
-    entries += [Entry(m.path, m.data, 0, 0o755 if m.executable else 0o644) for m in written]
-    entries += [
-        Entry(config_name, config, 0, 0o444),
-        Entry(f"{harness}/channel", None, 0, 0o755),
-        Entry(f"{harness}/pycache", None, 0, 0o555),
-    ]
-    entries += [Entry(f"{harness}/{name}", source(name), 0, 0o444) for name in SCRIPTS]
-    return entries

@@ -21,6 +21,7 @@ baseline (``sh -c '... init'``)   exit 0, like any unnamed command
                                   mode=ptrace exit=0`` on stderr (with
                                   ``separate_stderr``, else in ``output``)
 ``guard.py sweep``                exit 0, ``deltarun-guard: swept=0``
+``guard.py census UID``           exit 0, ``deltarun-guard: live=0``
 ``image_modules.py``              exit 0, ``factory.modules``, no pytest plugins
 ``git ... diff --cached ...``     exit 0, ``sandbox.patch`` on stdout (``take_patch``)
 ``git ... apply ...`` + ``stat``   exit 0, an empty workspace's ``stat -f`` on stdout
@@ -30,7 +31,9 @@ baseline (``sh -c '... init'``)   exit 0, like any unnamed command
 ``run_pytest.py`` (verify)        per ``factory.verdict``: ``pass``/``fail`` send the
                                   records of a session (every declared test and
                                   canary reported as an honest pytest would, a
-                                  must-fail canary failing), exit 1; ``crash``
+                                  must-fail canary failing: the canaries are the
+                                  harness's functions found in the files it put
+                                  here, ``_canaries``), exit 1; ``crash``
                                   sends ``start`` only, exit 1; ``timeout``
                                   returns ``timed_out``
 ``$DELTARUN_HIDDEN_TEST``         exit 0 for ``pass``, 1 for ``fail``/``crash``,
@@ -45,6 +48,7 @@ needs any of these uses the real engine.
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import posixpath
@@ -192,6 +196,8 @@ class FakeSandbox:
             return exec_result(0, GUARD_REPORT)
         if action == "sweep":
             return exec_result(0, b"deltarun-guard: swept=0\n")
+        if action == "census":
+            return exec_result(0, b"deltarun-guard: live=0\n")
         if any(a.endswith("image_modules.py") for a in argv):
             answer = {"modules": list(self.factory.modules), "pytest_plugins": []}
             return self._capped(request, json.dumps(answer).encode())
@@ -207,18 +213,16 @@ class FakeSandbox:
             return exec_result(1, b"fake pytest: crashed before reporting\n")
         spec = json.loads(request.stdin or b"{}")
         outcome = "passed" if verdict == "pass" else "failed"
+        root = spec["rootdir"]
+        planted = _canaries({k[len(root) + 1 :]: v for k, v in self.files.items()})
         tests = [
             entry if "::" in entry else f"{entry.rstrip('/')}::test_fake"
             for entry in spec["select"]
+            if entry not in planted
         ]
         files = {t.split("::", 1)[0] for t in tests}
-        planted = [c for c in spec["canaries"] if c["file"] in files]
-        items = [
-            *(f"{c['file']}::{c['name']}" for c in planted if not c["fail"]),
-            *tests,
-            *(f"{c['file']}::{c['name']}" for c in planted if c["fail"]),
-        ]
-        failing = {f"{c['file']}::{c['name']}" for c in planted if c["fail"]}
+        items = [*tests, *(c for c in planted if c.split("::", 1)[0] in files)]
+        failing = {c for c, fails in planted.items() if fails}
         modules = {f: f"{spec['rootdir']}/{f}" for f in files}
         records: list[dict[str, object]] = [{"t": "collected", "items": items, "modules": modules}]
         for item in items:
@@ -253,6 +257,54 @@ class FakeRunning:
         data = self.sandbox.channel
         account = {"peer_pid": 7 if data else 0, "bytes": len(data), "truncated": False}
         return exec_result(0, data, stderr=json.dumps(account).encode() + b"\n")
+
+
+def _canaries(files: Mapping[str, bytes]) -> dict[str, bool]:
+    """The harness's canaries in ``files`` (node id -> must fail): the test functions whose
+    body needs nothing but builtins, run here to learn their outcome (the fake's own
+    stand-in for pytest; the canaries' shapes are ``runner.grading.canaries._source``)."""
+    found: dict[str, bool] = {}
+    for path, data in files.items():
+        if not path.endswith(".py"):
+            continue
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError):
+            continue
+        scopes: list[tuple[str, list[ast.stmt]]] = [("", tree.body)]
+        scopes += [(n.name, n.body) for n in tree.body if isinstance(n, ast.ClassDef)]
+        for owner, body in scopes:
+            for node in body:
+                if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                    fails = _run_alone(node)
+                    if fails is not None:
+                        middle = f"{owner}::" if owner else ""
+                        found[f"{path}::{middle}{node.name}"] = fails
+    return found
+
+
+class _Self:
+    def assertEqual(self, first: object, second: object) -> None:
+        assert first == second
+
+
+def _run_alone(node: ast.FunctionDef) -> bool | None:
+    """Whether a function of builtins alone fails (None when it needs anything else)."""
+    module = ast.Module(body=list(node.body), type_ignores=[])
+    names = {n.id for n in ast.walk(module) if isinstance(n, ast.Name)}
+    assigned = {
+        n.id for n in ast.walk(module) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    if names - assigned - {"sum", "len", "self"}:
+        return None
+    scope: dict[str, object] = {"__builtins__": {"sum": sum, "len": len}, "self": _Self()}
+    try:
+        exec(compile(module, "<canary>", "exec"), scope)
+    except AssertionError:
+        return True
+    except Exception:
+        return None
+    return False
 
 
 def _line(record: dict[str, object]) -> bytes:

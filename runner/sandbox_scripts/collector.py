@@ -5,12 +5,15 @@ test command, with the image's own python3 (standard library only, python3 >= 3.
 
     python3 -I -S collector.py SOCKET UID
 
-It listens on a Unix socket at SOCKET (in a root-owned directory), accepts exactly
-one connection, from a process of UID (the test's uid), then removes the path, so
-nothing can connect again. Every byte that connection sends is copied to this
-process's stdout, which only the host reads, up to a cap. Its own account goes to
-stderr as one JSON line: ``{"peer_pid", "bytes", "truncated", "eof"}`` (peer_pid 0
-when nothing connected).
+It listens on a Unix socket at SOCKET (in a root-owned directory) and takes the first
+connection from a process of UID (the test's uid): the harness's pytest, which connects
+before any code of the workspace is imported, when no other process of that uid lives
+(the harness swept them and counted none). Every byte that connection sends is copied
+to this process's stdout, which only the host reads, up to a cap. Every later
+connection is accepted, closed at once and counted: an honest session makes one, so
+the host takes any other as tampering. Its own account goes to stderr as one JSON line:
+``{"peer_pid", "bytes", "truncated", "eof", "extra"}`` (peer_pid 0 when nothing
+connected).
 
 Why a socket to another uid: the test process can write its reports but never
 read back or rewrite one already sent. A socket does not echo, ``/proc/PID/fd`` of
@@ -59,7 +62,7 @@ def serve(path: str, uid: int) -> "dict[str, object]":
     os.chmod(path, 0o666)  # the test's uid must be able to connect; the directory is root's
     listener.listen(4)
     conn = None  # type: socket.socket | None
-    peer_pid, total, truncated, eof = 0, 0, False, False
+    peer_pid, total, truncated, eof, extra = 0, 0, False, False, 0
     host_done_at = None  # type: float | None
     while True:
         timeout = None  # type: float | None
@@ -69,25 +72,24 @@ def serve(path: str, uid: int) -> "dict[str, object]":
             timeout = max(0.0, host_done_at + GRACE_S - time.monotonic())
             if timeout == 0.0:
                 break
-        watched = [0, (conn if conn is not None else listener).fileno()]
+        watched = [0, listener.fileno()] + ([conn.fileno()] if conn is not None else [])
         try:
             ready, _, _ = select.select(watched, [], [], timeout)
         except InterruptedError:
             continue
         if 0 in ready and host_done_at is None and not os.read(0, CHUNK):
             host_done_at = time.monotonic()
-        if conn is None and listener.fileno() in ready:
+        if listener.fileno() in ready:
             candidate, _ = listener.accept()
             pid, peer_uid = _peer(candidate)
             # gVisor (runsc) answers SO_PEERCRED of an accepted socket with the listener's
             # own credentials: no peer can be told apart there, and the sandbox holds no
             # other uid than root's harness and the test's. A real kernel never names us.
-            if peer_uid != uid and pid != os.getpid():
-                candidate.close()  # only the test's uid reports
+            if conn is not None or (peer_uid != uid and pid != os.getpid()):
+                candidate.close()  # one reporter, of the test's uid; any other is counted
+                extra += 1
                 continue
             conn, peer_pid = candidate, pid
-            listener.close()
-            os.unlink(path)
             conn.shutdown(socket.SHUT_WR)  # nothing ever travels back
         elif conn is not None and conn.fileno() in ready:
             data = conn.recv(CHUNK)
@@ -99,7 +101,18 @@ def serve(path: str, uid: int) -> "dict[str, object]":
                 _write_all(data[:room])
                 total += min(room, len(data))
             truncated = truncated or len(data) > room
-    return {"peer_pid": peer_pid, "bytes": total, "truncated": truncated, "eof": eof}
+    listener.close()
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return {
+        "peer_pid": peer_pid,
+        "bytes": total,
+        "truncated": truncated,
+        "eof": eof,
+        "extra": extra,
+    }
 
 
 def main(args: "list[str]") -> int:

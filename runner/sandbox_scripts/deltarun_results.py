@@ -1,13 +1,13 @@
-"""The harness's pytest plugin: keep the declared tests, add the canaries, report each
-outcome the moment pytest knows it, on a channel the test process cannot read back.
+"""The harness's pytest plugin: keep the selected tests, report each outcome the moment
+pytest knows it, on a channel the test process cannot read back.
 
 Loaded only by ``run_pytest.py``. It deselects every collected test that no
-declared entry names (an entry is a node id, a file, or a ``file::Class``
-prefix) and adds the harness's canaries to the modules of the declared test
-files: tests that must pass, run first, and tests that must fail, run last. Their
-names and places are the harness's secret (``runner.fixtures.declared.canaries``); a
-test process that rewrites reports or patches pytest turns a must-fail canary
-into a pass, which the harness sees.
+selected entry names (an entry is a node id, a file, or a ``file::Class``
+prefix). The selection is the declared tests and the harness's canaries in one
+sorted list: the canaries are source text in the root-owned declared test files
+(``runner.grading.canaries``), and nothing here says which tests they are. A test
+named exactly by its node id runs even when the project's own ``-k`` or ``-m``
+would deselect it; the rest of such narrowing is kept.
 
 Each record goes out as one JSON line, at once: ``collected`` (the items and the
 file each test module was imported from), ``report`` (one per test phase),
@@ -17,7 +17,6 @@ later cannot change it. Stdlib and pytest only; works with pytest >= 6.
 """
 
 import json
-import types
 from typing import Any
 
 import pytest  # the image's: imported before the repository root is on the import path
@@ -57,32 +56,23 @@ def _phase_outcome(report: Any) -> str:
     return "skipped" if report.skipped else "passed"
 
 
-def _canary(module: Any, spec: "dict[str, Any]") -> Any:
-    """A test function in ``module``'s namespace, compiled under its file name."""
-    obj = module.obj
-    name = str(spec["name"])
-    source = "def %s():\n    assert %d == %d\n" % (name, int(spec["left"]), int(spec["right"]))
-    filename = getattr(obj, "__file__", None) or str(module.fspath)
-    code = compile(source, filename, "exec")
-    body = next(c for c in code.co_consts if isinstance(c, types.CodeType))
-    function = types.FunctionType(body, obj.__dict__, name)
-    setattr(obj, name, function)
-    return pytest.Function.from_parent(module, name=name, callobj=function)
-
-
 class Recorder:
-    def __init__(
-        self, channel: Channel, select: "list[str]", canaries: "list[dict[str, Any]]"
-    ) -> None:
+    def __init__(self, channel: Channel, select: "list[str]") -> None:
         self.channel = channel
         self.select = list(select)
-        self.canaries = list(canaries)
+        self.exact = set(select)
 
-    # Last: after ``-k``, ``-m`` and every other selection, so nothing deselects a canary.
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, session: Any, config: Any, items: "list[Any]") -> None:
+    # Around every other selection (``-k``, ``-m``, the project's hooks): a test named by
+    # its node id is kept whatever they did; everything else they dropped stays dropped.
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_collection_modifyitems(self, session: Any, config: Any, items: "list[Any]") -> Any:
+        before = list(items)
+        yield
+        survived = {id(item) for item in items}
         keep = [item for item in items if not self.select or _selected(item.nodeid, self.select)]
-        drop = [item for item in items if self.select and not _selected(item.nodeid, self.select)]
+        keep += [item for item in before if id(item) not in survived and item.nodeid in self.exact]
+        kept = {id(item) for item in keep}
+        drop = [item for item in items if id(item) not in kept]
         if drop:
             config.hook.pytest_deselected(items=drop)
         modules = {}  # type: dict[str, Any]
@@ -91,12 +81,7 @@ class Recorder:
             module = item.getparent(pytest.Module)
             if module is not None:
                 modules.setdefault(item.nodeid.split("::", 1)[0], module)
-        first, last = [], []  # type: list[Any], list[Any]
-        for spec in self.canaries:
-            module = modules.get(str(spec["file"]))
-            if module is not None:
-                (last if spec["fail"] else first).append(_canary(module, spec))
-        items[:] = first + keep + last
+        items[:] = keep
         files = {}  # type: dict[str, str]
         for path, module in modules.items():
             files[path] = str(getattr(module.obj, "__file__", "") or "")

@@ -25,6 +25,10 @@ Copied into a sandbox and run as the agent's uid with the image's own python3
     main thread only.
 ``python3 -I -S guard.py sweep``
     Kills every other process of this uid; prints ``deltarun-guard: swept=<k>``.
+``python3 -I -S guard.py census UID``
+    Counts the live (not zombie) processes of UID; prints ``deltarun-guard: live=<k>``.
+    Reads ``/proc`` only, so the harness runs it as root, where no process of UID can
+    touch it, to check that a sweep left nothing.
 
 "Every other process" spares the guard's ancestors (the ``timeout`` that runs
 it): they are frozen with the rest and resumed, never killed, so the exec still
@@ -447,9 +451,15 @@ def sweep() -> int:
     return 0
 
 
+def census(uid: int) -> int:
+    live = _others(uid, {os.getpid()})
+    os.write(1, f"{PREFIX}live={len(live)}\n".encode("ascii"))
+    return 0
+
+
 # --- main --------------------------------------------------------------------------
 
-USAGE = "usage: guard.py run [--no-ptrace] -- ARGV... | guard.py sweep\n"
+USAGE = "usage: guard.py run [--no-ptrace] -- ARGV... | guard.py sweep | guard.py census UID\n"
 
 
 def main(args: "list[str]") -> int:
@@ -467,6 +477,8 @@ def main(args: "list[str]") -> int:
             return run(rest, use_ptrace="--no-ptrace" not in options)
     elif args == ["sweep"]:
         return sweep()
+    elif len(args) == 2 and args[0] == "census" and args[1].isdigit():
+        return census(int(args[1]))
     os.write(2, USAGE.encode("ascii"))
     return 2
 

@@ -7,7 +7,7 @@ Runs in the verify sandbox as the test's uid with the image's python3:
     {"channel": ".../channel.sock", "rootdir": "/workspace",
      "paths": [the project's package folders, after the root on the import path],
      "user_site": whether the task's install step put the project in the user site,
-     "select": [test ids or files], "canaries": [{"file", "name", "fail", "left", "right"}],
+     "select": [test ids, files or classes: the declared tests and the canaries, as one],
      "args": [pytest arguments]}
 
 Before anything of the workspace is imported, it connects to the harness's
@@ -42,7 +42,7 @@ def main() -> None:
         site.addsitedir(site.getusersitepackages())
     import pytest
 
-    recorder = deltarun_results.Recorder(channel, spec["select"], spec["canaries"])
+    recorder = deltarun_results.Recorder(channel, spec["select"])
     code = pytest.main(list(spec["args"]), plugins=[recorder])
     sys.stdout.flush()
     sys.exit(int(code))

@@ -1,0 +1,91 @@
+"""The files the verify sandbox gets from the harness, in its two root-owned layers. Pure.
+
+Layer one comes before the patch is applied: the harness's directory, an empty git
+directory whose attributes switch every workspace attribute off, and the screened patch.
+Layer two comes after: what decides grading, which the test's uid may not change (see
+``runner.grading.verify``'s steps).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+
+from runner.fixtures import harness_git
+from runner.fixtures.archives import Entry, Member
+from runner.fixtures.declared import holds_declared
+from runner.fixtures.view import FixtureView
+from runner.models import RepoTask
+from runner.sandbox_scripts import source
+
+SCRIPTS = ("run_pytest.py", "deltarun_results.py", "guard.py", "collector.py")
+
+
+def dirs_of(paths: list[str]) -> list[str]:
+    """Every directory above the paths, parents first ("" excluded)."""
+    found: dict[str, None] = {}
+    for path in paths:
+        parts = path.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            found.setdefault("/".join(parts[:i]))
+    return sorted(found, key=lambda d: (d.count("/"), d))
+
+
+def layer_one(harness: str, patch: bytes) -> list[Entry]:
+    """The harness's root-owned directory (the fixture is already in place)."""
+    git = f"{harness}/git"
+    entries = [
+        Entry(harness, None, 0, 0o755),
+        Entry(git, None, 0, 0o755),
+        Entry(f"{git}/objects", None, 0, 0o755),
+        Entry(f"{git}/refs", None, 0, 0o755),
+        Entry(f"{git}/info", None, 0, 0o755),
+        Entry(f"{git}/HEAD", b"ref: refs/heads/main\n", 0, 0o444),
+        Entry(f"{git}/config", b"[core]\n\trepositoryformatversion = 0\n", 0, 0o444),
+        Entry(f"{git}/info/attributes", harness_git.NEUTRAL_ATTRIBUTES.encode(), 0, 0o444),
+    ]
+    if patch:
+        entries.append(Entry(f"{harness}/agent.patch", patch, 0, 0o444))
+    return entries
+
+
+def layer_two(
+    task: RepoTask,
+    fixture: FixtureView,
+    hidden: list[Member],
+    harness: str,
+    config_name: str,
+    config: bytes,
+    planted: Mapping[str, bytes],
+) -> list[Entry]:
+    """What root owns for the test: hidden files, the fixture's files that hold declared
+    tests (``planted``: with the canaries written in), their directories, the pristine
+    harness files beside them, the runner settings, the launcher, the plugin and the
+    collector."""
+    hidden_files = [m for m in hidden if not m.is_dir]
+    hidden_paths = {m.path for m in hidden_files}
+    declared = [
+        m
+        for path, m in sorted(fixture.pristine.items())
+        if path not in hidden_paths and holds_declared(path, task.hidden_tests or ())
+    ]
+    written = sorted([*declared, *hidden_files], key=lambda m: m.path)
+    dirs = dirs_of([m.path for m in written]) + sorted(m.path for m in hidden if m.is_dir)
+    pristine = fixture.pristine
+    entries = [Entry(d, None, 0, 0o755) for d in dict.fromkeys(dirs)]
+    for directory in ["", *dict.fromkeys(dirs)]:
+        for name in ("__init__.py", "conftest.py"):
+            member = pristine.get(posixpath.join(directory, name))
+            if member is not None:
+                entries.append(Entry(member.path, member.data, 0, 0o644))
+    entries += [
+        Entry(m.path, planted.get(m.path, m.data), 0, 0o755 if m.executable else 0o644)
+        for m in written
+    ]
+    entries += [
+        Entry(config_name, config, 0, 0o444),
+        Entry(f"{harness}/channel", None, 0, 0o755),
+        Entry(f"{harness}/pycache", None, 0, 0o555),
+    ]
+    entries += [Entry(f"{harness}/{name}", source(name), 0, 0o444) for name in SCRIPTS]
+    return entries
