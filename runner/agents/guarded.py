@@ -8,15 +8,13 @@ and installed CLIs.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from runner.agents.base import GUARD_FILE, AgentContext, AgentResult
 from runner.config.model import Route
 from runner.sandbox.base import ExecRequest, ModelCall
-
-GUARD_REPORT = re.compile(rb"deltarun-guard: mode=(\w+) (exit|signal|terminated|error)=(\w+)")
+from runner.sandbox_scripts import GUARD_REPORT
 
 
 def run_guarded(ctx: AgentContext, argv: Sequence[str], env: Mapping[str, str]) -> AgentResult:
@@ -31,6 +29,7 @@ def run_guarded(ctx: AgentContext, argv: Sequence[str], env: Mapping[str, str]) 
             output_cap=ctx.output_cap,
             separate_stderr=True,
             stderr_cap=4096,
+            untrusted=True,
         )
     )
     log = result.output.decode("utf-8", "replace")

@@ -5,16 +5,20 @@ the test's uid before the harness's pytest. Whatever it leaves running could rea
 the harness hands the test process or speak to the collector first, so the test starts
 only when no process of that uid is alive:
 
-1. the steps, one ``sh -c`` script (``runner.fixtures.install``), ending with a sweep of
-   its own -- which the steps can defeat (a lowered ``RLIMIT_NOFILE`` or ``RLIMIT_NPROC``
-   of the shell is inherited by the sweep, which then cannot start), so it is not relied
-   on;
-2. a sweep in an exec of its own (the container's limits, not the steps' shell), the
-   guard's ``kill(-1, SIGSTOP)`` rounds (atomic against fork) then SIGKILL;
-3. a census as root (``guard.py census``): root's exec can be neither signalled, traced
+1. the steps run as the child of the harness's guard (``guard.py run``), started in a
+   fresh sandbox where nothing of the test's uid runs yet: when the steps' shell exits,
+   the guard, already running, freezes every other process of the uid with
+   ``kill(-1, SIGSTOP)`` (atomic against fork) and kills them, before the exit can be
+   seen. A sweep started *after* the steps would be a new process that what they left
+   could stop or starve (a lowered ``RLIMIT_NOFILE`` of the steps' shell is inherited
+   by anything the shell starts; a daemon can ``SIGSTOP`` each new process of its uid);
+2. a census as root (``guard.py census``): root's exec can be neither signalled, traced
    nor written to by the test's uid, and ``/proc`` shows every process of the pid
-   namespace. A live process of the test's uid there, or a sweep that did not finish
-   and report, is tampering: a miss and a tool violation, and no test runs.
+   namespace. A live process of the test's uid, stragglers the guard could not kill,
+   or a guard that never reported (killed or stopped) is tampering: a miss and a tool
+   violation, and no test runs.
+
+A step that fails or times out is a miss with its reason (no test runs either).
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from dataclasses import dataclass
 from runner.errors import SandboxError
 from runner.fixtures.install import PIP_ENV, failure, install_script
 from runner.sandbox.base import AGENT_UID, ROOT_USER, ExecRequest, Sandbox
+from runner.sandbox_scripts import GUARD_REPORT
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
-SWEEP_TIMEOUT_S = 30.0  # the guard gives up after 10 s of rounds
+CENSUS_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -47,65 +52,60 @@ def install(
     timeout_s: float,
     output_cap: int,
 ) -> Installed:
-    """Run ``steps`` in ``sandbox`` as the test's uid (``home`` holds the harness's
-    ``guard.py``), then make sure nothing of that uid is left alive."""
-    sweep = f"python3 -I -S {home}/guard.py sweep >/dev/null 2>&1"
+    """Run ``steps`` in ``sandbox`` as the test's uid under the guard (``home`` holds the
+    harness's ``guard.py``), then make sure nothing of that uid is left alive."""
+    script = install_script(steps, ":")  # the guard sweeps when the script's shell exits
     result = sandbox.run(
         ExecRequest(
-            argv=["sh", "-c", install_script(steps, sweep)],
+            argv=["python3", "-I", "-S", f"{home}/guard.py", "run", "--", "sh", "-c", script],
             env={**env, **PIP_ENV},
             timeout_s=timeout_s,
             output_cap=output_cap,
+            separate_stderr=True,
+            stderr_cap=4096,
         )
     )
     output = result.output[-output_cap:].decode("utf-8", "replace")
-    left = _left_alive(sandbox, home)
-    if left is not None:
-        return Installed(f"test process tampered: {left}", output, tampered=True)
-    if result.exit_code == 0 and not result.timed_out:
-        return Installed(None, output)
-    return Installed(failure(steps, output, result.exit_code, result.timed_out), output)
+    report = GUARD_REPORT.search(result.stderr)
+    code = result.exit_code
+    if report is not None and report.group(2) == b"exit":
+        code = int(report.group(3))
+    if result.timed_out:  # no test runs: what is left cannot matter
+        return Installed(failure(steps, output, code, True), output)
+    if report is None:
+        why = "the install step's processes ended the harness's guard"
+        return Installed(f"test process tampered: {why}", output, tampered=True)
+    if report.group(2) == b"error":  # fork refused (the pids limit): the steps' doing
+        why = report.group(3).decode("ascii", "replace")
+        return Installed(f"the harness's guard failed during the install step: {why}", output)
+    if b"stragglers=" in result.stderr:
+        why = "processes of the install step survived the harness's guard"
+        return Installed(f"test process tampered: {why}", output, tampered=True)
+    left = _census(sandbox, home)
+    if left:
+        why = f"{left} process(es) of the install step outlived it and the harness's guard"
+        return Installed(f"test process tampered: {why}", output, tampered=True)
+    if code != 0:
+        return Installed(failure(steps, output, code, False), output)
+    return Installed(None, output)
 
 
-def _left_alive(sandbox: Sandbox, home: str) -> str | None:
-    """Sweep in an exec of its own, then count as root; why the tests may not run, or None."""
-    swept = sandbox.run(
-        ExecRequest(
-            argv=["python3", "-I", "-S", f"{home}/guard.py", "sweep"],
-            env={"PATH": PATH, "LANG": "C.UTF-8"},
-            timeout_s=SWEEP_TIMEOUT_S,
-            output_cap=4096,
-            separate_stderr=True,
-        )
-    )
-    if swept.timed_out:  # stopped (SIGSTOP) or starved: the sandbox may be gone with it
-        return "the install step's processes stopped the harness's sweep"
+def _census(sandbox: Sandbox, home: str) -> int:
+    """The live processes of the test's uid, counted by root (``guard.py census``)."""
     census = sandbox.run(
         ExecRequest(
             argv=["python3", "-I", "-S", f"{home}/guard.py", "census", str(AGENT_UID)],
             user=ROOT_USER,
             env={"PATH": PATH, "LANG": "C.UTF-8"},
-            timeout_s=SWEEP_TIMEOUT_S,
+            timeout_s=CENSUS_TIMEOUT_S,
             output_cap=4096,
             separate_stderr=True,
         )
     )
-    live = _count(census.output, b"live=")
-    if census.exit_code != 0 or live is None:
+    lines = census.output.strip().splitlines()
+    tail = lines[-1].split(b"live=", 1)[-1].split() if lines and b"live=" in lines[-1] else []
+    if census.exit_code != 0 or census.timed_out or not tail or not tail[0].isdigit():
         # Root's census cannot be stopped by the test's uid: a census that failed is ours.
         why = (census.stderr or census.output)[-300:].decode("utf-8", "replace").strip()
         raise SandboxError(f"the harness's process census failed: {why}")
-    if live:
-        return f"{live} process(es) of the install step outlived it and the harness's sweep"
-    if swept.exit_code != 0 or _count(swept.output, b"swept=") is None:
-        return "the install step's processes stopped the harness's sweep"
-    return None
-
-
-def _count(output: bytes, key: bytes) -> int | None:
-    """The number after ``key`` on the guard's last line, or None."""
-    lines = output.strip().splitlines()
-    if not lines or key not in lines[-1]:
-        return None
-    tail = lines[-1].split(key, 1)[1].split()
-    return int(tail[0]) if tail and tail[0].isdigit() else None
+    return int(tail[0])

@@ -9,9 +9,10 @@ declared, ``tests/test_other.py::test_sub`` in the fixture and declared, the bug
    ``pip install -e .`` as the test's uid) forks a daemon that starves the install
    shell's own sweep (a lowered ``RLIMIT_NOFILE``), then waits for the harness's pytest,
    reads its standard input (the selection, once the canaries' names) through
-   ``/proc/PID/fd/0``, and reports a clean session to the collector first; or stops
-   every new process of its uid (the sweep), or forks without end. The harness sweeps
-   in an exec of its own and counts the uid's processes as root before any test runs.
+   ``/proc/PID/fd/0``, and reports a clean session to the collector first; or kills
+   the harness's guard, stops every other process of its uid, or forks without end.
+   The steps run under the guard, which kills everything of the uid when they end,
+   and root counts the uid's processes before any test runs.
 2. *Canaries told apart*: a rewrite of every report that passes exactly the tests
    named in the test file on disk, or all but the canaries the plugin holds in memory.
    The canaries are in the file and the plugin holds no list of them: both flip a
@@ -110,17 +111,21 @@ def _forge():
                 time.sleep(30)
                 return
         time.sleep(0.001)
-def _stop_newcomers():
-    seen = {pid for pid, _ in _mine()}
+def _kill_the_guard():
+    time.sleep(0.5)
+    for pid, cmd in _mine():
+        if b"guard.py" in cmd:
+            os.kill(pid, signal.SIGKILL)
+    _forge()
+def _stop_everyone():
     deadline = time.time() + 120
     while time.time() < deadline:
         for pid, _ in _mine():
-            if pid not in seen:
-                seen.add(pid)
-                try:
-                    os.kill(pid, signal.SIGSTOP)
-                except OSError:
-                    pass
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except OSError:
+                pass
+        time.sleep(0.01)
 def _fork_forever():
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -152,9 +157,13 @@ INSTALL_ATTACKS: dict[str, tuple[str, str]] = {
         "via /proc/PID/fd/0 and sends a clean session first",
         "_starve()\n_daemon(_forge)\n",
     ),
-    "a daemon that stops every new process": (
-        "setup.py: a detached daemon SIGSTOPs each new process of its uid (the sweep)",
-        "_starve()\n_daemon(_stop_newcomers)\n",
+    "a daemon that kills the guard": (
+        "setup.py: a detached daemon SIGKILLs the harness's guard, then reports first",
+        "_daemon(_kill_the_guard)\n",
+    ),
+    "a daemon that stops every other process": (
+        "setup.py: a detached daemon SIGSTOPs every process of its uid but itself, in a loop",
+        "_daemon(_stop_everyone)\n",
     ),
     "a daemon that forks without end": (
         "setup.py: a detached daemon re-forks and exits in a loop, never the same pid",
@@ -173,9 +182,7 @@ def _on_disk(nodeid):
     except OSError:
         return False
     return parts[-1].split("[")[0] in names
-_rewrite(_on_disk, 0)
-import atexit, os
-atexit.register(lambda: os._exit(0))
+_rewrite(_on_disk)
 """
 PLUGIN_MEMORY = r"""
 import gc as _gc
@@ -189,9 +196,7 @@ for _o in _gc.get_objects():
                 _known.add("%s::%s" % (_c["file"], _c["name"]))
     except Exception:
         pass
-_rewrite(lambda n: n not in _known, 0)
-import atexit, os
-atexit.register(lambda: os._exit(0))
+_rewrite(lambda n: n not in _known)
 """
 CALLS_THE_PROJECT = r"""
 import ast as _ast
@@ -251,6 +256,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
         arms,
         fixtures={"flat": FIXTURE, "inst": fixture},
         hidden={"flat": hidden, "inst": hidden},
+        runtime={"verify_timeout_s": 30},  # a stopped install step ends at this limit
     )
 
 
