@@ -26,7 +26,7 @@ from runner.agents.installed.session import session_archive
 from runner.config.model import InstalledAgent, Price, Route, Toggles
 from runner.fixtures.archives import Member, build_tar
 from runner.paths import AGENT_UID
-from runner.sandbox.base import ExecRequest, ModelCall
+from runner.sandbox.base import ExecRequest, ModelCall, Sandbox
 from runner.sandbox.copy_in import unpack_as_agent
 
 ABSTAIN_HINT = (
@@ -92,7 +92,7 @@ class Installed:
             return result
         calls = ctx.sandbox.model_calls()
         result = self._judged(model_usage(result, calls, self.route), calls)
-        session = read_session(ctx, self.kind.session_logs)
+        session = read_session(ctx.sandbox, self.kind.session_logs)
         logs = {"stdout": result.log.encode("utf-8", "replace"), **session}
         steps, cut = transcript_of(self.kind.steps(logs), self.transcript_cap)
         result = replace(
@@ -152,14 +152,26 @@ def _with_parents(members: list[Member]) -> list[Member]:
     return [Member(d, True, b"", False) for d in sorted(dirs - have)] + members
 
 
-def read_session(ctx: AgentContext, paths: tuple[str, ...]) -> dict[str, bytes]:
+def read_session(
+    sandbox: Sandbox, paths: tuple[str, ...], timeout_s: float = 60.0
+) -> dict[str, bytes]:
     """The CLI's session files under HOME, read as the agent's uid (no more than the agent
-    could read) within ``SESSION_CAP``: regular files only, by path relative to HOME."""
-    result = ctx.sandbox.run(
+    could read) within ``SESSION_CAP``: regular files only, by path relative to HOME.
+
+    The read stops at the cap at once, in time proportional to the cap: a file larger
+    than the cap (a sparse terabyte) is never opened, and the archive stream is cut by
+    ``head`` (tar then dies of SIGPIPE) rather than drained to the command's timeout."""
+    script = (
+        'cd "$1" && shift && '
+        f'find "$@" -type f -size -{SESSION_CAP + 1}c -print0 2>/dev/null'
+        " | tar -c -f - --null -T - --no-recursion --ignore-failed-read 2>/dev/null"
+        f" | head -c {SESSION_CAP}"
+    )
+    result = sandbox.run(
         ExecRequest(
-            argv=["tar", "-c", "-f", "-", "--ignore-failed-read", "-C", HOME, *paths],
+            argv=["sh", "-c", script, "sh", HOME, *paths],
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-            timeout_s=60,
+            timeout_s=timeout_s,
             output_cap=SESSION_CAP,
             separate_stderr=True,
         )
