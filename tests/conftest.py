@@ -74,6 +74,7 @@ SLOW_FIRST = (
     "test_run_cli.py",
     "test_export.py",
     "test_install_step.py",
+    "test_canaries_and_install.py",
     "test_model_only.py",
     "test_compose.py",
     "test_pack30.py",
@@ -318,8 +319,8 @@ PROXY_IMAGE = "deltarun/model-proxy:bookworm"
 @pytest.fixture(scope="session")
 def proxy_image(docker_api: Any) -> str:
     """The proxy image, (re)built by scripts/build-images.sh when missing or stale."""
-    proxy = _ROOT / "worker_images/proxy"
-    sources = [proxy / "Dockerfile", *sorted(proxy.glob("*.py"), key=lambda p: p.name.encode())]
+    code = sorted((_ROOT / "runner/gateway").glob("*.py"), key=lambda p: p.name.encode())
+    sources = [_ROOT / "worker_images/proxy/Dockerfile", *code]
     want = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()
     try:
         have = (docker_api.inspect_image(PROXY_IMAGE)["Config"].get("Labels") or {}).get(
