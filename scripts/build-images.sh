@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the sandbox images; fast and silent when they exist and are up to date.
 # The python image is labelled with the SHA-256 of its Dockerfile, the model
-# proxy image with the SHA-256 of its Dockerfile and proxy.py; each is rebuilt
+# proxy image with the SHA-256 of its Dockerfile and the modules of runner/gateway
+# (the proxy's code, copied into the image as /opt/proxy/gateway); each is rebuilt
 # only when that changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,12 +37,17 @@ if [ "$want" != "$have" ]; then
         --label "deltarun.dockerfile=$want" -t "$PY_TAG" worker_images/python >/dev/null
 fi
 
-want="$(LC_ALL=C; cat worker_images/proxy/Dockerfile worker_images/proxy/*.py | sha256sum | cut -c1-64)"
+want="$(export LC_ALL=C; cat worker_images/proxy/Dockerfile runner/gateway/*.py | sha256sum | cut -c1-64)"
 have="$(docker image inspect -f '{{ index .Config.Labels "deltarun.dockerfile" }}' "$PROXY_TAG" 2>/dev/null || true)"
 if [ "$want" != "$have" ]; then
     echo "building $PROXY_TAG..."
+    context="$(mktemp -d)"
+    trap 'rm -rf "$context"' EXIT
+    mkdir "$context/gateway"
+    cp worker_images/proxy/Dockerfile "$context/"
+    cp runner/gateway/*.py "$context/gateway/"
     docker build -q --network none --build-arg "BASE=$PY_TAG" \
-        --label "deltarun.dockerfile=$want" -t "$PROXY_TAG" worker_images/proxy >/dev/null
+        --label "deltarun.dockerfile=$want" -t "$PROXY_TAG" "$context" >/dev/null
 fi
 short() { docker image inspect -f '{{.Id}}' "$1" | cut -c1-19; }
 echo "images ready: $PY_TAG $(short "$PY_TAG") $PROXY_TAG $(short "$PROXY_TAG")"

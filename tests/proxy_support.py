@@ -1,7 +1,8 @@
-"""The model proxy (worker_images/proxy/proxy.py) run for real on the host, and a fake
+"""The model proxy (runner/gateway/proxy.py) run for real on the host, and a fake
 upstream on loopback that answers whatever a test scripts, byte for byte.
 
-The proxy is the same script the gateway image runs, started as a process with
+The proxy is the same code the gateway image runs (``python3 -m runner.gateway.proxy``
+here, ``-m gateway.proxy`` there), started as a process with
 ``DELTARUN_LISTEN_HOST=127.0.0.1`` and ``DELTARUN_LISTEN_PORT=0``; the port it took is read
 from its start-up line. Its log lines are collected as they come. Nothing here reaches
 beyond 127.0.0.1.
@@ -23,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, cast
 
-PROXY = Path(__file__).resolve().parents[1] / "worker_images" / "proxy" / "proxy.py"
+ROOT = Path(__file__).resolve().parents[1]
 REAL_KEY = "sk-real-7f3a9c"
 PLACEHOLDER = "sk-placeholder-0000"
 WAIT_S = 15.0
@@ -191,8 +192,9 @@ def proxy_environment(upstream: str, key: str | None, **extra: str) -> dict[str,
 def start_proxy(env: Mapping[str, str]) -> subprocess.CompletedProcess[bytes] | RunningProxy:
     """Start the proxy; the finished process when it refused to start."""
     process = subprocess.Popen(
-        [sys.executable, "-B", str(PROXY)],
-        env=dict(env),
+        [sys.executable, "-B", "-m", "runner.gateway.proxy"],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        cwd="/",
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

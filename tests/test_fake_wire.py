@@ -1,29 +1,20 @@
 """The fake model's answers (tests/fake_wire.py), in every API and both shapes, read by the
-gateway proxy's own reader (worker_images/proxy/wire.py) as the usage and tool calls they
+gateway proxy's own reader (runner/gateway/wire.py) as the usage and tool calls they
 report: what tests/test_installed_e2e.py compares the records with is what was served."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from runner.gateway import wire as gateway_wire
 from tests.fake_wire import JSON, RENDERERS, SSE, Api, Call, Reply, Usage
-
-WIRE = Path(__file__).resolve().parents[1] / "worker_images" / "proxy" / "wire.py"
 
 
 @pytest.fixture(scope="module")
 def wire() -> Any:
-    spec = importlib.util.spec_from_file_location("deltarun_proxy_wire", WIRE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return gateway_wire
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["json", "sse"])

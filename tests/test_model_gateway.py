@@ -22,6 +22,7 @@ import docker.errors
 import pytest
 
 from runner.errors import SandboxError, UserError
+from runner.gateway import sources as gateway_sources
 from runner.sandbox.docker import process_identity
 from runner.sandbox.model_gateway import (
     GATEWAY_ALIAS,
@@ -309,10 +310,10 @@ def test_agent_base_url_and_network(docker_api: Any, gateway: ModelGateway, worl
         0,
         "0\n",
     )
-    for source in sorted((ROOT / "worker_images/proxy").glob("*.py")):
-        shipped = run(docker_api, gateway.container, ["cat", f"/opt/proxy/{source.name}"])
-        assert shipped == (0, source.read_text()), (
-            f"{PROXY_IMAGE} does not run this {source.name}: rebuild it"
+    for name, source in sorted(gateway_sources().items()):
+        shipped = run(docker_api, gateway.container, ["cat", f"/opt/proxy/gateway/{name}"])
+        assert shipped == (0, source.decode()), (
+            f"{PROXY_IMAGE} does not run this {name}: rebuild it"
         )
     aliases = proxy["NetworkSettings"]["Networks"][gateway.network]["Aliases"]
     assert GATEWAY_ALIAS in aliases

@@ -58,8 +58,8 @@ from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import BufferedIOBase
 
-from budget import Budget, refusal
-from wire import ANTHROPIC, Usage, api_of, read_answer
+from .budget import Budget, refusal
+from .wire import ANTHROPIC, Usage, api_of, read_answer
 
 DEFAULT_PORT = 8080
 READY_PATH = "/__deltarun_ready"

@@ -3,7 +3,7 @@
 Why: an agent that calls a model needs the network, but a sandbox with the network
 could reach anything (the host, the LAN, a metadata service, the internet) and would
 need the API key. So the sandbox joins a fresh *internal* Docker network (no route
-out) whose only other member is a small forwarding proxy (``worker_images/proxy``),
+out) whose only other member is a small forwarding proxy (``runner.gateway``),
 reachable as ``http://model-gateway:8080``. The proxy is also on an egress network
 and forwards only paths under the upstream's prefix, only to the upstream's host.
 The API key is in the proxy's environment alone, never in the sandbox: the proxy
