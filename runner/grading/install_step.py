@@ -63,6 +63,7 @@ def install(
             output_cap=output_cap,
             separate_stderr=True,
             stderr_cap=4096,
+            untrusted=True,  # the patched project's setup code: runner.sandbox.blame
         )
     )
     output = result.output[-output_cap:].decode("utf-8", "replace")

@@ -386,6 +386,7 @@ def _command_request(task: RepoTask, place: _Place, settings: VerifySettings) ->
         env=env,
         timeout_s=settings.timeout_s,
         output_cap=settings.output_cap,
+        untrusted=True,  # the code under test: runner.sandbox.blame
     )
 
 
@@ -430,6 +431,7 @@ def _pytest_request(
         timeout_s=settings.timeout_s,
         output_cap=settings.output_cap,
         stdin=json.dumps(spec).encode("utf-8"),
+        untrusted=True,  # the code under test: runner.sandbox.blame
     )
 
 

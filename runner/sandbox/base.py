@@ -66,6 +66,10 @@ class ModelCall:
     latency_ms: int = 0
     tool_calls: tuple[str, ...] = ()
     budget_exhausted: bool = False
+    # Every model name the answer gave (each is held to the route lock), and what the
+    # gateway could not take at its word (``estimated``, ``key_reflected``: runner.gateway).
+    models: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,25 @@ class ExecRequest:
     # whose stdout is data (a patch) or whose stderr only the harness may write.
     separate_stderr: bool = False
     stderr_cap: int = 1 << 16
+    # The command runs code deltarun does not control (the agent's program, a tool call's
+    # command, the code under test). From then on, a sandbox that its own state ends (its
+    # pids or memory full, its runtime dead of it) makes the trial the agent's, never an
+    # infrastructure error (``SandboxLost``; the rule is ``runner.sandbox.blame``).
+    untrusted: bool = False
+
+
+class SandboxLost(Exception):
+    """The sandbox ended by its own state after untrusted code started in it: raised by
+    the command (or copy) that found it so, and by every later one on that sandbox.
+
+    Not a ``DeltarunError``: no run stops and nothing is infrastructure here. The trial
+    is the agent's (``runner.trial.execute`` makes it a miss with ``reason``)."""
+
+    def __init__(self, reason: str, *, oom_killed: bool = False, exit_code: int | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.oom_killed = oom_killed
+        self.exit_code = exit_code
 
 
 class Running(Protocol):
@@ -155,7 +178,8 @@ class Sandbox(Protocol):
         ...
 
     def run(self, request: ExecRequest) -> ExecResult:
-        """Run a command; it is killed at ``request.timeout_s``."""
+        """Run a command; it is killed at ``request.timeout_s``. ``SandboxLost`` when the
+        sandbox's own state ended it after untrusted code started in it."""
         ...
 
     def start(self, request: ExecRequest) -> Running:

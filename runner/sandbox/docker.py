@@ -52,12 +52,13 @@ from runner.sandbox.base import (
     Running,
     SandboxSpec,
 )
+from runner.sandbox.blame import Blame
 from runner.sandbox.engine import API_ERRORS, image_id
 from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 from runner.sandbox.model_gateway import ModelGateway, open_gateway
 from runner.sandbox.mounts import SandboxMounts
-from runner.sandbox.running import DockerRunning
+from runner.sandbox.running import DockerRunning, Ended
 from runner.sandbox.view_probe import views_work
 
 log = logging.getLogger(__name__)
@@ -344,16 +345,6 @@ def _remove_container(client: docker.APIClient, container: str) -> None:
                 time.sleep(0.5 * (attempt + 1))
 
 
-class Ended:
-    """The ``Running`` of a command that never started: the container is already dead."""
-
-    def __init__(self, result: ExecResult) -> None:
-        self._result = result
-
-    def finish(self) -> ExecResult:
-        return self._result
-
-
 class DockerSandbox:
     """A started container; every method is bounded in time and output."""
 
@@ -375,6 +366,8 @@ class DockerSandbox:
         self._digest = digest
         self._gateway = gateway
         self._killed = False  # by the watchdog, after a command the sandbox held (``run``)
+        # Whether the sandbox's own state ended it, after untrusted code started in it.
+        self._blame = Blame(self.client, container)
 
     @property
     def model_base_url(self) -> str | None:
@@ -398,8 +391,12 @@ class DockerSandbox:
         return self._prefilled
 
     def put_archive(self, dest: str, tar: bytes | Path) -> None:
+        self._blame.begin()
         if self._killed:
             raise SandboxError(f"cannot copy files into {dest}: the sandbox was killed")
+        self._blame.judged(lambda: self._put_archive(dest, tar))
+
+    def _put_archive(self, dest: str, tar: bytes | Path) -> None:
         try:
             # Read whole: the engine unpacks a body it has in full faster than a stream.
             data = tar.read_bytes() if isinstance(tar, Path) else tar
@@ -412,19 +409,28 @@ class DockerSandbox:
     def read_file(self, path: str, cap: int) -> tuple[bytes | None, bool]:
         """Bounded in bytes and time (``runner.sandbox.copy_out``). After the container
         was killed (``run``) nothing is left to read: every file is absent."""
+        self._blame.begin()
         if self._killed:
             return None, False
-        return copy_out.read_file(self.client, self.container, path, cap)
+        return self._blame.judged(
+            lambda: copy_out.read_file(self.client, self.container, path, cap)
+        )
 
     def run(self, request: ExecRequest) -> ExecResult:
         """The command under ``timeout`` in the container and a host watchdog.
 
         A command the sandbox held past both (its processes stopped, ``exec_io``) ends
         with its container, as a timeout; from then on the sandbox is dead and every
-        later command ends at once the same way, without asking the engine.
+        later command ends at once the same way, without asking the engine. A failure
+        the sandbox's own state explains, once untrusted code started in it, raises
+        ``SandboxLost`` (``runner.sandbox.blame``), now and for every later command.
         """
+        self._blame.begin(request)
         if self._killed:
             return KILLED
+        return self._blame.judged(lambda: self._run(request))
+
+    def _run(self, request: ExecRequest) -> ExecResult:
         timeout = max(1.0, request.timeout_s)
         argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{timeout:.3f}", *request.argv]
         started = time.monotonic()
@@ -441,6 +447,8 @@ class DockerSandbox:
         duration = time.monotonic() - started
         exit_code = self._exit_code(streamed.exec_id)
         timed_out = exit_code in (124, 137) and duration >= timeout - 0.05
+        if not timed_out:
+            self._blame.ended(exit_code)
         killed = exit_code == 137 and not timed_out
         return ExecResult(
             exit_code=exit_code,
@@ -452,13 +460,17 @@ class DockerSandbox:
         )
 
     def start(self, request: ExecRequest) -> Running:
-        """A command beside the next ones (``runner.sandbox.running``), bounded like ``run``."""
+        """A command beside the next ones (``runner.sandbox.running``), bounded like ``run``
+        and judged like it (``SandboxLost``)."""
+        self._blame.begin(request)
         if self._killed:
             return Ended(KILLED)
         timeout = max(1.0, request.timeout_s)
         argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{timeout:.3f}", *request.argv]
         deadline = timeout + KILL_GRACE_S + WATCHDOG_GRACE_S
-        return DockerRunning(self.client, self.container, request, argv, deadline)
+        return self._blame.judged(
+            lambda: DockerRunning(self.client, self.container, request, argv, deadline, self._blame)
+        )
 
     def _exit_code(self, exec_id: str) -> int | None:
         try:

@@ -18,6 +18,12 @@ killing the container; that is the command's limit exceeded, a timeout
 (``Verdict.HELD``). An engine that does not answer, that says the command ended
 but never ends its stream, or whose container is paused (by the operator) is a
 stalled engine: infrastructure (``Verdict.STALLED``).
+
+The watchdog also looks every ``LIVENESS_S`` whether the command's container still
+runs: when a sandbox's runtime dies (gVisor's sentry, of what ran in it) the engine
+can lose its commands, whose output then never ends. A container that stopped ends
+the command at once (``Verdict.GONE``); whose doing that was is for
+``runner.sandbox.blame`` to say.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ PROBE_S = 5.0
 STREAM_GRACE_S = 5.0
 # How long a killing of the container may take before the watchdog stops waiting for it.
 KILL_WAIT_S = 10.0
+# How often the watchdog asks whether a command's container still runs.
+LIVENESS_S = 3.0
 
 T = TypeVar("T")
 
@@ -161,6 +169,9 @@ def stalled(deadline: float) -> str:
     )
 
 
+GONE = "the sandbox's container stopped while a command ran in it"
+
+
 def answered(call: Callable[[], T], within_s: float) -> T | None:
     """``call()``'s result, or None when it failed or did not return within ``within_s``
     (it then runs on in a daemon thread, abandoned: a stalled engine cannot hold us)."""
@@ -182,16 +193,20 @@ class Verdict(enum.Enum):
     ENDED = "ended"  # the command had ended and its stream came after all: nothing was wrong
     HELD = "held"  # the sandbox held the command past its limit: the container was killed
     STALLED = "stalled"  # the engine did not answer, or did not end the stream: infrastructure
+    GONE = "gone"  # the container stopped under the command: ``runner.sandbox.blame`` decides
 
 
 class Watchdog:
-    """Ends a command that outlives its deadline plus a grace, whatever the engine does.
+    """Ends a command that outlives its deadline plus a grace, whatever the engine does,
+    or whose container stopped under it.
 
     Firing asks the engine about the command (``watch``) and its container, each
     call bounded; then, unless the command turns out to have ended, it ends the
     command's output stream (shut down, which wakes a blocked reader, then closed)
     and kills the container: within ``KILL_WAIT_S`` when the sandbox held the
-    command, from an abandoned thread when the engine stalled. ``finish`` gives the
+    command, from an abandoned thread when the engine stalled (a stopped container
+    is left as it is). Until the deadline it looks every ``LIVENESS_S`` whether the
+    container still runs, and fires at once when it stopped. ``finish`` gives the
     verdict to the reader's thread.
     """
 
@@ -206,9 +221,35 @@ class Watchdog:
         self._ended = threading.Event()  # the watchdog ended the stream: readers stop
         self._done = threading.Event()  # the reader is done with the stream
         self._decided = threading.Event()
-        self._timer = threading.Timer(after_s, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        self._until = time.monotonic() + after_s
+        self._asking = False  # a liveness question is out, unanswered
+        threading.Thread(target=self._watch, daemon=True, name="exec-watchdog").start()
+
+    def _watch(self) -> None:
+        """Fire at the deadline, or as soon as the container is seen stopped."""
+        while not self._done.wait(max(0.0, min(LIVENESS_S, self._until - time.monotonic()))):
+            if time.monotonic() >= self._until or self._stopped():
+                self._fire()
+                return
+
+    def _stopped(self) -> bool:
+        """The engine says the container no longer runs (paused is not stopped: the
+        deadline decides that one). A question the engine does not answer is no answer,
+        and none is asked while the last one is still out (a stalled engine)."""
+        if self._asking:
+            return False
+        self._asking = True
+
+        def ask() -> Any:
+            try:
+                return self._client.inspect_container(self._container)
+            finally:
+                self._asking = False
+
+        within = max(0.1, min(PROBE_S, self._until - time.monotonic()))
+        info = answered(ask, within)
+        state = info.get("State") if isinstance(info, dict) else None
+        return isinstance(state, dict) and not state.get("Running") and not state.get("Paused")
 
     def watch(self, exec_id: str) -> None:
         """The exec the engine is asked about when the watchdog fires. Without one (the
@@ -255,20 +296,20 @@ class Watchdog:
     def _judge(self) -> Verdict:
         if self._done.is_set():
             return Verdict.ENDED  # the stream ended as the timer went off
-        if self._exec_id is None:
-            return Verdict.STALLED
         state = self._probe()
         if state is None:
             return Verdict.STALLED
-        running, container_live = state
-        if not container_live:
-            return Verdict.STALLED  # paused (the operator) or gone: not the command's doing
+        running, container = state
+        if container == "stopped":
+            return Verdict.GONE
+        if container == "paused" or running is None:
+            return Verdict.STALLED  # the operator paused it, or the engine lost the command
         if running:
             return Verdict.HELD  # its own `timeout` should have ended it long ago
         # The engine says the command ended: a working engine ends its stream at once.
         return Verdict.ENDED if self._done.wait(STREAM_GRACE_S) else Verdict.STALLED
 
-    def _probe(self) -> tuple[bool, bool] | None:
+    def _probe(self) -> tuple[bool | None, str] | None:
         """``_ask``, again after a failure, until the engine answers; None after ``PROBE_S``
         (a call that hangs is abandoned, a refusal is asked once more after a pause)."""
         until = time.monotonic() + PROBE_S
@@ -279,21 +320,26 @@ class Watchdog:
             time.sleep(min(0.5, max(0.0, until - time.monotonic())))
         return None
 
-    def _ask(self) -> tuple[bool, bool]:
-        """(the exec still runs, the container runs and is not paused), as the engine says."""
-        assert self._exec_id is not None
-        running = bool(self._client.exec_inspect(self._exec_id).get("Running"))
+    def _ask(self) -> tuple[bool | None, str]:
+        """(the exec still runs, or None when there is none; the container "running",
+        "paused" or "stopped"), as the engine says. The container first: a stopped one
+        has no commands left to ask about."""
         state = self._client.inspect_container(self._container).get("State") or {}
-        return running, bool(state.get("Running")) and not state.get("Paused")
+        if not state.get("Running"):
+            return None, "stopped"
+        if state.get("Paused"):
+            return None, "paused"
+        if self._exec_id is None:
+            return None, "running"
+        return bool(self._client.exec_inspect(self._exec_id).get("Running")), "running"
 
     def _kill(self) -> None:
         with contextlib.suppress(*API_ERRORS):
             self._client.kill(self._container)
 
     def cancel(self) -> None:
-        """The reader is done: the timer no longer matters."""
+        """The reader is done: the deadline no longer matters."""
         self._done.set()
-        self._timer.cancel()
 
     def finish(self) -> Verdict | None:
         """The reader is done: None when the watchdog did not fire, else its verdict (waited
@@ -314,7 +360,7 @@ class Streamed:
     output: bytes
     truncated: bool
     stderr: bytes
-    verdict: Verdict | None  # None, ENDED or HELD: a stalled engine raises
+    verdict: Verdict | None  # None, ENDED or HELD: a stalled engine or a stopped sandbox raises
 
 
 def stream_exec(
@@ -361,6 +407,8 @@ def stream_exec(
             return Streamed(exec_id, b"", False, b"", verdict)
         if verdict is Verdict.STALLED:
             raise SandboxError(stalled(deadline)) from exc
+        if verdict is Verdict.GONE:
+            raise SandboxError(GONE) from exc
         raise SandboxError(f"Docker failed while a command ran: {exc}") from exc
     finally:
         watchdog.cancel()
@@ -369,4 +417,6 @@ def stream_exec(
         # The engine did not answer, or never ended the stream of a command it says has
         # ended: infrastructure, not the agent.
         raise SandboxError(stalled(deadline))
+    if verdict is Verdict.GONE:
+        raise SandboxError(GONE)  # whose doing: ``runner.sandbox.blame``, by the caller
     return Streamed(exec_id, output, truncated, stderr, verdict)

@@ -6,7 +6,9 @@ standard input that the test command is over. So the exec starts with its input
 open, a thread reads its output (bounded by the caps, as ``run`` does), and
 ``finish`` closes the input and waits for the end. The same two bounds as
 ``DockerSandbox.run``: the in-container ``timeout`` in ``argv``, and a host
-watchdog that ends the exec whatever the engine does.
+watchdog that ends the exec whatever the engine does. A failure is judged as
+``run`` judges one (``runner.sandbox.blame``): the sandbox's own doing raises
+``SandboxLost``, and a sandbox found lost by another command ends this one at once.
 """
 
 from __future__ import annotations
@@ -19,9 +21,18 @@ import time
 import docker
 
 from runner.errors import SandboxError
-from runner.sandbox.base import ExecRequest, ExecResult
+from runner.sandbox.base import ExecRequest, ExecResult, SandboxLost
+from runner.sandbox.blame import Blame
 from runner.sandbox.engine import API_ERRORS
-from runner.sandbox.exec_io import Watchdog, collect_frames, frames, raw_socket, stalled
+from runner.sandbox.exec_io import (
+    GONE,
+    Verdict,
+    Watchdog,
+    collect_frames,
+    frames,
+    raw_socket,
+    stalled,
+)
 
 # After its input closes, the collector ends within its own grace (2 s); this is the most
 # the host waits for that, beyond which the exec is abandoned to the watchdog and ``gc``.
@@ -38,8 +49,10 @@ class DockerRunning:
         request: ExecRequest,
         argv: list[str],
         deadline_s: float,
+        blame: Blame,
     ) -> None:
         self._client = client
+        self._blame = blame
         self._request = request
         self._deadline_s = deadline_s
         self._started = time.monotonic()
@@ -84,6 +97,16 @@ class DockerRunning:
 
     def finish(self) -> ExecResult:
         """Close the command's input; wait for its end; how it ended."""
+        try:
+            self._blame.begin()
+        except SandboxLost:
+            self._watchdog.cancel()
+            with contextlib.suppress(OSError):
+                self._raw.shutdown(socket.SHUT_RDWR)  # the container is gone: no end to wait for
+            raise
+        return self._blame.judged(self._finish)
+
+    def _finish(self) -> ExecResult:
         with contextlib.suppress(OSError):
             self._raw.shutdown(socket.SHUT_WR)
         left = self._deadline_s - (time.monotonic() - self._started)
@@ -96,13 +119,15 @@ class DockerRunning:
         if self._watchdog.fired or self._result is None:
             why = self._failure or "it did not end after its input closed"
             if self._watchdog.fired:
-                raise SandboxError(stalled(self._deadline_s))
+                gone = self._watchdog.finish() is Verdict.GONE
+                raise SandboxError(GONE if gone else stalled(self._deadline_s))
             raise SandboxError(f"a harness command beside the test failed: {why}")
         output, truncated, stderr = self._result
         try:
             code = self._client.exec_inspect(self._exec_id).get("ExitCode")
         except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to report a command's exit: {exc}") from exc
+        self._blame.ended(None if code is None else int(code))
         return ExecResult(
             exit_code=None if code is None else int(code),
             output=output,
@@ -110,3 +135,13 @@ class DockerRunning:
             timed_out=False,
             stderr=stderr,
         )
+
+
+class Ended:
+    """The ``Running`` of a command that never started: the container is already dead."""
+
+    def __init__(self, result: ExecResult) -> None:
+        self._result = result
+
+    def finish(self) -> ExecResult:
+        return self._result

@@ -15,9 +15,9 @@ second fresh sandbox the agent never saw and runs the hidden tests.
 
 Who is to blame: a failure of the engine, the network or deltarun is outcome
 ``error``. A failure caused by what the agent controls (its files, their names
-and sizes, its answer, its processes) is a miss, an invalid completion or a
-timeout, with the reason in the record. Both sandboxes are removed in
-``finally``, on every path.
+and sizes, its answer, its processes, a sandbox they ended: ``runner.sandbox.blame``)
+is a miss, an invalid completion or a timeout, with the reason in the record. Both
+sandboxes are removed in ``finally``, on every path.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from runner.sandbox.base import (
     ModelAccess,
     Sandbox,
     SandboxFactory,
+    SandboxLost,
     SandboxSpec,
 )
 from runner.sizes import parse_size
@@ -260,7 +261,11 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts)
     """The agent phase, then the verdict: an answer task's metrics, or phase B."""
     fixture = env.fixture(task)
     with telemetry.phase("agent"):
-        agent_wall = _agent_phase(job, task, agent, env, fixture, facts)
+        try:
+            agent_wall = _agent_phase(job, task, agent, env, fixture, facts)
+        except SandboxLost as lost:  # what the agent ran ended its sandbox: the agent's miss
+            facts.agent_sandbox_lost(lost)
+            return
     result = facts.agent
     if agent_wall is None or result is None or task.kind is TaskKind.NEGATIVE:
         return
@@ -478,9 +483,11 @@ def _verify(
         probe = _spec(job, image_of(task, controls), env, 60, False, io=False)
         plugins = image_facts(env.sandboxes, probe, sandbox.image_digest).pytest_plugins
         settings = replace(settings, plugins=plugins)
-        found: VerifyOutcome = verify(
-            sandbox, task, fixture.view, workspace, hidden, patch, settings
-        )
+        try:
+            found = verify(sandbox, task, fixture.view, workspace, hidden, patch, settings)
+        except SandboxLost as lost:  # the code under test ended the sandbox: no pass
+            why = f"the verify sandbox ended: {lost.reason}"
+            found = VerifyOutcome(False, reason=why, oom_killed=lost.oom_killed)
     facts.tool_violation = facts.tool_violation or found.tampered
     facts.passed = found.passed
     facts.timed_out = found.timed_out

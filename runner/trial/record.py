@@ -10,7 +10,7 @@ UTF-8) with ``patch_sha256`` over exactly those bytes.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ from runner.config.model import Caps
 from runner.grading.outcomes import classify
 from runner.hashing import sha256_bytes
 from runner.models import Job, Outcome, Task, TaskKind, Trial, grading_of
+from runner.sandbox.base import SandboxLost
 
 MAX_DROPPED_LISTED = 50
 
@@ -46,6 +47,16 @@ class Facts:
     reason: str | None = None  # why the outcome is what it is, when the harness knows
     error: str | None = None
     setup_note: str = ""  # the install step failed in the agent's sandbox (leads agent_log)
+
+    def agent_sandbox_lost(self, lost: SandboxLost) -> None:
+        """The agent's sandbox ended by its own state (``runner.sandbox.blame``): the agent's
+        miss, with the reason. Ended under the agent's own command, that command ended with
+        the sandbox (137 when the sandbox was OOM-killed)."""
+        self.reason = f"the agent's sandbox ended: {lost.reason}"
+        if self.agent is None:
+            self.agent = AgentResult(exit_code=lost.exit_code, oom_killed=lost.oom_killed)
+        elif lost.oom_killed:
+            self.agent = replace(self.agent, oom_killed=True)
 
 
 def bare_record(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli
-from tests.helpers import ADD_GOLD, gvisor_residual, make_suite, repo_task, write_agent
+from tests.helpers import ADD_GOLD, make_suite, repo_task, write_agent
 
 pytestmark = pytest.mark.docker
 
@@ -23,7 +23,6 @@ HOSTILE = {
 }
 
 
-@gvisor_residual("the fork bomb's trial ends as an infrastructure error, as in test_resources")
 def test_hostile_arms_leave_the_ledger_whole(
     tmp_path: Path, docker_api: Any, held: Callable[[str, str, str], None]
 ) -> None:

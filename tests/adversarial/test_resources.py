@@ -12,13 +12,12 @@ import pytest
 
 from runner.models import Outcome, Trial
 from tests.adversarial.support import REPORT_PY, hostile
-from tests.helpers import ADD_GOLD, gvisor_residual, make_suite, repo_task, write_agent
+from tests.helpers import ADD_GOLD, make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one
 
 pytestmark = pytest.mark.docker
 
 
-@gvisor_residual("the bomb's sandbox ends as an infrastructure error (the engine's exec fails)")
 def test_fork_bomb_is_held_and_the_neighbour_finishes(
     tmp_path: Path, docker_api: Any, held: Callable[[str, str, str], None]
 ) -> None:
@@ -57,7 +56,6 @@ def test_fork_bomb_is_held_and_the_neighbour_finishes(
 
 # Alone: the host's swap is measured.
 @pytest.mark.exclusive
-@gvisor_residual("the engine reports no OOM kill: gVisor's sentry enforces the limit itself")
 def test_memory_bomb_is_recorded_as_oom(
     tmp_path: Path, docker_api: Any, held: Callable[[str, str, str], None]
 ) -> None:

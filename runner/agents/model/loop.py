@@ -31,6 +31,7 @@ from runner.agents.model.toolbox import Toolbox, ToolPolicy, ToolResult
 from runner.config.model import OpenAIAgent, Route, Toggles
 from runner.errors import EndpointError
 from runner.models import AnswerTask
+from runner.sandbox.base import SandboxLost
 
 MALFORMED_TURNS_LIMIT = 3
 MAX_CALLS_PER_TURN = 32  # a reply with more gets an error for the rest, not a longer trial
@@ -81,6 +82,7 @@ class _Loop:
     route_mismatch: bool = False
     timed_out: bool = False
     ending: ToolResult | None = None
+    lost: str | None = None  # why a command the model ran ended the sandbox
 
 
 class ModelAgent:
@@ -124,7 +126,10 @@ class ModelAgent:
                 max_attempts=self.route.max_attempts,
                 request_timeout_s=self.route.request_timeout_s,
             )
-            self._loop(ctx, endpoint, deadline, state, transcript)
+            try:
+                self._loop(ctx, endpoint, deadline, state, transcript)
+            except SandboxLost as lost:  # the trial is the agent's; its tokens stay counted
+                state.stop_reason, state.lost = "sandbox_lost", f"the sandbox ended: {lost}"
         entries, truncated = transcript.final()
         ending = state.ending
         log = f"stop: {state.stop_reason}" + (f" ({state.error})" if state.error else "")
@@ -144,6 +149,7 @@ class ModelAgent:
             route_mismatch=state.route_mismatch,
             transcript=entries,
             transcript_truncated=truncated,
+            reason=state.lost,
         )
 
     def _loop(

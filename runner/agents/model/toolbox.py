@@ -223,7 +223,7 @@ class Toolbox:
     # -- execution ---------------------------------------------------------------------
 
     def _shell(self, command: str) -> ToolResult:
-        result = self._exec(["sh", "-c", command], self.policy.output_cap)
+        result = self._exec(["sh", "-c", command], self.policy.output_cap, untrusted=True)
         if result.timed_out:
             return self._finished(result, "")
         body = result.output.decode("utf-8", "replace")
@@ -231,11 +231,21 @@ class Toolbox:
             body += f"\n[output truncated at {self.policy.output_cap} bytes]"
         return self._finished(result, f"exit code {result.exit_code}\n{body}")
 
-    def _exec(self, argv: list[str], cap: int, stdin: bytes | None = None) -> ExecResult:
+    def _exec(
+        self, argv: list[str], cap: int, stdin: bytes | None = None, *, untrusted: bool = False
+    ) -> ExecResult:
+        """A tool's command; ``untrusted`` when the model wrote it (``ExecRequest``)."""
         remaining = self.deadline - time.monotonic()
         timeout = max(0.5, min(self.policy.call_timeout_s, remaining))
         return self.sandbox.run(
-            ExecRequest(argv=argv, env=BASE_ENV, timeout_s=timeout, output_cap=cap, stdin=stdin)
+            ExecRequest(
+                argv=argv,
+                env=BASE_ENV,
+                timeout_s=timeout,
+                output_cap=cap,
+                stdin=stdin,
+                untrusted=untrusted,
+            )
         )
 
     def _finished(self, result: ExecResult, text: str) -> ToolResult:
