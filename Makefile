@@ -46,8 +46,9 @@ images: docker  ## build the sandbox images (idempotent, fast when present)
 worker-images: $(STAMP) images  ## build the worker, Redis and registry images used by compose.yaml
 	@bash scripts/build-worker-images.sh
 
-examples: $(STAMP)  ## build examples/quickstart/suite and patches/ from src/ (git-ignored)
+examples: $(STAMP)  ## build examples/quickstart/suite and patches/ from src/, and its copy in examples/openai (git-ignored)
 	$(PY) examples/quickstart/build_suite.py
+	$(PY) examples/quickstart/build_suite.py --out examples/openai
 
 demo: setup images examples  ## run the quickstart suite on the local pool and print the headline
 	$(VENV)/bin/deltarun run examples/quickstart/controls.yaml --allow-missing \

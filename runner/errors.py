@@ -2,7 +2,9 @@
 
     DeltarunError                 base; carries ``exit_code`` and a one-line message
     ├── UserError                 exit 1: bad input (file, field, fix), missing image, no Docker
-    │   └── ArchiveError          an archive member is unsafe or over a cap
+    │   ├── ArchiveError          an archive member is unsafe or over a cap
+    │   └── SuitePathError        exit 2: a path a suite names leads out of it (``..``, absolute,
+    │                             a symbolic link), or deltarun would write through a link
     ├── UsageError                exit 2: a command line that makes no sense
     ├── DigestMismatch            exit 3: a sealed digest does not match the bytes on disk
     ├── ProtocolMismatch          exit 3: a run directory belongs to another protocol hash
@@ -42,6 +44,15 @@ class UserError(DeltarunError):
 
 class ArchiveError(UserError):
     """An archive member is unsafe (link, device, absolute or ``..`` path) or over a cap."""
+
+
+class SuitePathError(UserError):
+    """A path named by suite input (a task line, controls, a kit, an instances file) that
+    leaves the directory of the file naming it, or a link where deltarun would write: the
+    message names the file, the field and the path. Exit 2, as for a command line that
+    cannot be carried out: nothing was read from or written to where the path leads."""
+
+    exit_code = 2
 
 
 class UsageError(DeltarunError):

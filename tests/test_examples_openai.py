@@ -19,16 +19,17 @@ QUICKSTART = EXAMPLES.parent / "quickstart"
 
 @pytest.fixture(scope="module", autouse=True)
 def built_quickstart() -> None:
-    """Build ../quickstart/suite (git-ignored, not committed) as `make examples` does."""
-    with path_lock("examples-quickstart"):  # tests/test_quickstart.py builds it too
+    """Build the quickstart suite into suite/ here (git-ignored, not committed) as `make
+    examples` does: a controls file names only paths inside its own folder."""
+    with path_lock("examples-openai"):
         result = subprocess.run(
-            [sys.executable, str(QUICKSTART / "build_suite.py")],
+            [sys.executable, str(QUICKSTART / "build_suite.py"), "--out", str(EXAMPLES)],
             capture_output=True,
             text=True,
             check=False,
         )
     assert result.returncode == 0, result.stderr
-    assert (QUICKSTART / "suite" / "tasks.jsonl").is_file()
+    assert (EXAMPLES / "suite" / "tasks.jsonl").is_file()
 
 
 @pytest.mark.parametrize("name", ["controls.yaml", "controls.command.yaml"])

@@ -234,37 +234,12 @@ def test_export_stops_when_the_stored_controls_miss_the_protocol(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["orig"]
 
 
-def _climbing(tmp_path: Path) -> tuple[Path, Path]:
-    """Controls in proj/exp/ naming ../suite/tasks.jsonl and ../gold; the run beside them."""
-    root = tmp_path / "proj"
-    root.mkdir()
-    flat = gold_suite(root)
-    data = yaml.safe_load(flat.read_text())
-    data["suite"]["file"] = "../suite/tasks.jsonl"
-    data["arms"][1]["agent"]["dir"] = "../gold"
-    (root / "exp").mkdir()
-    controls = root / "exp" / "controls.yaml"
-    controls.write_text(yaml.safe_dump(data, sort_keys=False))
-    flat.unlink()
-    return controls, prepared_run(controls, root / "run")
-
-
-def test_paths_that_climb_out_put_controls_in_a_subfolder(tmp_path: Path) -> None:
-    _, run = _climbing(tmp_path)
-    kit = tmp_path / "kit"
-    result = run_cli("export", str(run), "--kit", str(kit))
-    assert result.returncode == 0, result.stderr
-    assert not (kit / "controls.yaml").exists()
-    assert load_controls(kit / "exp" / "controls.yaml").protocol_sha256 == protocol_of(run)
-    assert (kit / "suite" / "tasks.jsonl").is_file() and (kit / "gold" / "t0.diff").is_file()
-    assert "CONTROLS='exp/controls.yaml'" in (kit / "replay.sh").read_text()
-    env, log = _stub(tmp_path)
-    assert _replay_sh(kit, env, "--verify-only").returncode == 0
-    assert log.read_text() == "replay run --reverify --controls exp/controls.yaml -j 2\n"
-
+def test_moved_originals_are_found_through_controls(
+    tmp_path: Path, made: tuple[Path, Path]
+) -> None:
     # The originals moved: run.json's controls_path is gone, --controls says where they are.
     moved = tmp_path / "moved"
-    (tmp_path / "proj").rename(moved)
+    (tmp_path / "orig").rename(moved)
     lost = run_cli("export", str(moved / "run"), "--kit", str(tmp_path / "kit2"))
     assert lost.returncode == 1 and one_line(lost.stderr), lost.stderr
     assert "--controls" in lost.stderr
@@ -274,10 +249,10 @@ def test_paths_that_climb_out_put_controls_in_a_subfolder(tmp_path: Path) -> Non
         "--kit",
         str(tmp_path / "kit2"),
         "--controls",
-        str(moved / "exp" / "controls.yaml"),
+        str(moved / "controls.yaml"),
     )
     assert found.returncode == 0, found.stderr
-    exported = (tmp_path / "kit2" / "exp" / "controls.yaml").read_bytes()
+    exported = (tmp_path / "kit2" / "controls.yaml").read_bytes()
     assert exported == (moved / "run" / "controls.yaml").read_bytes()
 
 
@@ -325,14 +300,14 @@ def test_metrics_module_and_command_agent_keep_their_pins(tmp_path: Path) -> Non
 def test_absolute_and_reserved_paths_are_refused(tmp_path: Path) -> None:
     root = tmp_path / "abs"
     root.mkdir()
-    controls = gold_suite(root)
-    data = yaml.safe_load(controls.read_text())
+    run = prepared_run(gold_suite(root), root / "run")
+    stored = run / "controls.yaml"  # a run directory is input too: the strings are checked
+    data = yaml.safe_load(stored.read_text())
     data["suite"]["file"] = str(root / "suite" / "tasks.jsonl")
-    controls.write_text(yaml.safe_dump(data, sort_keys=False))
-    run = prepared_run(controls, root / "run")
+    stored.write_text(yaml.safe_dump(data, sort_keys=False))
     result = run_cli("export", str(run), "--kit", str(tmp_path / "kit"))
-    assert result.returncode == 1 and one_line(result.stderr), result.stderr
-    assert "absolute path" in result.stderr
+    assert result.returncode == 2 and one_line(result.stderr), result.stderr
+    assert "suite.file" in result.stderr and "absolute path" in result.stderr
 
     root = tmp_path / "reserved"
     root.mkdir()

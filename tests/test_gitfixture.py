@@ -106,15 +106,16 @@ def git_suite(tmp_path: Path, tasks: int = 2, bare: bool = False) -> tuple[Path,
     else:
         bundle(repo, suite / "repos" / "calc.bundle")
         source = "repos/calc.bundle"
-    (tmp_path / "gold").mkdir(exist_ok=True)
+    gold = tmp_path / "run" / "gold"  # beside the controls: a path they name stays inside
+    gold.mkdir(parents=True, exist_ok=True)
     for i in range(tasks):
-        (tmp_path / "gold" / f"g{i}.diff").write_text(ADD_GOLD)
+        (gold / f"g{i}.diff").write_text(ADD_GOLD)
     controls = make_suite(
         tmp_path / "run",
         [git_task(f"g{i}", commits[0], source) for i in range(tasks)],
         [
             {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
-            {"name": "gold", "agent": {"type": "patch", "dir": str(tmp_path / "gold")}},
+            {"name": "gold", "agent": {"type": "patch", "dir": "gold"}},
         ],
         hidden={f"g{i}": ADD_HIDDEN for i in range(tasks)},
     )

@@ -20,8 +20,8 @@ RUNNER = ROOT / "runner"
 # Bottom first. A module may import its own package's modules (no circle) and anything on
 # a lower floor; never a higher floor. Names are top-level modules or packages of runner.
 FLOORS: list[set[str]] = [
-    {"errors", "paths", "sizes", "atomic", "hashing", "bounded_json", "setup_signals", "gateway"},
-    {"telemetry"},
+    {"errors", "sizes", "atomic", "hashing", "bounded_json", "setup_signals", "gateway"},
+    {"telemetry", "paths"},
     {"models"},
     {"evidence", "gitpatch"},
     {"fixtures"},

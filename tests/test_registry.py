@@ -435,7 +435,7 @@ def test_git_suite_with_two_environments_on_a_worker_that_has_no_suite_image(
         tasks,
         [
             {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
-            {"name": "gold", "agent": {"type": "patch", "dir": str(gold)}},
+            {"name": "gold", "agent": {"type": "patch", "dir": "gold"}},
         ],
         seal=False,
     )

@@ -34,7 +34,8 @@ script's directory)::
 ``suite/`` and ``patches/`` are built, not committed: they are git-ignored,
 and ``make examples`` (which ``make demo`` runs first) or the tests that need
 them build them from ``src/``. The builder is deterministic, so the suite
-digest pinned in ``controls.yaml`` (and in ``examples/openai/*.yaml``) stays
+digest pinned in ``controls.yaml`` (and in ``examples/openai/*.yaml``, whose
+``suite/`` is ``--out examples/openai`` of the same sources) stays
 valid and is the check that the sources have not drifted: if an edit under
 ``src/`` changes ``tasks.jsonl``, the run stops on a digest mismatch until the
 pins are updated.

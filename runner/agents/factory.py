@@ -25,6 +25,7 @@ from runner.config.model import (
     Toggles,
 )
 from runner.fixtures.archives import Member, members_from_dir
+from runner.paths import inside
 
 
 def make_agent(
@@ -94,28 +95,35 @@ def installed_agent(
     )
 
 
-def agent_members(spec: AgentSpec, base_dir: Path) -> list[Member] | None:
-    """Read an arm's agent directory (relative to controls.yaml) on this machine."""
+def agent_members(spec: AgentSpec, base_dir: Path, root: Path | None = None) -> list[Member] | None:
+    """Read an arm's agent directory (relative to controls.yaml, held inside ``root``,
+    default ``base_dir``: ``runner.paths.inside``) on this machine."""
     if isinstance(spec, PatchAgent | CommandAgent):
-        return members_from_dir((base_dir / spec.dir).resolve())
+        where = base_dir / "controls.yaml"
+        return members_from_dir(
+            inside(base_dir, spec.dir, file=where, field="agent.dir", root=root)
+        )
     return None
 
 
-def arm_members(arm: Arm, base_dir: Path) -> list[Member] | None:
+def arm_members(arm: Arm, base_dir: Path, root: Path | None = None) -> list[Member] | None:
     """What of an arm travels with the protocol: its agent directory, or an installed
     agent's -on leg files (``toggles.on_files``, each placed at its target)."""
     if isinstance(arm.agent, InstalledAgent):
-        return toggle_members(arm.toggles, base_dir)
-    return agent_members(arm.agent, base_dir)
+        return toggle_members(arm.toggles, base_dir, root)
+    return agent_members(arm.agent, base_dir, root)
 
 
-def toggle_members(toggles: Toggles | None, base_dir: Path) -> list[Member] | None:
+def toggle_members(
+    toggles: Toggles | None, base_dir: Path, root: Path | None = None
+) -> list[Member] | None:
     """``on_files`` read from disk: a file at its target, a directory's files under it."""
     if toggles is None or not toggles.on_files:
         return None
     found: list[Member] = []
     for target, source in sorted(toggles.on_files.items()):
-        path = (base_dir / source).resolve()
+        field = f"toggles.on_files.{target}"
+        path = inside(base_dir, source, file=base_dir / "controls.yaml", field=field, root=root)
         target = target.strip("/")
         if path.is_dir():
             found += [

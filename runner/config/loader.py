@@ -29,25 +29,48 @@ from runner.config.model import (
 from runner.errors import ArchiveError, UserError
 from runner.fixtures.archives import members_from_dir, tree_digest
 from runner.hashing import sha256_bytes, sha256_json
+from runner.paths import inside
 
 
 class LoadedControls:
-    """Controls plus where they came from and the digests of their agent directories."""
+    """Controls plus where they came from and the digests of their agent directories.
 
-    def __init__(self, controls: Controls, path: Path, agent_dirs: dict[str, str]) -> None:
+    Every path the controls name (``suite.file``, an agent ``dir``, ``metrics.module``,
+    ``toggles.on_files``) resolves from their folder and must stay inside ``root``: that
+    folder, unless deltarun wrote the controls itself for a suite it already checked
+    (``deltarun validate``'s own controls name the suite and the gold beside them)."""
+
+    def __init__(
+        self,
+        controls: Controls,
+        path: Path,
+        agent_dirs: dict[str, str],
+        root: Path | None = None,
+    ) -> None:
         self.controls = controls
         self.path = path
         self.base = path.parent
+        self.root = root if root is not None else self.base
         self.agent_dir_digests = agent_dirs
+
+    def named(self, relative: str, field: str) -> Path:
+        """The real path a field of the controls names, held inside ``root``."""
+        return inside(self.base, relative, file=self.path, field=field, root=self.root)
 
     @property
     def suite_path(self) -> Path:
-        return (self.base / self.controls.suite.file).resolve()
+        return self.named(self.controls.suite.file, "suite.file")
+
+    @property
+    def metrics_path(self) -> Path | None:
+        spec = self.controls.metrics
+        return None if spec is None else self.named(spec.module, "metrics.module")
 
     def agent_dir(self, arm: Arm) -> Path | None:
         agent = arm.agent
         if isinstance(agent, PatchAgent | CommandAgent):
-            return (self.base / agent.dir).resolve()
+            index = next(i for i, a in enumerate(self.controls.arms) if a.name == arm.name)
+            return self.named(agent.dir, f"arms[{index}].agent.dir")
         return None
 
     @property
@@ -185,8 +208,9 @@ def missing_api_keys(controls: Controls, environ: Mapping[str, str]) -> list[str
     return found
 
 
-def load_controls(path: Path) -> LoadedControls:
-    """Read ``controls.yaml`` and digest every agent directory it names."""
+def load_controls(path: Path, root: Path | None = None) -> LoadedControls:
+    """Read ``controls.yaml`` and digest every agent directory it names; every path it
+    names must stay inside ``root`` (default its folder: ``LoadedControls``)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
@@ -194,11 +218,13 @@ def load_controls(path: Path) -> LoadedControls:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the controls file ({exc})") from exc
     controls = parse_controls(text, str(path))
-    loaded = LoadedControls(controls, path.resolve(), {})
+    loaded = LoadedControls(controls, path.resolve(), {}, root)
+    loaded.suite_path  # noqa: B018  every path is checked on loading, whatever reads it later
+    loaded.metrics_path  # noqa: B018
     for index, arm in enumerate(controls.arms):
         if arm.toggles is not None and arm.toggles.on_files:
             loaded.agent_dir_digests[f"{arm.name}:on_files"] = _on_files_digest(
-                path, index, loaded.base, arm.toggles.on_files
+                loaded, index, arm.toggles.on_files
             )
         directory = loaded.agent_dir(arm)
         if directory is None:
@@ -215,13 +241,14 @@ def load_controls(path: Path) -> LoadedControls:
     return loaded
 
 
-def _on_files_digest(path: Path, index: int, base: Path, on_files: Mapping[str, str]) -> str:
+def _on_files_digest(loaded: LoadedControls, index: int, on_files: Mapping[str, str]) -> str:
     """The digest of an installed agent's -on leg files: each target with its source's digest
     (a file's bytes, or a directory's tree digest)."""
     pairs = []
     for target, source in sorted(on_files.items()):
-        where = f"{path}: arms[{index}].toggles.on_files.{target}"
-        found = (base / source).resolve()
+        field = f"arms[{index}].toggles.on_files.{target}"
+        where = f"{loaded.path}: {field}"
+        found = loaded.named(source, field)
         try:
             if found.is_dir():
                 digest = tree_digest(members_from_dir(found))

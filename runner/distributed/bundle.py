@@ -84,10 +84,10 @@ def publish(loaded: LoadedControls, suite: Suite, blobs: BlobStore) -> Bundle:
                 blobs.upload_file(suite.archive_path(task.hidden), expected=task.hidden_sha256)
     agent_blobs: dict[str, str] = {}
     for arm in loaded.controls.arms:
-        members = arm_members(arm, loaded.base)
+        members = arm_members(arm, loaded.base, loaded.root)
         if members is not None:
             agent_blobs[arm.name] = blobs.upload(build_tar(members, uid=0, gid=0))
-    source, _origin = read_module(loaded.base, loaded.controls.metrics)
+    source, _origin = read_module(loaded.metrics_path)
     bundle = Bundle(
         metrics_blob=blobs.upload(source) if source is not None else None,
         protocol_sha256=loaded.protocol_sha256,

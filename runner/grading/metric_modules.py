@@ -51,11 +51,11 @@ def load_metrics(
     return registry
 
 
-def read_module(base: Path, spec: MetricsSpec | None) -> tuple[bytes | None, str]:
-    """The module's bytes (None when absent) and its path, relative to controls.yaml."""
-    if spec is None:
+def read_module(path: Path | None) -> tuple[bytes | None, str]:
+    """The module's bytes (None when absent) and its path: ``LoadedControls.metrics_path``,
+    which holds ``metrics.module`` inside the controls' folder."""
+    if path is None:
         return None, ""
-    path = (base / spec.module).resolve()
     try:
         return path.read_bytes(), str(path)
     except OSError:

@@ -21,6 +21,7 @@ from runner.grading.metrics import Metric
 from runner.grading.validation import FINE
 from runner.hashing import sha256_bytes
 from runner.models import AnswerTask, RepoTask
+from runner.paths import inside
 from runner.sandbox.base import AGENT_DIR
 from runner.suite.load import Suite
 from runner.suite.sealing import VALIDATION_NAME
@@ -63,7 +64,7 @@ def check_validation(path: Path, controls: Controls, suite: Suite) -> None:
     """channel scored: the suite's validation.json is pinned, unchanged, of this suite
     digest, and every task is valid (or answer-only) unless ``suite.exclude`` lists it."""
     pinned = controls.suite.validation
-    found = suite.root / VALIDATION_NAME
+    found = inside(suite.root, VALIDATION_NAME, file=suite.path, field="suite.validation")
     if pinned is None:
         raise UserError(
             f"{path}: channel scored needs a validated suite: run `deltarun validate {path}`, "
@@ -155,7 +156,7 @@ def check_agent_paths(path: Path, loaded: LoadedControls) -> None:
     for index, arm in enumerate(loaded.controls.arms):
         if not isinstance(arm.agent, CommandAgent):
             continue
-        members = agent_members(arm.agent, loaded.base) or []
+        members = agent_members(arm.agent, loaded.base, loaded.root) or []
         files = {m.path for m in members if not m.is_dir}
         for position, word in enumerate(arm.agent.argv):
             if not word.startswith(AGENT_DIR + "/"):
@@ -179,7 +180,9 @@ def check_recorded(path: Path, loaded: LoadedControls, suite: Suite, allow: bool
     for index, arm in enumerate(loaded.controls.arms):
         if not isinstance(arm.agent, PatchAgent):
             continue
-        members = [m for m in agent_members(arm.agent, loaded.base) or [] if not m.is_dir]
+        members = [
+            m for m in agent_members(arm.agent, loaded.base, loaded.root) or [] if not m.is_dir
+        ]
         for member in members:
             if member.path.endswith(".answer.json"):
                 try:

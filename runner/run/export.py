@@ -21,18 +21,15 @@ hash; the archive paths are strings inside tasks.jsonl, so they enter the suite
 digest. None of them can be rewritten. Each file therefore goes where its
 string leads from the kit's controls.yaml, resolved lexically (the kit holds
 no symbolic links, so lexical resolution is what ``load_controls`` and
-``load_suite`` will do in it). When a path climbs out of the controls' folder
-(``../shared/tasks.jsonl``), the simplest layout that keeps it working is
-chosen: controls.yaml goes down as many folders as the deepest climb, named
-after the original's own folders, so the kit mirrors the original tree
-(``/home/me/exp/controls.yaml`` naming ``../shared/tasks.jsonl`` becomes
-``DIR/exp/controls.yaml`` and ``DIR/shared/tasks.jsonl``; replay.sh names the
-right controls). Refused, each in one line naming the path (exit 1): an
-absolute path (the hash pins it, so it cannot move), a climb above the
-filesystem root, a path that lands on the kit's own ``run/``, ``replay.sh``,
-``README.md`` or ``rerun-*``, an agent directory that would be the kit's
-top folder (its digest would then cover those files), and two inputs that
-need different bytes at one path.
+``load_suite`` will do in it). Every one of them is held inside the folder of
+the file naming it (``runner.paths.inside``), as every command holds them: an
+absolute path, a ``..`` or a symbolic link that leads out is refused in one
+line naming the stored controls (or tasks.jsonl), the field and the path
+(exit 2), and nothing is read from where it leads. Refused too, each in one
+line naming the path (exit 1): a path that lands on the kit's own ``run/``,
+``replay.sh``, ``README.md`` or ``rerun-*``, an agent directory that would be
+the kit's top folder (its digest would then cover those files), and two inputs
+that need different bytes at one path.
 
 **Checks.** Every file is copied into a staging folder beside DIR and hashed as
 it is copied: tasks.jsonl against run.json's suite digest, each archive against
@@ -54,7 +51,7 @@ import posixpath
 import secrets
 import shutil
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from runner.config.loader import load_controls, parse_controls
 from runner.config.model import CommandAgent, Controls, PatchAgent
@@ -62,6 +59,7 @@ from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.fixtures.archives import members_from_dir, tree_digest
 from runner.hashing import sha256_bytes
 from runner.models import GitRepo, RepoTask, Task
+from runner.paths import inside
 from runner.run.kit_files import KitInput, kit_readme, replay_script
 from runner.run.rundir import LEDGER, RUN_FILE, RunDir, RunMeta
 from runner.suite.load import load_suite, parse_task_line
@@ -181,13 +179,12 @@ def export_kit(run_dir: RunDir, kit: Path, controls_path: Path | None = None) ->
             raise UserError(f"{run_dir.path / name}: missing; restore it from a copy of the run")
     _check_target(kit)
     base = _origin(run_dir, meta, controls_path)
-    suite_ref, tasks_bytes = _read_suite(controls, base, meta)
+    suite_ref, tasks_bytes = _read_suite(controls, base, meta, stored)
     tasks = _parse_tasks(tasks_bytes, suite_ref.original)
     refs = [suite_ref, *_archive_refs(suite_ref, tasks), *_validation_ref(controls, suite_ref)]
-    refs += _other_refs(controls, base, meta)
-    sub = _controls_folder(base, refs)
-    layout = [(ref, _in_kit(sub, ref)) for ref in refs]
-    controls_rel = posixpath.join(sub, "controls.yaml") if sub else "controls.yaml"
+    refs += _other_refs(controls, base, meta, stored)
+    layout = [(ref, ref.rel) for ref in refs]
+    controls_rel = "controls.yaml"
     for ref, rel in layout:
         _check_place(ref, rel)
         if ref.is_dir and kit.resolve().is_relative_to(ref.original):
@@ -255,20 +252,12 @@ def _origin(run_dir: RunDir, meta: RunMeta, controls_path: Path | None) -> Path:
     return Path(recorded).resolve().parent
 
 
-def _relative(what: str, value: str) -> str:
-    """``value`` lexically normalised; an absolute path cannot move with the kit."""
-    if PurePosixPath(value).is_absolute():
-        raise UserError(
-            f"{what}: {value} is an absolute path; its string is pinned by the protocol hash "
-            "or the suite digest, so a kit cannot move it (make it relative and run again)"
-        )
-    return posixpath.normpath(value)
-
-
-def _read_suite(controls: Controls, base: Path, meta: RunMeta) -> tuple[KitInput, bytes]:
+def _read_suite(
+    controls: Controls, base: Path, meta: RunMeta, stored: Path
+) -> tuple[KitInput, bytes]:
     """tasks.jsonl's bytes, checked against the run's suite digest."""
-    rel = _relative("suite.file", controls.suite.file)
-    original = (base / controls.suite.file).resolve()
+    original = inside(base, controls.suite.file, file=stored, field="suite.file")
+    rel = posixpath.normpath(controls.suite.file)
     ref = KitInput("suite.file (tasks.jsonl)", rel, original, meta.suite_sha256)
     try:
         data = original.read_bytes()
@@ -325,14 +314,15 @@ def _archive_refs(suite: KitInput, tasks: list[Task]) -> list[KitInput]:
             what = f"task {task.id!r} environment {task.environment!r}"
             value = f"environments/{task.environment}"
             rel = posixpath.normpath(posixpath.join(folder, value))
-            original = (suite.original.parent / value).resolve()
+            original = inside(suite.original.parent, value, file=suite.original, field=what)
             refs.setdefault(
                 rel, KitInput(what, rel, original, task.environment_sha256, is_dir=True)
             )
         for field_name, value, pin in named:
             what = f"task {task.id!r} {field_name}"
-            rel = posixpath.normpath(posixpath.join(folder, _relative(what, value)))
-            ref = KitInput(what, rel, (suite.original.parent / value).resolve(), pin)
+            original = inside(suite.original.parent, value, file=suite.original, field=what)
+            rel = posixpath.normpath(posixpath.join(folder, value))
+            ref = KitInput(what, rel, original, pin)
             seen = refs.setdefault(rel, ref)
             if seen.pin != pin:
                 raise DigestMismatch(
@@ -348,11 +338,13 @@ def _validation_ref(controls: Controls, suite: KitInput) -> list[KitInput]:
     if not pinned:
         return []
     rel = posixpath.join(posixpath.dirname(suite.rel), VALIDATION_NAME)
-    original = suite.original.parent / VALIDATION_NAME
+    original = inside(
+        suite.original.parent, VALIDATION_NAME, file=suite.original, field="suite.validation"
+    )
     return [KitInput(f"suite.validation ({VALIDATION_NAME})", rel, original, pinned)]
 
 
-def _other_refs(controls: Controls, base: Path, meta: RunMeta) -> list[KitInput]:
+def _other_refs(controls: Controls, base: Path, meta: RunMeta, stored: Path) -> list[KitInput]:
     """Every agent directory (pinned by run.json) and the metrics module (pinned in controls)."""
     refs: list[KitInput] = []
     for index, arm in enumerate(controls.arms):
@@ -365,40 +357,17 @@ def _other_refs(controls: Controls, base: Path, meta: RunMeta) -> list[KitInput]
                 f"{RUN_FILE}: agent_dir_digests has no digest of arm {arm.name!r}; the run "
                 "directory does not match its controls"
             )
-        rel = _relative(what, arm.agent.dir)
-        refs.append(KitInput(what, rel, (base / arm.agent.dir).resolve(), pin, is_dir=True))
+        original = inside(base, arm.agent.dir, file=stored, field=f"arms[{index}].agent.dir")
+        rel = posixpath.normpath(arm.agent.dir)
+        refs.append(KitInput(what, rel, original, pin, is_dir=True))
     spec = controls.metrics
     if spec is not None:
         if not spec.sha256:
             raise UserError("controls.yaml: metrics.sha256 is empty; the module is not pinned")
-        rel = _relative("metrics.module", spec.module)
-        refs.append(KitInput("metrics.module", rel, (base / spec.module).resolve(), spec.sha256))
+        original = inside(base, spec.module, file=stored, field="metrics.module")
+        rel = posixpath.normpath(spec.module)
+        refs.append(KitInput("metrics.module", rel, original, spec.sha256))
     return refs
-
-
-def _climb(rel: str) -> int:
-    parts = rel.split("/")
-    return next((i for i, part in enumerate(parts) if part != ".."), len(parts))
-
-
-def _controls_folder(base: Path, refs: list[KitInput]) -> str:
-    """Where controls.yaml goes in the kit: as deep as the deepest ``../``, named after the
-    original's folders, so every path resolves in the kit as it did there."""
-    depth = max(_climb(ref.rel) for ref in refs)
-    if depth == 0:
-        return ""
-    names = base.parts[1:]  # without the root
-    if depth > len(names):
-        worst = max(refs, key=lambda ref: _climb(ref.rel))
-        raise UserError(
-            f"{worst.what}: {worst.rel} climbs above the filesystem root from {base}; "
-            "a kit cannot lay it out"
-        )
-    return "/".join(names[len(names) - depth :])
-
-
-def _in_kit(sub: str, ref: KitInput) -> str:
-    return posixpath.normpath(posixpath.join(sub, ref.rel)) if sub else ref.rel
 
 
 def _check_place(ref: KitInput, rel: str) -> None:

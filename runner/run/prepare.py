@@ -80,6 +80,7 @@ class Draft:
     layer: Callable[[LoadedControls, Suite], Sequence[Layered]] | None
     python_of: Callable[[Controls, str], str] | None = None  # an image's Python (X.Y.Z)
     baseline_mode: str | None = None  # --baseline-mode: skill-on, skill-off or both
+    root: Path | None = None  # what the controls' paths may name (``load_controls``)
     loaded: LoadedControls = field(init=False)
     authored: Controls = field(init=False)  # the controls before --baseline-mode
     suite: Suite = field(init=False)
@@ -97,7 +98,7 @@ class Draft:
 
 
 def _controls(d: Draft) -> None:
-    authored = load_controls(d.path)
+    authored = load_controls(d.path, d.root)
     d.authored = authored.controls
     d.loaded = with_baseline_mode(authored, d.baseline_mode)
     check_installed(d.controls, str(d.path))
@@ -131,7 +132,7 @@ def with_baseline_mode(loaded: LoadedControls, mode: str | None) -> LoadedContro
     except ValidationError as exc:
         where = f"{loaded.path} with --baseline-mode {mode}"
         raise UserError(format_validation_error(where, exc)) from exc
-    return LoadedControls(controls, loaded.path, loaded.agent_dir_digests)
+    return LoadedControls(controls, loaded.path, loaded.agent_dir_digests, loaded.root)
 
 
 def baseline_modes(controls: Controls) -> dict[str, str]:
@@ -174,7 +175,7 @@ def _validation(d: Draft) -> None:
 
 
 def _metrics(d: Draft) -> None:
-    d.metrics_source, origin = read_module(d.loaded.base, d.controls.metrics)
+    d.metrics_source, origin = read_module(d.loaded.metrics_path)
     d.metrics = load_metrics(d.controls.metrics, d.metrics_source, origin)
     checks.check_metrics(d.suite, d.metrics)
 
@@ -317,16 +318,18 @@ def prepare(
     layer: Callable[[LoadedControls, Suite], Sequence[Layered]] | None = None,
     python_of: Callable[[Controls, str], str] | None = None,
     baseline_mode: str | None = None,
+    root: Path | None = None,
 ) -> PreparedRun:
     """Check everything (``STEPS``) and plan the jobs still to run. ``environ`` is given when
     trials run here (their keys must be here too); ``preflight`` checks each image with the
     run's limits; ``expect_protocol`` is a pre-registered protocol hash the controls must
     still hash to; ``layer`` builds the installed agents' images when missing;
-    ``baseline_mode`` (``--baseline-mode``) sets the mode of every arm with toggles. Nothing
-    is written before every check passed."""
+    ``baseline_mode`` (``--baseline-mode``) sets the mode of every arm with toggles; ``root``
+    is what deltarun's own controls may name (``load_controls``). Nothing is written before
+    every check passed."""
     d = Draft(
         controls_path, out, resume, image_digest, preflight, environ, expect_protocol,
-        allow_missing, layer, python_of, baseline_mode,
+        allow_missing, layer, python_of, baseline_mode, root,
     )  # fmt: skip
     for each in ORDERED:
         each.run(d)
@@ -339,7 +342,7 @@ def prepare(
         random.Random(controls.runtime.seed),
     )
     recorded = d.run_dir.recorded_ids()
-    members = {arm.name: arm_members(arm, d.loaded.base) for arm in controls.arms}
+    members = {arm.name: arm_members(arm, d.loaded.base, d.loaded.root) for arm in controls.arms}
     return PreparedRun(
         loaded=d.loaded,
         suite=d.suite,

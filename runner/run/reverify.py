@@ -10,7 +10,9 @@ Where the suite is read from, first match wins:
 3. the run directory's own controls.yaml, when ``suite.file`` resolves from the
    run directory;
 
-otherwise one line asks for ``--controls``. The suite must have the run's digest
+otherwise one line asks for ``--controls``. ``suite.file`` is held inside the folder it
+resolves from (``runner.paths.inside``: a run directory from elsewhere is input, and a
+``..``, absolute path or link out is refused, exit 2). The suite must have the run's digest
 (exit 3 otherwise). Each verdict is re-checked in a fresh sandbox; every verdict
 that changed is listed. Flaky verdicts are shown, never hidden; the ledger is not
 modified.
@@ -42,6 +44,7 @@ from runner.config.model import Controls
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.fixtures.archives import ArchiveCaps
 from runner.models import Outcome, RepoTask, Trial
+from runner.paths import inside
 from runner.run.rundir import RunDir, RunMeta, now_utc
 from runner.suite.load import Suite, load_suite
 
@@ -91,7 +94,8 @@ def reverify_inputs(run_dir: RunDir, controls_path: Path | None = None) -> Rever
         bases.append(Path(meta.controls_path).resolve().parent)
     bases.append(run_dir.path.resolve())
     for base in bases:
-        tasks_path = (base / controls.suite.file).resolve()
+        stored = run_dir.path / "controls.yaml"
+        tasks_path = inside(base, controls.suite.file, file=stored, field="suite.file")
         if tasks_path.is_file():
             return ReverifyInputs(
                 controls, _checked_suite(tasks_path, meta, controls.runtime.archive_caps)

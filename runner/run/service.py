@@ -211,6 +211,9 @@ class RunOptions:
     baseline_mode: str | None = None  # skill-on | skill-off | both; None: the controls' own
     # Without --registry: warn when the run's archives in Redis exceed this (--blob-warn)
     blob_warn_bytes: int = 256 << 20
+    # What the paths of deltarun's own controls may name (validate's: the suite and its
+    # gold); None: the controls' folder, as for any controls a user gives
+    root: Path | None = None
 
 
 def plan_line(prepared: PreparedRun, options: RunOptions) -> str:
@@ -303,6 +306,7 @@ class RunService:
             layer=self.layer,
             python_of=self._python_of,
             baseline_mode=options.baseline_mode,
+            root=options.root,
         )
 
     def layer_agents(

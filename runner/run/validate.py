@@ -9,6 +9,12 @@ recorded arm is), and every task but the ordinary repository tasks excluded.
 ``conclude`` reads the run's records, gives each task its verdict
 (``runner.grading.validation``) and writes ``validation.json`` beside ``tasks.jsonl``.
 ``validate`` does all three through the run service.
+
+Everything it writes into the suite goes through real folders (``runner.paths.writable``:
+a link the suite ships at ``validation.json``, ``.deltarun-validate/`` or inside it is
+refused before anything runs). Its own controls name the suite and the gold from inside
+``.deltarun-validate/``, so they are loaded with ``root`` the folder holding both, which
+the user's controls (or command line) already named.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from runner.fixtures.archives import members_from_dir, tree_digest
 from runner.grading.validation import FINE, Check, Verdict, check_of, classify
 from runner.hashing import sha256_file
 from runner.models import RepoTask, Task, TaskKind
+from runner.paths import inside, own_folder, writable
 from runner.run.rundir import RunDir
 from runner.suite.load import load_suite
 from runner.suite.sealing import VALIDATION_NAME
@@ -48,6 +55,7 @@ class Plan:
 
     controls: Path
     run_dir: Path
+    root: Path  # what the validation's own controls may name: the suite and the gold
     tasks_path: Path
     tasks: tuple[Task, ...]
     gold_dir: Path | None
@@ -95,11 +103,14 @@ def resolve(target: Path, gold: Path | None) -> tuple[Controls, Path, Path | Non
         if gold is None:
             arm = next((a for a in loaded.controls.arms if a.name == "gold"), None)
             if arm is not None and isinstance(arm.agent, PatchAgent):
-                gold = (loaded.base / arm.agent.dir).resolve()
-            elif (loaded.base / "gold").is_dir():
-                gold = (loaded.base / "gold").resolve()
+                gold = loaded.agent_dir(arm)
+            elif (loaded.base / "gold").is_dir():  # beside it, held inside like any path
+                gold = inside(loaded.base, "gold", file=loaded.path, field="gold (beside it)")
         return loaded.controls, loaded.suite_path, gold
-    tasks = target / "tasks.jsonl" if target.is_dir() else target
+    if target.is_dir():
+        tasks = inside(target, "tasks.jsonl", file=target, field="tasks.jsonl")
+    else:
+        tasks = target
     if not tasks.is_file():
         raise UserError(
             f"{target}: not found; pass a suite directory, tasks.jsonl or controls.yaml"
@@ -128,18 +139,22 @@ def plan(target: Path, gold_dir: Path | None, repeats: int) -> Plan:
     checked = [t.id for t in suite.tasks if _checked(t)]
     if not checked:
         raise UserError(f"{tasks_path}: no ordinary repository task to validate")
-    work = tasks_path.parent / WORK_DIR
-    work.mkdir(exist_ok=True)
+    folder = tasks_path.resolve().parent
+    writable(folder, VALIDATION_NAME, what="deltarun validate writes its verdicts")
+    work = own_folder(folder, WORK_DIR, what="deltarun validate keeps its checks")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    run_dir = writable(work, f"run-{stamp}", what="deltarun validate runs its checks")
+    path = writable(work, "controls.yaml", what="deltarun validate writes its controls")
     arms: list[dict[str, Any]] = [
         {"name": BARE, "control": True, "agent": {"type": "scripted", "action": "noop"}}
     ]
     if gold_dir is not None:
-        relative = os.path.relpath(gold_dir, work)
+        relative = os.path.relpath(gold_dir.resolve(), work)
         arms.append({"name": GOLD, "agent": {"type": "patch", "dir": relative}})
     runtime = controls.runtime.model_dump(mode="json", by_alias=True, exclude_none=True)
     runtime.update(repeats=repeats, max_retries=0, network="none")
     suite_ref: dict[str, Any] = {
-        "file": os.path.relpath(tasks_path, work),
+        "file": os.path.relpath(tasks_path.resolve(), work),
         "sha256": sha256_file(tasks_path),
     }
     excluded = [t.id for t in suite.tasks if not _checked(t)]
@@ -154,12 +169,12 @@ def plan(target: Path, gold_dir: Path | None, repeats: int) -> Plan:
         "images": dict(controls.images),
         "arms": arms,
     }
-    path = work / "controls.yaml"
     write_atomic(path, yaml.safe_dump(document, sort_keys=False).encode())
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    held = [folder, gold_dir.resolve()] if gold_dir is not None else [folder]
     return Plan(
         controls=path,
-        run_dir=work / f"run-{stamp}",
+        run_dir=run_dir,
+        root=Path(os.path.commonpath(held)),
         tasks_path=tasks_path,
         tasks=suite.tasks,
         gold_dir=gold_dir,
@@ -207,7 +222,11 @@ def conclude(plan: Plan) -> Validation:
             for task_id, verdict in verdicts.items()
         ],
     }
-    path = plan.tasks_path.parent / VALIDATION_NAME
+    path = writable(
+        plan.tasks_path.resolve().parent,
+        VALIDATION_NAME,
+        what="deltarun validate writes its verdicts",
+    )
     write_atomic(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
     return Validation(verdicts, path, sha256_file(path))
 
@@ -237,6 +256,7 @@ def validate(
         job_key=job_key,
         allow_missing=True,  # a task without a gold patch is checked on its bare side only
         setup_flags=False,
+        root=planned.root,
     )
     prepared = service.prepare(planned.controls, options)
     service.events.note(f"validate: {len(prepared.jobs)} checks, run {prepared.run_dir.path}")

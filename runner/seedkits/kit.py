@@ -31,6 +31,7 @@ from runner.config.model import TOOL_NAMES
 from runner.errors import ArchiveError, UsageError, UserError
 from runner.fixtures.archives import Member, build_tar, members_from_dir, read_members
 from runner.hashing import sha256_bytes
+from runner.paths import inside
 from runner.seedkits.arms import NOOP, arm_name
 from runner.seedkits.fields import (
     Fields,
@@ -60,7 +61,7 @@ def read_kit(kit: Path, control: str | None, image: str, warn: Warn) -> Plan:
     """The import of the kit folder ``kit`` as a ``Plan``; warnings to ``warn``."""
     if not kit.is_dir():
         raise UserError(f"{kit}: not a folder; pass the kit folder holding controls.yaml")
-    path = kit / "controls.yaml"
+    path = inside(kit, "controls.yaml", file=kit, field="controls.yaml")
     ctrl = read_yaml_mapping(path, "a seed-004 kit holds controls.yaml")
     ctrl.check_keys(KEYS, FORMAT)
     if ctrl.boolean("stop_on_control_mismatch") is False:
@@ -68,13 +69,14 @@ def read_kit(kit: Path, control: str | None, image: str, warn: Warn) -> Plan:
             f"{path}: stop_on_control_mismatch: false cannot map: deltarun always stops on a "
             "control mismatch (a changed digest, protocol hash or model); set it to true"
         )
-    tasks_path = kit / (ctrl.text("suite_file") or "tasks.jsonl")
+    named = ctrl.text("suite_file") or "tasks.jsonl"
+    tasks_path = inside(kit, named, file=path, field="suite_file")
     data = read_bytes(tasks_path, "controls.yaml suite_file names the kit's tasks file")
     check_digest(ctrl, "suite_sha256", data, tasks_path, warn, "write the file's digest")
     forbidden = ctrl.strings("forbidden_paths") or []
     route = _route(ctrl, warn)
     tools = _tools(ctrl, forbidden, route is not None, warn)
-    check_metrics_py(kit / "metrics.py", warn)
+    check_metrics_py(inside(kit, "metrics.py", file=kit, field="metrics.py"), warn)
     note_replay(kit, warn)
     lines, where, archives = _tasks(tasks_path, forbidden, warn)
     control = control or DEFAULT_CONTROL
@@ -192,7 +194,7 @@ def _task(
     if kind not in ("ordinary", "negative"):
         raise row.fail("kind", f"{kind!r}: write ordinary or negative")
     repo = row.text("repo", required=True) or ""
-    members = _fixture(base / repo, row)
+    members = _fixture(inside(base, repo, file=row.where, field="repo"), row)
     line: dict[str, Any] = {
         "id": task_id,
         "kind": kind,
@@ -259,8 +261,9 @@ def _prompt(row: Fields, base: Path, task_id: str) -> str:
     if prompt is not None:
         return prompt
     for name in (f"prompts/{task_id}.md", f"prompts/{task_id}.txt"):
-        if (base / name).is_file():
-            text = read_text(base / name, "").strip()
+        found = inside(base, name, file=row.where, field="id (its prompt file)")
+        if found.is_file():
+            text = read_text(found, "").strip()
             if text:
                 return text
     raise row.fail(

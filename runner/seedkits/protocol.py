@@ -29,6 +29,7 @@ from typing import Any
 from runner.errors import UsageError
 from runner.grading.metrics import BUILTIN
 from runner.hashing import sha256_bytes
+from runner.paths import inside
 from runner.seedkits.arms import NOOP, GivenArm, arm_name
 from runner.seedkits.fields import Fields, Warn, check_digest, read_bytes, read_jsonl
 from runner.seedkits.fields import read_yaml_mapping as read_mapping
@@ -78,7 +79,10 @@ def _dataset(doc: Fields, protocol: Path, tasks: Path | None, warn: Warn) -> tup
     named = dataset.text("path")
     if tasks is None and named is None:
         raise dataset.fail("path", "missing; name the tasks file or pass it as TASKS")
-    path = tasks if tasks is not None else protocol.parent / str(named)
+    if tasks is not None:
+        path = tasks  # the TASKS argument: the user's own choice
+    else:
+        path = inside(protocol.parent, str(named), file=protocol, field="dataset.path")
     data = read_bytes(path, "the protocol's dataset.path (relative to it) or the TASKS argument")
     check_digest(dataset, "sha256", data, path, warn, "write the file's digest")
     return path, data

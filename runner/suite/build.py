@@ -17,6 +17,7 @@ from runner.config.loader import load_controls
 from runner.config.model import Controls, Runtime
 from runner.errors import DeltarunError, UserError
 from runner.models import environment_tag
+from runner.paths import inside
 from runner.sandbox.images import BuildRequest, ImageBuilder, ImageBuildFailed, ImageInfo
 from runner.suite.environments import (
     BASE_LABEL,
@@ -75,7 +76,7 @@ def on_base(layers: Sequence[str], base_layers: Sequence[str]) -> bool:
 def resolve_target(target: Path) -> tuple[Path, Controls | None]:
     """tasks.jsonl and the controls (if given) of a suite folder, tasks.jsonl or controls."""
     if target.is_dir():
-        return target / "tasks.jsonl", None
+        return inside(target, "tasks.jsonl", file=target, field="tasks.jsonl"), None
     if target.suffix in (".yaml", ".yml"):
         loaded = load_controls(target)
         return loaded.suite_path, loaded.controls
@@ -111,8 +112,9 @@ def build(
         first = dict(zip((t.id for t in tasks), task_line_numbers(tasks_path), strict=True))
         session = _Session(builder, _base(builder, runtime.image), runtime, network, rebuild)
         for name, users in named.items():
-            root = context_dir(tasks_path, name)
-            require_dockerfile(root, f"{tasks_path}:{first[users[0].id]}: environment {name!r}")
+            line = f"{tasks_path}:{first[users[0].id]}"
+            root = context_dir(tasks_path, name, line)
+            require_dockerfile(root, f"{line}: environment {name!r}")
             built.append(session.environment(name, root, say, log))
         write_pins(tasks_path, {b.name: Pin(b.context_sha256, b.image_id) for b in built})
     digest, written = seal_target(target, load_controls)

@@ -39,6 +39,7 @@ from typing import IO, TYPE_CHECKING
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_file, sha256_json
 from runner.models import RepoTask, Task
+from runner.paths import inside
 
 if TYPE_CHECKING:
     pass
@@ -63,9 +64,12 @@ class ContextEntry:
     executable: bool = False
 
 
-def context_dir(tasks_path: Path, name: str) -> Path:
-    """Where the build context of environment ``name`` lives: beside tasks.jsonl."""
-    return tasks_path.parent / ENVIRONMENTS_DIR / name
+def context_dir(tasks_path: Path, name: str, where: str) -> Path:
+    """Where the build context of environment ``name`` lives: beside tasks.jsonl, and inside
+    the suite (``environments/`` or its folder a link that leads out is refused, naming
+    ``where``, the task line)."""
+    relative = f"{ENVIRONMENTS_DIR}/{name}"
+    return inside(tasks_path.resolve().parent, relative, file=where, field="environment")
 
 
 def context_entries(root: Path) -> list[ContextEntry]:
@@ -157,7 +161,7 @@ def check_contexts(tasks_path: Path, tasks: Sequence[Task]) -> None:
         if not isinstance(task, RepoTask) or task.environment is None:
             continue
         name, where = task.environment, f"{tasks_path}:{number}: task {task.id!r}"
-        root = context_dir(tasks_path, name)
+        root = context_dir(tasks_path, name, f"{tasks_path}:{number}")
         if name not in digests:
             require_dockerfile(root, f"{where}: environment {name!r}")
         if not task.environment_sha256 or not task.environment_image:

@@ -23,6 +23,7 @@ from runner.fixtures.cache import CacheDir
 from runner.fixtures.gitfixture import GitStore, TreeEntry, blob_id, check_entries, is_bundle
 from runner.hashing import sha256_bytes, sha256_file
 from runner.models import AnswerTask, GitRepo, RepoTask, Task
+from runner.paths import closed_folder, inside, writable
 from runner.suite import checks as task_checks
 from runner.suite.environments import check_contexts
 
@@ -51,7 +52,8 @@ class Suite:
         raise KeyError(task_id)
 
     def archive_path(self, relative: str) -> Path:
-        return (self.root / relative).resolve()
+        """The real path of an archive a task line names, held inside the suite."""
+        return inside(self.root, relative, file=self.path, field="archive")
 
 
 def parse_task_line(line: str, source: str) -> Task:
@@ -108,6 +110,18 @@ def _archive_files(task: Task) -> list[tuple[str, str, str]]:
     return files
 
 
+# Files in a git directory that make git read another folder: a suite's bare repository
+# (or a folder holding ``.git``) may hold none of them.
+GIT_POINTERS = (
+    "objects/info/alternates",
+    "objects/info/http-alternates",
+    "commondir",
+    ".git/objects/info/alternates",
+    ".git/objects/info/http-alternates",
+    ".git/commondir",
+)
+
+
 @dataclass(frozen=True)
 class GitFacts:
     """What sealing found for a git fixture: its pins and its tree's entries."""
@@ -127,10 +141,17 @@ class GitChecks:
         self.store = GitStore(CacheDir())
         self._digests: dict[Path, str] = {}
         self._facts: dict[tuple[Path, str], GitFacts] = {}
+        self._closed: set[Path] = set()  # repository directories checked by ``closed_folder``
 
-    def path(self, task: RepoTask) -> Path:
+    def path(self, task: RepoTask, source: str) -> Path:
+        """The real path of a git fixture's source, held inside the suite; a repository
+        directory is checked once to hold nothing that leads out (``closed_folder``)."""
         assert isinstance(task.repo, GitRepo)
-        return (self.root / task.repo.git).resolve()
+        path = inside(self.root, task.repo.git, file=source, field="repo.git")
+        if path.is_dir() and path not in self._closed:
+            closed_folder(path, GIT_POINTERS, file=source, field="repo.git")
+            self._closed.add(path)
+        return path
 
     def bundle_sha256(self, path: Path) -> str:
         """The SHA-256 of a bundle file; empty for a bare repository directory."""
@@ -142,7 +163,7 @@ class GitChecks:
         """The commit's tree, checked like tar members. Pins are not compared here
         (``seal`` writes them, ``load_suite`` checks them)."""
         assert isinstance(task.repo, GitRepo)
-        path = self.path(task)
+        path = self.path(task, source)
         key = (path, task.repo.commit)
         if key not in self._facts:
             where = f"{source}: task {task.id!r}: repo.git {task.repo.git!r}"
@@ -172,6 +193,7 @@ def seal(
     anything is written; a fixture under one top-level folder is a warning, or with
     ``strip_top_folder`` a tar fixture is rewritten without that folder.
     """
+    writable(tasks_path.parent, tasks_path.name, what="deltarun seal writes the digests")
     tasks = read_tasks(tasks_path)
     check_contexts(tasks_path, tasks)
     raw_lines = [
@@ -192,7 +214,7 @@ def seal(
                     data[key] = value
                     changed = True
         for name, relative, pinned in _archive_files(task):
-            archive = (tasks_path.parent / relative).resolve()
+            archive = inside(tasks_path.parent, relative, file=f"{tasks_path}:{number}", field=name)
             members = read_members(archive, caps)
             folder = task_checks.top_folder(m.path for m in members)
             if name == "repo" and strip_top_folder and folder is not None:
@@ -245,9 +267,10 @@ def _authoring(
 def write_tasks(tasks_path: Path, body: bytes) -> bool:
     """Replace tasks.jsonl with ``body`` atomically (an interrupted write leaves the old
     file); False, and nothing written, when it already holds exactly those bytes."""
-    if body == tasks_path.read_bytes():
+    path = writable(tasks_path.parent, tasks_path.name, what="deltarun writes the task lines")
+    if body == path.read_bytes():
         return False
-    write_atomic(tasks_path, body)
+    write_atomic(path, body)
     return True
 
 
@@ -274,14 +297,15 @@ def load_suite(
     tasks = read_tasks(tasks_path)
     check_contexts(tasks_path, tasks)
     exposed: dict[str, tuple[str, ...]] = {}
-    checks = GitChecks(tasks_path.parent, caps)
+    checks = GitChecks(tasks_path.resolve().parent, caps)
     for number, task in enumerate(tasks, start=1):
         members: dict[str, list[Member]] = {}
         git_facts = None
         if isinstance(task, RepoTask) and isinstance(task.repo, GitRepo):
             git_facts = _verify_git(task, f"{tasks_path}:{number}", checks)
         for name, relative, pinned in _archive_files(task):
-            archive = (tasks_path.parent / relative).resolve()
+            where = f"{tasks_path}:{number}"
+            archive = inside(tasks_path.resolve().parent, relative, file=where, field=name)
             if not pinned:
                 raise UserError(
                     f"{tasks_path}: task {task.id!r}: {name}_sha256 is empty; run `deltarun seal`"
@@ -310,7 +334,7 @@ def _verify_git(task: RepoTask, source: str, checks: GitChecks) -> GitFacts:
     assert isinstance(task.repo, GitRepo)
     if not task.repo_tree:
         raise UserError(f"{source}: task {task.id!r}: repo_tree is empty; run `deltarun seal`")
-    path = checks.path(task)
+    path = checks.path(task, source)
     if path.is_file() and is_bundle(path):
         if not task.repo_sha256:
             raise UserError(

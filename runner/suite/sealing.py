@@ -28,6 +28,7 @@ from runner.atomic import write_atomic
 from runner.config.loader import LoadedControls
 from runner.errors import UserError
 from runner.hashing import sha256_file
+from runner.paths import inside, writable
 from runner.suite.load import seal
 
 # Comments, blank lines and directives up to a ``---`` line: ruamel drops what precedes
@@ -218,7 +219,7 @@ def matching_validation(
 ) -> str | None:
     """The SHA-256 of the validation.json beside ``tasks`` when it validated this suite
     digest (``deltarun validate``); None, with a warning for a stale one, otherwise."""
-    path = tasks.parent / VALIDATION_NAME
+    path = inside(tasks.parent, VALIDATION_NAME, file=tasks, field=VALIDATION_NAME)
     try:
         data = json.loads(path.read_bytes())
     except FileNotFoundError:
@@ -245,9 +246,10 @@ def seal_target(
     ``warn`` gets each warning line (``runner.suite.load.seal``)."""
     strip = strip_top_folder
     if target.is_dir():
-        tasks = target / "tasks.jsonl"
+        tasks = inside(target, "tasks.jsonl", file=target, field="tasks.jsonl")
         return seal(tasks, warn=warn, strip_top_folder=strip), [tasks]
     if target.suffix in (".yaml", ".yml"):
+        writable(target.parent, target.name, what="deltarun seal pins the suite digest")
         loaded = load(target)
         tasks = loaded.suite_path
         digest = seal(tasks, loaded.controls.runtime.archive_caps, warn, strip)

@@ -44,7 +44,7 @@ def build_steps(
     output when ``verbose``, and the files written and the time taken at the end."""
     from runner.sandbox.engine import connect
     from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
-    from runner.suite.build import build
+    from runner.suite.build import build, resolve_target
 
     def progress(line: str) -> None:
         if verbose or terminal:
@@ -55,6 +55,7 @@ def build_steps(
             say(f"  | {line}")
 
     started = time.monotonic()
+    resolve_target(target)  # the paths the target names are checked before the engine is asked
     builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S))
     result = build(target, builder, rebuild=rebuild, network=network, say=progress, log=log)
     for item in result.built:

@@ -37,6 +37,7 @@ import yaml
 
 from runner.errors import UserError
 from runner.fixtures.archives import build_tar
+from runner.paths import inside, under
 from runner.swebench.environments import SANDBOX_IMAGE, make_environments, read_specs, read_text
 from runner.swebench.instances import Instance, instance_of, parse_instances
 from runner.swebench.predictions import parse_predictions
@@ -83,17 +84,28 @@ def load_instances(path: Path) -> list[Instance]:
     test.patch, optional Dockerfile) given as the folder holding ``tasks/`` or ``tasks/``."""
     if path.is_file():
         return parse_instances(read_text(path), str(path))
-    tasks = path / "tasks" if (path / "tasks").is_dir() else path
     if not path.is_dir():
         raise UserError(f"{path}: not found; pass an instances file (.jsonl/.json) or a folder")
-    found = [_layout_instance(folder) for folder in sorted(tasks.iterdir()) if folder.is_dir()]
+    tasks = path.resolve()
+    if (path / "tasks").is_dir():
+        tasks = inside(path, "tasks", file=path, field="tasks")
+    found = [
+        _layout_instance(tasks, entry.name) for entry in sorted(tasks.iterdir()) if entry.is_dir()
+    ]
     if not found:
         raise UserError(f"{tasks}: no task folders (tasks/<instance_id>/task.yaml)")
     return found
 
 
-def _layout_instance(folder: Path) -> Instance:
-    spec_path = folder / "task.yaml"
+def _layout_instance(tasks: Path, instance_id: str) -> Instance:
+    """The instance of the task folder ``tasks/<instance_id>``; it and each file it is read
+    from are held inside ``tasks`` (a link that leads out is refused)."""
+    folder = inside(tasks, instance_id, file=tasks, field="task folder")
+
+    def file(name: str) -> Path:
+        return inside(folder, name, file=folder, field=name, root=tasks)
+
+    spec_path = file("task.yaml")
     if not spec_path.is_file():
         raise UserError(f"{spec_path}: missing; every task folder needs task.yaml")
     try:
@@ -102,15 +114,15 @@ def _layout_instance(folder: Path) -> Instance:
         raise UserError(f"{spec_path}: not valid YAML ({exc})") from exc
     if not isinstance(spec, dict):
         raise UserError(f"{spec_path}: must be a mapping of instance fields")
-    row: dict[str, Any] = {"instance_id": folder.name, **spec}
+    row: dict[str, Any] = {"instance_id": instance_id, **spec}
     for name, key in (
         ("problem_statement.md", "problem_statement"),
         ("gold.patch", "patch"),
         ("test.patch", "test_patch"),
     ):
-        if (folder / name).is_file():
-            row[key] = read_text(folder / name)
-    tests_path = folder / "tests.json"
+        if file(name).is_file():
+            row[key] = read_text(file(name))
+    tests_path = file("tests.json")
     if tests_path.is_file():
         try:
             tests = json.loads(read_text(tests_path))
@@ -119,7 +131,7 @@ def _layout_instance(folder: Path) -> Instance:
         if not isinstance(tests, dict):
             raise UserError(f"{tests_path}: must be an object with FAIL_TO_PASS, PASS_TO_PASS")
         row.update({k: v for k, v in tests.items() if k in ("FAIL_TO_PASS", "PASS_TO_PASS")})
-    dockerfile = folder / "Dockerfile"
+    dockerfile = file("Dockerfile")
     text = read_text(dockerfile) if dockerfile.is_file() else None
     return instance_of(row, str(folder), dockerfile=text)
 
@@ -138,7 +150,7 @@ def import_swebench(options: ImportOptions, say: Callable[[str], None]) -> Impor
     if options.negatives < 0 or options.negatives > len(instances):
         raise UserError(f"--negatives must be between 0 and {len(instances)} (the instances)")
     specs = read_specs(options.specs, instances, say)
-    clones = {i.repo: _clone_of(options.repos, i) for i in instances}
+    clones = {i.repo: _clone_of(options.repos, i, options.instances) for i in instances}
     options.out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=options.out.parent, prefix=f".{options.out.name}.part-"))
     try:
@@ -444,9 +456,13 @@ def _bundle_name(repo: str) -> str:
     return repo.replace("/", "__") + ".bundle"
 
 
-def _clone_of(repos: Path, instance: Instance) -> Path:
+def _clone_of(repos: Path, instance: Instance, source: Path) -> Path:
+    """The local clone of an instance's ``repo`` under ``--repos`` (``owner/name`` is a
+    string of the instances file: one that climbs out with ``..`` is refused)."""
     owner, name = instance.repo.split("/", 1)
-    for candidate in (repos / f"{owner}__{name}", repos / owner / name):
+    where = f"{source}: instance {instance.instance_id!r}"
+    for relative in (f"{owner}__{name}", f"{owner}/{name}"):
+        candidate = under(repos, relative, file=where, field="repo")
         if (candidate / ".git").exists() or (candidate / "objects").is_dir():
             return candidate
     raise UserError(
