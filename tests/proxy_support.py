@@ -16,6 +16,7 @@ import json
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -182,6 +183,7 @@ def proxy_environment(upstream: str, key: str | None, **extra: str) -> dict[str,
         "DELTARUN_LISTEN_HOST": "127.0.0.1",
         "DELTARUN_LISTEN_PORT": "0",
         "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ in the source tree
+        "DELTARUN_LEDGER": tempfile.mkdtemp(prefix="deltarun-ledger-"),
         **extra,
     }
     if key is not None:

@@ -57,27 +57,31 @@ MESSAGE = {
               "cache_creation_input_tokens": 2, "output_tokens": 6},
 }
 
+def masked(value):
+    # What the model saw, told without echoing the key (the gateway withholds an echo).
+    return value.replace("sekret", "<real key>") if value else value
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def answer(self):
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
-        auth = self.headers.get("Authorization")
+        auth = masked(self.headers.get("Authorization"))
         print(json.dumps({"path": self.path, "authorization": auth}), flush=True)
         if self.command == "POST" and self.path == "/v1/chat/completions":
             status, payload = 200, dict(ANSWER, seen={"authorization": auth,
                                                       "host": self.headers.get("Host")})
         elif self.command == "POST" and self.path == "/v1/messages":
             status, payload = 200, dict(MESSAGE, seen={
-                "authorization": auth, "x-api-key": self.headers.get("x-api-key")})
+                "authorization": auth, "x-api-key": masked(self.headers.get("x-api-key"))})
         else:
             status, payload = 404, {"error": {"message": "no such route"}}
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-Saw-Key", "yes" if auth == "Bearer sekret" else "no")
+        self.send_header("X-Saw-Key", "yes" if auth == "Bearer <real key>" else "no")
         self.end_headers()
         self.wfile.write(data)
 
@@ -303,7 +307,7 @@ def test_agent_base_url_and_network(docker_api: Any, gateway: ModelGateway, worl
     host = proxy["HostConfig"]
     assert host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] is True
     assert host["SecurityOpt"] == ["no-new-privileges"] and host["Init"] is True
-    assert host["Memory"] == host["MemorySwap"] == 128 << 20 and host["PidsLimit"] == 64
+    assert host["Memory"] == host["MemorySwap"] == 256 << 20 and host["PidsLimit"] == 64
     assert proxy["Config"]["User"] == "1000:1000"
     assert world.labels.items() <= proxy["Config"]["Labels"].items()  # plus the image's
     assert run(docker_api, gateway.container, ["cat", "/proc/sys/net/ipv4/ip_forward"]) == (
@@ -329,7 +333,7 @@ def test_chat_completion_goes_through_with_the_key_added(
     body = result["body"]
     assert body["model"] == "m-1" and body["choices"][0]["message"]["content"] == "hi"
     # The upstream saw the proxy's key, not the agent's header, and its own host name.
-    assert body["seen"] == {"authorization": f"Bearer {KEY}", "host": "fake-model:8000"}
+    assert body["seen"] == {"authorization": "Bearer <real key>", "host": "fake-model:8000"}
     assert result["headers"]["X-Saw-Key"] == "yes"
     # The key was never in the sandbox: not in its configuration, environment or files.
     assert KEY not in json.dumps(docker_api.inspect_container(sandbox)["Config"])
@@ -340,7 +344,7 @@ def test_chat_completion_goes_through_with_the_key_added(
     assert "/etc/passwd" in exec_sh(docker_api, sandbox, search.format("agent:x:1000"))[1]
     # Anthropic Messages: the key goes as x-api-key, and the agent's headers are dropped.
     result = exec_python(docker_api, sandbox, CHAT, gateway.agent_base_url + "/messages")
-    assert result["body"]["seen"] == {"authorization": None, "x-api-key": KEY}
+    assert result["body"]["seen"] == {"authorization": None, "x-api-key": "<real key>"}
 
 
 def test_upstream_unreachable_except_through_the_proxy(
@@ -402,10 +406,12 @@ def test_exchanges_report_model_and_tokens(
     exec_python(docker_api, sandbox, CHAT, gateway.agent_base_url + "/messages")
     exchanges = gateway.exchanges()[earlier:]
     chat = next(e for e in exchanges if e.path == "/v1/chat/completions")
-    assert chat == Exchange("/v1/chat/completions", 200, "m-1", 7, 3, latency_ms=chat.latency_ms)
+    assert chat == Exchange(
+        "/v1/chat/completions", 200, "m-1", 7, 3, latency_ms=chat.latency_ms, models=("m-1",)
+    )
     message = next(e for e in exchanges if e.path == "/v1/messages")  # cache reads and writes
     assert message == Exchange(  # count as input, for every API
-        "/v1/messages", 200, "c-1", 47, 6, 40, 2, message.latency_ms, ("Bash",), False
+        "/v1/messages", 200, "c-1", 47, 6, 40, 2, message.latency_ms, ("Bash",), False, ("c-1",)
     )
     assert all(e.path != "/__deltarun_ready" for e in exchanges)
     logs = docker_api.logs(gateway.container, stdout=True, stderr=True).decode()

@@ -37,6 +37,9 @@ AGENT_HEADERS = {  # what an agent sends: only ever a placeholder, in every head
 AGENT_HEADERS_LOWER = {name.lower() for name in AGENT_HEADERS}
 ANTHROPIC_HEADERS = {**AGENT_HEADERS, "anthropic-version": "2023-06-01"}
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+MAX_OUT = 777  # the hostile tests' request maximum
+BOUNDED = {**REQUEST, "max_tokens": MAX_OUT}
+IN_MAX = len(json.dumps(BOUNDED).encode())  # its input maximum: one token per byte at most
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +82,7 @@ def test_each_api_logs_the_usage_it_served(
         exchange.latency_ms,
         case.tool_calls,
         False,
+        (case.model,),  # one model name, and nothing flagged: every real answer reads whole
     )
     assert 0 <= exchange.latency_ms < 10_000
     seen = upstream.seen[-1]
@@ -99,20 +103,20 @@ def test_each_api_logs_the_usage_it_served(
 
 def test_the_key_style_follows_the_api(proxy: RunningProxy, upstream: FakeUpstream) -> None:
     upstream.answer = Answer(b'{"input_tokens": 10}')
-    # Anthropic's other paths, or any path with an anthropic-version header: x-api-key.
-    for path, headers in (
-        ("/v1/messages/count_tokens", AGENT_HEADERS),
-        ("/v1/models", ANTHROPIC_HEADERS),
+    # Anthropic's token count, or the model listing with an anthropic-version header: x-api-key.
+    for path, headers, method in (
+        ("/v1/messages/count_tokens", AGENT_HEADERS, "POST"),
+        ("/v1/models", ANTHROPIC_HEADERS, "GET"),
     ):
-        reply = proxy.ask(path, {}, headers)
+        reply = proxy.ask(path, {}, headers, method)
         assert upstream.seen[-1].header("x-api-key") == REAL_KEY, path
         assert upstream.seen[-1].header("authorization") is None
-        # count_tokens' input_tokens is not usage: nothing is counted.
+        # count_tokens' input_tokens is not usage, and neither endpoint bills: nothing counted.
         assert (reply.log["prompt_tokens"], reply.log["completion_tokens"]) == (0, 0)
-    for path in ("/v1/models", "/v1/embeddings", "/v1/chat/completions/c1/messages"):
-        proxy.ask(path, {}, AGENT_HEADERS)
-        assert upstream.seen[-1].header("authorization") == f"Bearer {REAL_KEY}", path
-        assert upstream.seen[-1].header("x-api-key") is None
+        assert reply.log["flags"] == []
+    proxy.ask("/v1/models", None, AGENT_HEADERS, "GET")
+    assert upstream.seen[-1].header("authorization") == f"Bearer {REAL_KEY}"
+    assert upstream.seen[-1].header("x-api-key") is None
 
 
 def test_without_a_key_no_key_header_reaches_the_upstream(upstream: FakeUpstream) -> None:
@@ -218,17 +222,19 @@ BIG_EVENT = {
     },
 }
 HOSTILE = [
-    # name, answer, status the client gets, (prompt, completion) logged, model logged
-    ("not-json", Answer(b"<html>oops</html>"), 200, (0, 0), None),
+    # name, answer, status the client gets, (prompt, completion) logged, model logged. A
+    # billed (2xx) answer without its closing usage, or not read whole, counts at least the
+    # request's maximum (IN_MAX, MAX_OUT), flagged "estimated"; an error status bills nothing.
+    ("not-json", Answer(b"<html>oops</html>"), 200, (IN_MAX, MAX_OUT), None),
     ("html-error", Answer(b"<html>bad gateway</html>", "text/html", 500), 500, (0, 0), None),
-    ("empty", Answer(b""), 200, (0, 0), None),
-    ("deep-json", Answer(_deep(200_000)), 200, (0, 0), None),
+    ("empty", Answer(b""), 200, (IN_MAX, MAX_OUT), None),
+    ("deep-json", Answer(_deep(200_000)), 200, (IN_MAX, MAX_OUT), None),
     # Too dense or too big to decode whole: the usage and the model are still found, alone.
-    ("dense-json", Answer(DENSE), 200, (3, 0), "m-3"),
+    ("dense-json", Answer(DENSE), 200, (3, MAX_OUT), "m-3"),
     ("big-json", Answer(json.dumps(BIG).encode()), 200, (6, 2), "m-4"),
-    ("big-json-fake-keys", Answer(json.dumps(FAKE_KEYS).encode()), 200, (0, 0), None),
+    ("big-json-fake-keys", Answer(json.dumps(FAKE_KEYS).encode()), 200, (IN_MAX, MAX_OUT), None),
     ("big-sse-event", Answer(sse((None, BIG_EVENT)), "text/event-stream"), 200, (8, 1), "m-5"),
-    ("garbage-sse", Answer(GARBAGE_SSE, "text/event-stream"), 200, (5, 2), "m-9"),
+    ("garbage-sse", Answer(GARBAGE_SSE, "text/event-stream"), 200, (5, MAX_OUT), "m-9"),
     (
         "sse-as-text",
         Answer(
@@ -254,10 +260,10 @@ HOSTILE = [
             ).encode()
         ),
         200,
-        (0, 0),
+        (IN_MAX, MAX_OUT),
         "m",
     ),
-    ("huge", Answer(b"{" + b" " * (33 << 20) + b"}"), 502, (0, 0), None),
+    ("huge", Answer(b"{" + b" " * (33 << 20) + b"}"), 502, (IN_MAX, MAX_OUT), None),
     ("tool-flood", Answer(json.dumps(TOOL_FLOOD).encode()), 200, (50, 9), CHAT_JSON["model"]),
 ]
 
@@ -273,12 +279,13 @@ def test_hostile_answers_never_crash_it_or_count_falsely(
     model: str | None,
 ) -> None:
     upstream.answer = answer
-    reply = proxy.ask("/v1/chat/completions", REQUEST, AGENT_HEADERS)
+    reply = proxy.ask("/v1/chat/completions", BOUNDED, AGENT_HEADERS)
     assert reply.status == status
     if status == 200:
         assert reply.body == answer.body
     log = reply.log
     assert (log["prompt_tokens"], log["completion_tokens"], log["model"]) == (*counts, model)
+    assert ("estimated" in log["flags"]) == (counts[1] == MAX_OUT)
     assert log["cache_read_tokens"] == log["cache_write_tokens"] == 0
     names = log["tool_calls"]
     assert len(names) <= 64 and all(isinstance(n, str) and len(n) <= 128 for n in names)
@@ -291,7 +298,7 @@ def test_hostile_answers_never_crash_it_or_count_falsely(
     assert not [line for line in proxy.stderr if "Traceback" in line or "unread" in line]
 
 
-def test_an_answer_cut_off_still_counts_what_arrived(
+def test_an_answer_cut_off_counts_what_arrived_and_its_maximum(
     proxy: RunningProxy, upstream: FakeUpstream
 ) -> None:
     start = CASES[1].body.split(b"\n\n")[0] + b"\n\n"  # Anthropic's message_start alone
@@ -299,14 +306,16 @@ def test_an_answer_cut_off_still_counts_what_arrived(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
     upstream.answer = Answer(raw=head + b"%x\r\n" % len(start) + start + b"\r\n")
-    reply = proxy.ask("/v1/messages", REQUEST, ANTHROPIC_HEADERS)
+    reply = proxy.ask("/v1/messages", BOUNDED, ANTHROPIC_HEADERS)
     assert reply.status == 502 and "cut off" in reply.json()["error"]["message"]
     log = reply.log
+    # The input side message_start reported; the output at the request's maximum.
     assert (log["model"], log["prompt_tokens"], log["completion_tokens"]) == (
         CASES[1].model,
         1075,
-        1,
+        MAX_OUT,
     )
+    assert {"cut", "estimated"} <= set(log["flags"])
     assert (log["cache_read_tokens"], log["cache_write_tokens"]) == (1000, 50)
     assert proxy.process.poll() is None and proxy.ready()
 

@@ -53,8 +53,18 @@ def run_guarded(ctx: AgentContext, argv: Sequence[str], env: Mapping[str, str]) 
     )
 
 
+# Flags of the gateway's ledger (runner.gateway) worth a line at the end of the agent log.
+FLAG_NOTES = {
+    "estimated": "answers the gateway could not read whole, counted at their request's maximum",
+    "key_reflected": "answers that carried the gateway's key back (removed before the sandbox)",
+    "lost": "requests in flight when the gateway stopped, counted at their maximum",
+}
+OVERFLOW = ("models_overflow",)  # more model names than the gateway keeps: not all checked
+
+
 def model_usage(base: AgentResult, calls: list[ModelCall], route: Route) -> AgentResult:
-    """Tokens summed from the gateway's log, and the route lock on every answered request."""
+    """Tokens summed from the gateway's ledger, the route lock on every model name of every
+    answered request, and a line in the log for each kind of answer the gateway flagged."""
     tokens = replace(
         base,
         prompt_tokens=sum(c.prompt_tokens for c in calls),
@@ -62,8 +72,17 @@ def model_usage(base: AgentResult, calls: list[ModelCall], route: Route) -> Agen
         cache_read_tokens=sum(c.cache_read_tokens for c in calls),
         cache_write_tokens=sum(c.cache_write_tokens for c in calls),
     )
-    answered = sorted({c.model for c in calls if c.model is not None})
+    notes = "".join(
+        f"\ndeltarun: model gateway: {n} {FLAG_NOTES[flag]}\n"
+        for flag in FLAG_NOTES
+        if (n := sum(flag in c.flags for c in calls))
+    )
+    if notes:
+        tokens = replace(tokens, log=tokens.log + notes)
+    answered = sorted({m for c in calls for m in (*c.models, c.model) if m is not None})
     error = next((e for model in answered if (e := route.mismatch(model))), None)
+    if error is None and any(flag in c.flags for c in calls for flag in OVERFLOW):
+        error = "route_mismatch: an answer named more models than the gateway keeps"
     if error is None:
         return tokens
     return replace(tokens, route_mismatch=True, stop_reason="route_mismatch", error=error)

@@ -1,15 +1,17 @@
 """deltarun model proxy: the one road out of a ``network: model-only`` sandbox.
 
-The sandbox sits on an internal Docker network with no route out; this proxy is
-the only other member, reachable as ``http://model-gateway:8080``. It forwards
-requests under the upstream's path prefix to the one upstream host and nothing
-else, so the agent can talk to its model but cannot reach any other address.
-The API key lives only in this container's environment: the sandbox holds at most a
-placeholder, which is dropped here, and the key (if any) is added here.
+The sandbox sits on an internal Docker network with no route out; this proxy is the only
+other member, reachable as ``http://model-gateway:8080``. It forwards the model endpoints
+of the route's API (routes.py) to the one upstream host and nothing else, so the agent can
+talk to its model but cannot reach any other address or endpoint. The API key lives only
+in this container's environment: the sandbox holds at most a placeholder, which is
+dropped here, and the key (if any) is added here.
 
 Configuration (environment):
     DELTARUN_UPSTREAM      base URL of the model, e.g. http://fake-model:8000/v1 or https://...
     DELTARUN_UPSTREAM_KEY  optional; the API key sent upstream
+    DELTARUN_LEDGER        optional; the ledger's directory (ledger.py), default /ledger
+    DELTARUN_MAX_OUTPUT_TOKENS  optional; a request's output maximum when it names none
     DELTARUN_LISTEN_HOST   optional; the address to listen on, default 0.0.0.0
     DELTARUN_LISTEN_PORT   optional; default 8080 (0: a free port, named on the start-up line)
     DELTARUN_BUDGET_TOKENS, DELTARUN_BUDGET_USD, DELTARUN_PRICE: optional; see budget.py
@@ -17,130 +19,63 @@ A bad value stops the proxy at start (exit 2), never a budget silently not enfor
 
 Rules:
     * ``GET /__deltarun_ready`` answers 200 (the harness waits for it).
-    * A path under the upstream's prefix (``/v1`` and ``/v1/...`` above) is forwarded with the
-      same method, path and query; anything else (other paths, ``..`` segments, absolute-form
-      targets) gets 403. Hop-by-hop headers are dropped and ``Host`` names the upstream.
+    * A request for an endpoint of routes.ENDPOINTS under the upstream's prefix, its path
+      decoded until stable, is forwarded to that canonical path with its query; anything
+      else gets 403 and is counted as refused. Hop-by-hop headers are dropped and ``Host``
+      names the upstream.
     * The agent's ``Authorization``, ``x-api-key`` and ``api-key`` headers are always dropped.
-      With a key, it is added in the style of the request's API (wire.api_of): ``x-api-key``
-      for Anthropic Messages (a ``messages`` path, or an ``anthropic-version`` header),
-      ``Authorization: Bearer`` for everything else.
-    * Request bodies over 8 MiB get 413, upstream responses over 32 MiB become 502, the
-      upstream has 600 s to answer, and an upstream that cannot be reached gives 502.
-    * The whole upstream response is read before it is sent on: a streamed (SSE) answer
-      arrives in one piece at the end, which the model clients accept. An answer cut off
-      part-way becomes 502, but what arrived of it still counts.
+      With a key, it is added in the style of the request's API: ``x-api-key`` for Anthropic
+      Messages, ``Authorization: Bearer`` for everything else. The key never goes back
+      (keyguard.py): it is replaced in an answer's headers and bytes, and an answer that
+      carries it in another form is withheld (502).
+    * Request bodies over 8 MiB get 413, upstream answers over 32 MiB are cut there (502),
+      the upstream has 600 s to answer, and one that cannot be reached gives 502. What
+      bodies and answers hold together is bounded (upstream.Pool): 503 when it is full.
+    * The whole upstream answer is read before it is sent on: a streamed (SSE) answer
+      arrives in one piece at the end, which the model clients accept.
     * With a budget, a request made once it is spent is answered here, not forwarded
       (budget.py: the status and shape per API).
-    * After each request (except the readiness probe) one JSON line goes to stdout:
-      ``{"path", "status", "model", "prompt_tokens", "completion_tokens",
-      "cache_read_tokens", "cache_write_tokens", "latency_ms", "tool_calls",
-      "budget_exhausted"}``. The model, counts and tool-call names are the answer's own
-      (wire.py); ``latency_ms`` is the upstream's time to the last byte (0 when nothing was
-      forwarded). The path is logged without its query string; the key, headers and bodies
-      are never printed.
+    * Every request goes into the ledger (ledger.py) before its answer is sent: a forwarded
+      one with the models, counts and tool-call names its answer reports (wire.py), or its
+      maximum when the answer could not be read whole (``estimated``); a refused one as a
+      count. The key, headers and bodies are never written.
 
 Standard library only, so it runs on the sandbox image itself.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import posixpath
-import ssl
 import sys
 import threading
 import time
-import urllib.parse
 from collections.abc import Mapping
-from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from io import BufferedIOBase
 
 from .budget import Budget, refusal
-from .wire import ANTHROPIC, Usage, api_of, read_answer
+from .keyguard import WITHHELD, scrub_body, scrub_headers
+from .ledger import DEFAULT_MAX_OUTPUT_TOKENS, Ledger, Line, request_maximum, settle
+from .routes import ANTHROPIC, Route, route
+from .upstream import (
+    MAX_REQUEST_BYTES,
+    POOL_BYTES,
+    POOL_WAIT_S,
+    Answer,
+    Pool,
+    TooLarge,
+    Upstream,
+    forwarded_headers,
+    read_chunked,
+)
+from .wire import Usage, read_answer
 
 DEFAULT_PORT = 8080
 READY_PATH = "/__deltarun_ready"
-MAX_REQUEST_BYTES = 8 << 20
-MAX_RESPONSE_BYTES = 32 << 20
 DISCARD_LIMIT_BYTES = 64 << 20  # read and dropped after a 413, so the client sees the answer
-UPSTREAM_TIMEOUT_S = 600.0
-LOG_LOCK = threading.Lock()  # one whole line at a time from the handler threads
 CLIENT_IDLE_TIMEOUT_S = 660.0
-
-# RFC 9110 §7.6.1 hop-by-hop headers, plus those this proxy sets itself.
-HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-}
-KEY_HEADERS = {"authorization", "x-api-key", "api-key"}  # the agent's placeholder, never sent
-SET_HERE = {"host", "content-length", "accept-encoding", "expect"}
-SET_BY_SERVER = {"content-length", "server", "date"}  # http.server writes its own
-
-
-class Upstream:
-    """The single upstream: scheme, host, port, path prefix and the optional key."""
-
-    def __init__(self, url: str, key: str | None) -> None:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"DELTARUN_UPSTREAM must be an http(s) URL with a host, not {url!r}")
-        if parts.username or parts.password or parts.query or parts.fragment:
-            raise ValueError("DELTARUN_UPSTREAM must not carry credentials, a query or a fragment")
-        self.https = parts.scheme == "https"
-        self.host = parts.hostname
-        self.port = parts.port or (443 if self.https else 80)
-        self.prefix = parts.path.rstrip("/")
-        default_port = self.port == (443 if self.https else 80)
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        self.host_header = host if default_port else f"{host}:{self.port}"
-        self.key = key or None
-
-    def allows(self, path: str) -> bool:
-        """Is ``path`` (no query) under the prefix, with no dot segments even once decoded?"""
-        if not path.startswith("/"):
-            return False  # absolute-form ("http://other/...") or asterisk-form targets
-        decoded = urllib.parse.unquote(path)
-        if posixpath.normpath(decoded) != decoded.rstrip("/") and decoded != "/":
-            return False  # "..", "." or "//" segments: refuse rather than guess what they mean
-        return decoded == self.prefix or decoded.startswith(self.prefix + "/")
-
-    def key_header(self, api: str) -> tuple[str, str] | None:
-        """The key as the request's API expects it, or ``None`` without a key."""
-        if self.key is None:
-            return None
-        if api == ANTHROPIC:
-            return "x-api-key", self.key
-        return "Authorization", f"Bearer {self.key}"
-
-    def connect(self) -> http.client.HTTPConnection:
-        if self.https:
-            context = ssl.create_default_context()
-            return http.client.HTTPSConnection(
-                self.host, self.port, timeout=UPSTREAM_TIMEOUT_S, context=context
-            )
-        return http.client.HTTPConnection(self.host, self.port, timeout=UPSTREAM_TIMEOUT_S)
-
-
-class TooLarge(Exception):
-    """A body over its cap."""
-
-
-class CutOff(Exception):
-    """The upstream's answer ended before its end: what came, and its content type."""
-
-    def __init__(self, partial: bytes, content_type: str) -> None:
-        super().__init__("upstream answer cut off")
-        self.partial, self.content_type = partial, content_type
+METERED = {"messages", "chat/completions", "responses"}  # endpoints that bill tokens
+PARSE_LOCK = threading.Lock()  # one answer read at a time: its decoding's memory is bounded
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -149,8 +84,12 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "deltarun-model-proxy"
     timeout = CLIENT_IDLE_TIMEOUT_S  # an idle client connection is closed, freeing its thread
-    upstream: Upstream  # set in main()
-    budget: Budget  # set in main()
+    # Set in main().
+    upstream: Upstream
+    budget: Budget
+    ledger: Ledger
+    pool: Pool
+    max_output: int = DEFAULT_MAX_OUTPUT_TOKENS
 
     def do_GET(self) -> None:
         if self.path == READY_PATH:
@@ -159,113 +98,151 @@ class Handler(BaseHTTPRequestHandler):
         self.forward()
 
     def forward(self) -> None:
-        path = self.path.partition("?")[0]
-        if not self.upstream.allows(path):
+        allowed = route(
+            self.upstream.prefix, self.command, self.path, "anthropic-version" in self.headers
+        )
+        if allowed is None:
             self.drain_request()
-            self.reply_json(403, error(f"only {self.upstream.prefix}/... is forwarded"))
-            self.log_exchange(path, 403)
+            message = f"only {self.upstream.prefix}/... is forwarded, and only the model API's"
+            self.reply_json(403, error(message + " endpoints"))
+            self.ledger.refused(self.path, 403, "endpoint")
             return
-        received, body = self.receive(path)
-        if not received:
+        size = self.body_size()
+        if size is None:
             return
-        api = api_of(urllib.parse.unquote(path), "anthropic-version" in self.headers)
-        spent = self.budget.exhausted()
-        if spent is not None:
-            status, payload = refusal(api, spent)
-            self.reply_json(status, payload, {"x-should-retry": "false"})
-            self.log_exchange(path, status, budget_exhausted=True)
+        if not self.pool.take(size, POOL_WAIT_S):
+            self.close_connection = True
+            self.reply_json(503, error("the gateway is busy: too many requests held open"))
+            self.ledger.refused(self.path, 503, "busy")
             return
-        self.relay(path, api, body)
+        try:
+            self.forward_allowed(allowed)
+        finally:
+            self.pool.give(size)
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = forward
 
-    def receive(self, path: str) -> tuple[bool, bytes | None]:
-        """The request body (``None`` when there is none); answers and logs a bad one itself."""
+    def forward_allowed(self, allowed: Route) -> None:
+        received, body = self.receive()
+        if not received:
+            return
+        spent = self.budget.exhausted()
+        if spent is not None:
+            status, payload = refusal(allowed.api, spent)
+            self.reply_json(status, payload, {"x-should-retry": "false"})
+            self.ledger.refused(allowed.target, status, "budget", budget=True)
+            return
+        self.relay(allowed, body)
+
+    def body_size(self) -> int | None:
+        """Bytes the request's body may take (its length, or the cap when chunked);
+        ``None`` when it is refused here (answered and counted)."""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return MAX_REQUEST_BYTES
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self.close_connection = True
+            self.reply_json(400, error("bad request body: bad Content-Length"))
+            self.ledger.refused(self.path, 400, "bad_body")
+            return None
+        if length > MAX_REQUEST_BYTES:
+            self.refuse_too_large()
+            return None
+        return length
+
+    def refuse_too_large(self) -> None:
+        # Read the rest first (up to a limit) so the client is not reset before it can read
+        # the answer; the connection closes either way.
+        self.discard_body(DISCARD_LIMIT_BYTES)
+        self.close_connection = True
+        self.reply_json(413, error(f"request body over {MAX_REQUEST_BYTES} bytes"))
+        self.ledger.refused(self.path, 413, "too_large")
+
+    def receive(self) -> tuple[bool, bytes | None]:
+        """The request body (``None`` when there is none); answers and counts a bad one."""
         try:
             return True, self.read_request_body()
         except TooLarge:
-            # Read the rest first (up to a limit) so the client is not reset before it can
-            # read the answer; the connection closes either way.
-            self.discard_body(DISCARD_LIMIT_BYTES)
-            self.close_connection = True
-            self.reply_json(413, error(f"request body over {MAX_REQUEST_BYTES} bytes"))
-            self.log_exchange(path, 413)
+            self.refuse_too_large()
         except ValueError as exc:
             self.close_connection = True
             self.reply_json(400, error(f"bad request body: {exc}"))
-            self.log_exchange(path, 400)
+            self.ledger.refused(self.path, 400, "bad_body")
         return False, None
 
-    def relay(self, path: str, api: str, body: bytes | None) -> None:
-        """Forward the request, send the answer on, count what it used."""
+    def relay(self, allowed: Route, body: bytes | None) -> None:
+        """Forward the request, count what its answer used, then send the answer on."""
+        metered = allowed.endpoint in METERED
+        maximum = request_maximum(body, self.max_output) if metered else (0, 0)
+        ident = self.ledger.begin(allowed.target, maximum)
         started = time.monotonic()
-        headers: list[tuple[str, str]] = []
-        data, content_type = b"", ""
+        anthropic = allowed.api == ANTHROPIC
+        headers = forwarded_headers(self.headers, self.upstream, anthropic, body)
+        answer = self.upstream.exchange(self.command, allowed.target, headers, body, self.pool)
         try:
-            # The target as the client sent it: an allowed path and its query, unchanged.
-            status, headers, data = self.exchange(api, self.path, body)
-        except TooLarge:
-            status, message = 502, f"upstream response over {MAX_RESPONSE_BYTES} bytes"
-        except CutOff as cut:
-            status, message = 502, "upstream answer cut off"
-            data, content_type = cut.partial, cut.content_type
-        except (OSError, http.client.HTTPException) as exc:
-            status, message = 502, f"upstream unreachable: {type(exc).__name__}"
-        else:
-            message = ""
-            content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
-        latency_ms = round((time.monotonic() - started) * 1000)
-        # Counted before it is sent on: a client gone by now (timed out, or hung up on
-        # purpose) does not make what the model used vanish from the budget or the log.
-        usage = usage_of(data, content_type)
+            latency_ms = round((time.monotonic() - started) * 1000)
+            self.settle_and_send(allowed, answer, maximum, metered, latency_ms, ident)
+        finally:
+            self.pool.give(answer.held)
+
+    def settle_and_send(
+        self,
+        allowed: Route,
+        answer: Answer,
+        maximum: tuple[int, int],
+        metered: bool,
+        latency_ms: int,
+        ident: int,
+    ) -> None:
+        """Counted and entered in the ledger before it is sent on: a client gone by now
+        (timed out, or hung up on purpose) does not make what the model used vanish."""
+        with PARSE_LOCK:
+            usage = usage_of(answer.data, answer.content_type, self.upstream.key)
+        billed = answer.sent and (answer.status == 0 or 200 <= answer.status < 300)
+        usage = settle(usage, maximum, metered=metered, whole=answer.trouble is None, billed=billed)
+        flags = list(usage.flags) + ([answer.trouble] if answer.trouble else [])
+        data, literal = scrub_body(answer.data, self.upstream.key)
+        headers, in_headers = scrub_headers(answer.headers, self.upstream.key)
+        if literal or in_headers or usage.secret_seen:
+            flags.append("key_reflected")
+        status, message = answer.status, ""
+        if usage.secret_seen:
+            status, message = 502, WITHHELD
+        elif answer.trouble is not None:
+            status, message = 502, f"upstream answer {TROUBLE[answer.trouble]}"
         self.budget.spend(
             usage.prompt_tokens,
             usage.completion_tokens,
             usage.cache_read_tokens,
             usage.cache_write_tokens,
         )
-        try:
-            if message:
-                self.reply_json(status, error(message))
-            else:
-                self.send_response(status)
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-        finally:
-            self.log_exchange(path, status, usage, latency_ms)
-
-    def exchange(
-        self, api: str, target: str, body: bytes | None
-    ) -> tuple[int, list[tuple[str, str]], bytes]:
-        """One request to the upstream; returns status, end-to-end headers and the body."""
-        dropped = HOP_BY_HOP | KEY_HEADERS | SET_HERE | connection_tokens(self.headers)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
-        headers["Host"] = self.upstream.host_header
-        headers["Accept-Encoding"] = "identity"  # so the usage in the answer can be read
-        key = self.upstream.key_header(api)
-        if key is not None:
-            headers[key[0]] = key[1]
-        if body is not None:
-            headers["Content-Length"] = str(len(body))
-        connection = self.upstream.connect()
-        try:
-            connection.request(self.command, target, body=body, headers=headers)
-            response = connection.getresponse()
-            try:
-                data = response.read(MAX_RESPONSE_BYTES + 1)
-            except http.client.IncompleteRead as exc:
-                raise CutOff(exc.partial, response.headers.get("Content-Type", "")) from exc
-            if len(data) > MAX_RESPONSE_BYTES:
-                raise TooLarge
-            ends = HOP_BY_HOP | SET_BY_SERVER | connection_tokens(response.headers)
-            kept = [(k, v) for k, v in response.headers.items() if k.lower() not in ends]
-            return response.status, kept, data
-        finally:
-            connection.close()
+        line = Line(
+            allowed.target,
+            status,
+            usage.model,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            latency_ms,
+            list(usage.tool_calls),
+            models=list(usage.models),
+            flags=flags,
+        )
+        self.ledger.finish(ident, line)
+        if message:
+            self.reply_json(status, error(message))
+            return
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
     def read_request_body(self) -> bytes | None:
         """The request body, at most ``MAX_REQUEST_BYTES``; ``None`` when there is none."""
@@ -274,9 +251,7 @@ class Handler(BaseHTTPRequestHandler):
         length_text = self.headers.get("Content-Length")
         if length_text is None:
             return None
-        length = int(length_text)
-        if length < 0:
-            raise ValueError("negative Content-Length")
+        length = int(length_text)  # checked by body_size
         if length > MAX_REQUEST_BYTES:
             raise TooLarge
         return self.rfile.read(length)
@@ -314,32 +289,6 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def log_exchange(
-        self,
-        path: str,
-        status: int,
-        usage: Usage | None = None,
-        latency_ms: int = 0,
-        *,
-        budget_exhausted: bool = False,
-    ) -> None:
-        usage = usage or Usage()
-        line = {
-            "path": path,
-            "status": status,
-            "model": usage.model,
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "cache_read_tokens": usage.cache_read_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
-            "latency_ms": latency_ms,
-            "tool_calls": usage.tool_calls,
-            "budget_exhausted": budget_exhausted,
-        }
-        with LOG_LOCK:
-            sys.stdout.write(json.dumps(line) + "\n")
-            sys.stdout.flush()
-
     def version_string(self) -> str:
         return self.server_version  # without the Python version
 
@@ -347,46 +296,28 @@ class Handler(BaseHTTPRequestHandler):
         """Silence the default access log: it would print query strings."""
 
 
-def usage_of(data: bytes, content_type: str) -> Usage:
-    """What the answer reports (wire.read_answer); nothing, should reading it ever fail,
-    rather than no log line."""
+TROUBLE = {
+    "unreachable": "unreachable",
+    "lost": "lost before it began",
+    "cut": "cut off",
+    "over_cap": "over the gateway's size cap",
+    "memory": "cut: the gateway's memory for answers is full",
+}
+
+
+def usage_of(data: bytes | bytearray, content_type: str, secret: str | None) -> Usage:
+    """What the answer reports (wire.read_answer); nothing but the flag ``unreadable``,
+    should reading it ever fail, rather than no ledger line."""
     try:
-        return read_answer(data, content_type)
-    except Exception as exc:  # a bug reading a hostile answer must not cost the log line
+        return read_answer(data, content_type, secret)
+    except Exception as exc:  # a bug reading a hostile answer must not cost the line
         print(f"deltarun model proxy: usage unread: {type(exc).__name__}", file=sys.stderr)
-        return Usage()
+        return Usage(flags=["unreadable"], secret_seen=secret is not None)
 
 
 def error(message: str) -> dict[str, object]:
     """An OpenAI-shaped error body, so model clients show the message."""
     return {"error": {"message": f"deltarun model gateway: {message}", "type": "gateway_error"}}
-
-
-def connection_tokens(headers: Message) -> set[str]:
-    """Header names listed in ``Connection`` are hop-by-hop too."""
-    values = headers.get_all("Connection") or []
-    return {token.strip().lower() for value in values for token in value.split(",")}
-
-
-def read_chunked(stream: BufferedIOBase, cap: int) -> bytes:
-    """Decode a chunked request body, refusing more than ``cap`` bytes."""
-    readline, read = stream.readline, stream.read
-    body = bytearray()
-    while True:
-        size_line = readline(1024)
-        try:
-            size = int(size_line.split(b";", 1)[0].strip(), 16)
-        except ValueError as exc:
-            raise ValueError("bad chunk size") from exc
-        if size == 0:
-            break
-        if len(body) + size > cap:
-            raise TooLarge
-        body += read(size)
-        readline(1024)  # the CRLF after each chunk
-    while readline(1024) not in (b"\r\n", b"\n", b""):
-        pass  # trailers, ignored
-    return bytes(body)
 
 
 def listen_address(env: Mapping[str, str]) -> tuple[str, int]:
@@ -397,17 +328,27 @@ def listen_address(env: Mapping[str, str]) -> tuple[str, int]:
     return host, int(port_text)
 
 
+def max_output(env: Mapping[str, str]) -> int:
+    text = env.get("DELTARUN_MAX_OUTPUT_TOKENS") or str(DEFAULT_MAX_OUTPUT_TOKENS)
+    if not text.isdigit() or not 0 < int(text) <= 10**9:
+        raise ValueError(f"DELTARUN_MAX_OUTPUT_TOKENS must be a positive count, not {text!r}")
+    return int(text)
+
+
 def main() -> int:
     env = os.environ
     try:
         upstream = Upstream(env.get("DELTARUN_UPSTREAM", ""), env.get("DELTARUN_UPSTREAM_KEY"))
         budget = Budget.from_env(env)
         listen = listen_address(env)
-    except ValueError as exc:
+        Handler.max_output = max_output(env)
+        Handler.ledger = Ledger(env.get("DELTARUN_LEDGER") or "/ledger")
+    except (ValueError, OSError) as exc:
         print(f"deltarun model proxy: {exc}", file=sys.stderr, flush=True)
         return 2
     Handler.upstream = upstream
     Handler.budget = budget
+    Handler.pool = Pool(POOL_BYTES)
     server = ThreadingHTTPServer(listen, Handler)
     server.daemon_threads = True
     target = f"{upstream.prefix}/... to {upstream.host_header}{budget.describe()}"

@@ -24,10 +24,24 @@ Which fields are read does not depend on the path: every document is searched fo
 so an answer is counted whatever path it came back on. Where a stream repeats a field, the
 last valid value wins (Anthropic and Chat streams send cumulative usage).
 
+Every model name is kept (``models``, in order of appearance, at most ``MAX_MODELS``
+distinct): the value of every ``model`` key at any depth of every document, so that an answer
+whose ``message_start`` names one model and a later event another shows both (the harness
+holds each to the route lock; ``model`` is the first, for the log's readers).
+
 An answer is the upstream's, and anything in it may be malformed: a value that is not a count
-(negative, not an integer, over ``MAX_COUNT``) is ignored, a document that is not JSON is
-skipped, one so big or dense that decoding it could exhaust the proxy's memory is only scanned
-for its usage and model, and nothing here raises.
+(negative, not an integer, over ``MAX_COUNT``) is ignored, a document so big or dense that
+decoding it could exhaust the proxy's memory is only scanned for its usage and models, and
+nothing here raises. What could not be read whole is named in ``flags``: ``unreadable`` (a
+document that looks like JSON and does not decode: bad bytes, nesting too deep), ``scanned``
+(read by ``scan``: its tool calls unread), ``models_overflow`` (more distinct model names
+than are kept). ``final_usage`` says whether the answer carried its closing usage (not
+only the input side an Anthropic ``message_start`` reports): an answer cut before it did
+is counted by the proxy at the request's maximum.
+
+``secret``: when given, every string of every document is searched for it, each field
+name's strings joined in order (so a key split over a stream's deltas, or escaped as
+``\\u`` sequences, is found); ``Usage.secret_seen`` says so.
 """
 
 from __future__ import annotations
@@ -39,14 +53,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-ANTHROPIC = "anthropic"
-CHAT = "chat"
-RESPONSES = "responses"
-OTHER = "other"
-
 MAX_TOOL_CALLS = 64  # names kept per answer
 MAX_NAME_CHARS = 128
 MAX_MODEL_CHARS = 256
+MAX_MODELS = 16  # distinct model names kept per answer; past it, ``models_overflow``
+MAX_SCANNED_MODELS = 4096  # ``model`` keys decoded in a scanned document
 MAX_KEY_CHARS = 256  # of a call's id, as kept to tell calls apart
 MAX_COUNT = 10**9  # more tokens than one answer can hold: anything larger is bogus
 # A document decoded whole holds its text two or three times over as Python objects, and
@@ -66,19 +77,6 @@ _MODEL_KEY = re.compile(rb'[{,]\s*"model"\s*:\s*')
 _SSE_START = re.compile(rb"\s*(?:data|event|id|retry)?:")
 
 
-def api_of(path: str, anthropic_version: bool) -> str:
-    """The API a request speaks, from its (decoded) path and whether it names an
-    ``anthropic-version``: it decides the key's header and the shape of a refusal."""
-    segments = [segment for segment in path.split("/") if segment]
-    if ("chat", "completions") in itertools.pairwise(segments):
-        return CHAT
-    if "responses" in segments:
-        return RESPONSES
-    if anthropic_version or ("messages" in segments and "threads" not in segments):
-        return ANTHROPIC
-    return OTHER
-
-
 @dataclass
 class Usage:
     """What one answer reported; zeros and no model when it said nothing readable."""
@@ -89,17 +87,32 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     tool_calls: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    final_usage: bool = False
+    secret_seen: bool = False
 
 
-def read_answer(data: bytes, content_type: str) -> Usage:
+def read_answer(data: bytes | bytearray, content_type: str, secret: str | None = None) -> Usage:
     """The usage of a JSON or SSE answer (by its content type, else by its first bytes)."""
-    reader = _Reader()
+    reader = _Reader(secret)
     for document in documents(data, content_type):
-        reader.document(document)
+        if isinstance(document, Unread):
+            reader.unread(document)
+        else:
+            reader.document(document)
     return reader.usage()
 
 
-def documents(data: bytes, content_type: str) -> Iterator[object]:
+@dataclass(frozen=True)
+class Unread:
+    """A document not decoded whole: why (a flag), and what ``scan`` found in it."""
+
+    why: str
+    found: dict[str, object]
+
+
+def documents(data: bytes | bytearray, content_type: str) -> Iterator[object]:
     """The JSON documents of an answer: the body, or each SSE event's data."""
     kind = content_type.lower()
     sse = "event-stream" in kind or ("json" not in kind and _SSE_START.match(data) is not None)
@@ -111,10 +124,10 @@ def documents(data: bytes, content_type: str) -> Iterator[object]:
         yield decode(data)
 
 
-def sse_payloads(data: bytes) -> Iterator[bytes]:
+def sse_payloads(data: bytes | bytearray) -> Iterator[bytes]:
     """Each event's data: its ``data:`` lines joined by newlines (the SSE rules), read
     line by line without copying the whole answer."""
-    lines: list[bytes] = []
+    lines: list[bytes | bytearray] = []
     for line in _lines(data):
         if not line:
             if lines:
@@ -127,7 +140,7 @@ def sse_payloads(data: bytes) -> Iterator[bytes]:
         yield b"\n".join(lines)
 
 
-def _lines(data: bytes) -> Iterator[bytes]:
+def _lines(data: bytes | bytearray) -> Iterator[bytes | bytearray]:
     start, end = 0, len(data)
     while start < end:
         newline = data.find(b"\n", start)
@@ -139,32 +152,34 @@ def _lines(data: bytes) -> Iterator[bytes]:
         start = stop + 1
 
 
-def decode(text: bytes) -> object:
-    """The JSON value of ``text`` (``None`` when it is not JSON); of a document too big or
-    too dense to decode whole, what ``scan`` finds."""
+def decode(text: bytes | bytearray) -> object:
+    """The JSON value of ``text``; of a document too big or too dense to decode whole, or
+    one that looks like JSON and does not decode, an ``Unread`` with what ``scan`` finds."""
     items = text.count(b",") + text.count(b":") + text.count(b"[") + text.count(b"{")
     if len(text) > MAX_DECODE_BYTES or items > MAX_JSON_ITEMS:
-        return scan(text)
+        return Unread("scanned", scan(text))
     try:
         return json.loads(text)
     except (ValueError, RecursionError):  # not JSON, bad UTF-8, huge integers, deep nesting
-        return None
+        if _JSON_START.match(text) is None:
+            return None  # not meant as JSON (an SSE comment, a plain-text error)
+        return Unread("unreadable", scan(text))
 
 
-def scan(text: bytes) -> dict[str, object]:
-    """``{"usage": ..., "model": ...}`` of a big document: its last ``usage`` object and its
-    first ``model``, each found by its key and decoded alone (tool calls are not read)."""
+def scan(text: bytes | bytearray) -> dict[str, object]:
+    """``{"usage": ..., "models": [...]}`` of a document not decoded whole: its last
+    ``usage`` object and every ``model`` value, each found by its key and decoded alone
+    (tool calls are not read)."""
     found: dict[str, object] = {}
     last = collections.deque(_USAGE_KEY.finditer(text), maxlen=1)
     if last:
         found["usage"] = _value_at(text, last[0].end())
-    first = _MODEL_KEY.search(text)
-    if first is not None:
-        found["model"] = _value_at(text, first.end())
+    keys = itertools.islice(_MODEL_KEY.finditer(text), MAX_SCANNED_MODELS)
+    found["models"] = [_value_at(text, key.end()) for key in keys]
     return found
 
 
-def _value_at(text: bytes, start: int) -> object:
+def _value_at(text: bytes | bytearray, start: int) -> object:
     piece = text[start : start + SCAN_SLICE_BYTES].decode("utf-8", "replace")
     try:
         return json.JSONDecoder().raw_decode(piece)[0]
@@ -182,34 +197,86 @@ def count(value: object) -> int | None:
 class _Reader:
     """Gathers one answer's documents, in order."""
 
-    def __init__(self) -> None:
-        self.model: str | None = None
+    def __init__(self, secret: str | None = None) -> None:
+        self.models: list[str] = []
+        self.flags: list[str] = []
+        self.final = False
         self.input: int = 0
         self.output: int = 0
         self.cache_read: int = 0
         self.cache_write: int = 0
         self.cache_outside_input = False  # Anthropic's way: cache counts beside input_tokens
         self.calls: dict[tuple[object, ...], str] = {}
+        self.secret = secret or None
+        self.secret_seen = False
+        self.tails: dict[str, str] = {}  # per field name: the end of its strings so far
 
     def document(self, document: object) -> None:
+        self.walk(document)
         if not isinstance(document, dict):
             return
         # The answer itself, Anthropic's message_start ("message") or a Responses event.
         for envelope in (document, document.get("message"), document.get("response")):
             if isinstance(envelope, dict):
-                self.read_model(envelope.get("model"))
-                self.read_usage(envelope.get("usage"))
+                # message_start's usage is the input side only; the others close the answer.
+                self.read_usage(
+                    envelope.get("usage"), final=envelope is not document.get("message")
+                )
                 self.anthropic_blocks(envelope.get("content"))
                 self.chat_choices(envelope.get("choices"))
                 self.responses_items(envelope.get("output"))
         self.anthropic_block(document.get("content_block"), document.get("index"))
         self.responses_item(document.get("item"), document.get("output_index"))
 
-    def read_model(self, value: object) -> None:
-        if isinstance(value, str) and value:
-            self.model = value[:MAX_MODEL_CHARS]
+    def unread(self, document: Unread) -> None:
+        """A document ``scan`` read: its models and usage, flagged."""
+        self.flag(document.why)
+        models = document.found.get("models")
+        for model in models if isinstance(models, list) else ():
+            self.read_model(model)
+        self.read_usage(document.found.get("usage"), final=True)
 
-    def read_usage(self, usage: object) -> None:
+    def walk(self, document: object) -> None:
+        """Every ``model`` value at any depth, and every string searched for the secret."""
+        stack: list[tuple[str, object]] = [("", document)]
+        while stack:
+            name, value = stack.pop()
+            if isinstance(value, dict):
+                for key, item in reversed(value.items()):
+                    if self.secret is not None:
+                        self.search("", key)
+                    if key == "model":
+                        self.read_model(item)
+                    stack.append((key, item))
+            elif isinstance(value, list):
+                stack.extend((name, item) for item in reversed(value))
+            elif isinstance(value, str) and self.secret is not None:
+                self.search(name, value)
+
+    def search(self, name: str, text: str) -> None:
+        """Is the secret in this field's strings, joined in order?"""
+        assert self.secret is not None
+        joined = self.tails.get(name, "") + text
+        if self.secret in joined:
+            self.secret_seen = True
+        self.tails[name] = joined[-(len(self.secret) - 1) :] if len(self.secret) > 1 else ""
+
+    def flag(self, flag: str) -> None:
+        if flag not in self.flags:
+            self.flags.append(flag)
+
+    def read_model(self, value: object) -> None:
+        if not isinstance(value, str) or not value:
+            return
+        name = value[:MAX_MODEL_CHARS]
+        if name in self.models:
+            return
+        if len(self.models) < MAX_MODELS:
+            self.models.append(name)
+        else:
+            self.flag("models_overflow")
+
+    def read_usage(self, usage: object, *, final: bool) -> None:
         if not isinstance(usage, dict):
             return
         first = ("prompt_tokens", "input_tokens") if "prompt_tokens" in usage else ("input_tokens",)
@@ -220,6 +287,7 @@ class _Reader:
         for key in ("completion_tokens", "output_tokens"):
             if (value := count(usage.get(key))) is not None:
                 self.output = value
+                self.final = self.final or final  # the closing usage names its output
                 break
         anthropic = {"cache_read_input_tokens", "cache_creation_input_tokens"} & usage.keys()
         if anthropic and "prompt_tokens" not in usage:
@@ -295,7 +363,16 @@ class _Reader:
             cache_read = min(cache_read, prompt)
             cache_write = min(cache_write, prompt - cache_read)
         return Usage(
-            self.model, prompt, self.output, cache_read, cache_write, list(self.calls.values())
+            self.models[0] if self.models else None,
+            prompt,
+            self.output,
+            cache_read,
+            cache_write,
+            list(self.calls.values()),
+            list(self.models),
+            list(self.flags),
+            self.final,
+            self.secret_seen,
         )
 
 

@@ -11,15 +11,18 @@ drops the agent's key headers (``Authorization``, ``x-api-key``, ``api-key``) an
 the real key in the style of the request's API. With a budget (``GatewaySpec``), the
 proxy stops forwarding once the trial's tokens or dollars are spent.
 
-The proxy logs one JSON line per answered request (``Exchange``): the model the answer
-names, its token counts (Anthropic Messages, OpenAI Chat Completions and Responses, each
-streamed or not; ``prompt_tokens`` counts cached input tokens too, for every API), the
-upstream's latency and the names of the tool calls the model asked for.
+The proxy keeps its ledger (runner.gateway.ledger) in a volume of its own, written
+before each answer goes back: one line per request (``Exchange``: every model name the
+answer gives, its token counts for Anthropic Messages, OpenAI Chat Completions and
+Responses, streamed or not, with ``prompt_tokens`` counting cached input tokens too, the
+upstream's latency, the tool calls the model asked for, what it could not read whole) and
+totals nothing the agent sends can fill or rotate (runner.sandbox.gateway_ledger).
 
 Life of a gateway (a context manager, one per trial):
-create the internal network → create the proxy on the egress network → connect it to
-the internal network as ``model-gateway`` → start → wait until it answers → (the
-sandbox runs with ``network_mode=gateway.network``) → remove proxy and network, always.
+create the internal network → create the ledger volume and the proxy on the egress
+network → connect it to the internal network as ``model-gateway`` → start → wait until
+it answers → (the sandbox runs with ``network_mode=gateway.network``) → read the ledger
+→ remove proxy, volume and network, always.
 
 The internal network is a bridge with ``inhibit_ipv4``: the host takes no address on
 it, so the sandbox cannot reach services listening on the host through the bridge's
@@ -31,7 +34,6 @@ worker's reaper remove what a crashed process left, networks included.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -39,16 +41,19 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 from urllib.parse import urlsplit
 
 import docker
 import docker.errors
-from docker.types import LogConfig
+from docker.types import LogConfig, Mount
 
 from runner.errors import SandboxError, UserError
-from runner.sandbox.base import ModelAccess, ModelCall
+from runner.sandbox.base import ModelAccess
 from runner.sandbox.engine import API_ERRORS
+from runner.sandbox.gateway_ledger import LEDGER_DIR, Exchange, read_ledger
+
+__all__ = ["Exchange", "GatewaySpec", "ModelGateway", "open_gateway"]
 
 GATEWAY_ALIAS = "model-gateway"
 GATEWAY_PORT = 8080
@@ -57,9 +62,8 @@ NETWORK_PREFIX = "deltarun-mo-"
 PROXY_USER = "1000:1000"
 READY_PATH = "/__deltarun_ready"
 READY_TIMEOUT_S = 10.0
+PROXY_MEMORY = 256 << 20
 PRICE_KEYS = frozenset({"input", "output", "cache_read", "cache_write"})
-MAX_TOOL_CALLS = 64  # names kept per exchange, as the proxy bounds them
-MAX_TOOL_NAME = 128
 _READY_PROBE = (
     "import urllib.request; "
     f"urllib.request.urlopen('http://127.0.0.1:{GATEWAY_PORT}{READY_PATH}', timeout=2)"
@@ -87,12 +91,19 @@ class GatewaySpec:
     price: Mapping[str, float] | None = None
     """Dollars per million tokens: ``input`` and ``output``, optionally ``cache_read`` and
     ``cache_write`` (0 when absent). Required with ``budget_usd``."""
+    max_output_tokens: int | None = None
+    """A request's output maximum when it names none: what an answer the proxy cannot read
+    whole counts at (runner.gateway.ledger)."""
 
     def budget_environment(self) -> dict[str, str]:
         """The proxy's budget variables; ``UserError`` for a budget it could not enforce."""
         environment: dict[str, str] = {}
+        if self.max_output_tokens is not None:
+            if not isinstance(self.max_output_tokens, int) or self.max_output_tokens < 1:
+                raise UserError("the route's max_output_tokens must be a whole number, 1 or more")
+            environment["DELTARUN_MAX_OUTPUT_TOKENS"] = str(self.max_output_tokens)
         if self.budget_tokens is not None:
-            if not _is_int(self.budget_tokens) or self.budget_tokens < 0:
+            if not _whole(self.budget_tokens) or self.budget_tokens < 0:
                 raise UserError("the trial's token budget must be a whole number, 0 or more")
             environment["DELTARUN_BUDGET_TOKENS"] = str(self.budget_tokens)
         if self.budget_usd is not None:
@@ -110,98 +121,16 @@ class GatewaySpec:
         return environment
 
 
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _dollars(what: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UserError(f"the {what} must be a number")
     if not math.isfinite(value) or value < 0:
         raise UserError(f"the {what} must be a finite number, 0 or more")
     return float(value)
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One request the proxy answered (one JSON line of its log).
-
-    ``prompt_tokens`` is every input token, cached or not (for Anthropic the proxy adds the
-    cache reads and writes it reports beside ``input_tokens``); ``cache_read_tokens`` and
-    ``cache_write_tokens`` are parts of it. ``latency_ms`` is the upstream's time to the last
-    byte (0 when nothing was forwarded), ``tool_calls`` the names of the tool calls the answer
-    asks for, in order (at most 64), and ``budget_exhausted`` marks a request the proxy
-    refused because the budget was spent. Lines of older proxies lack the newer fields: they
-    read as their defaults."""
-
-    path: str
-    status: int
-    model: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    latency_ms: int = 0
-    tool_calls: tuple[str, ...] = ()
-    budget_exhausted: bool = False
-
-    def call(self) -> ModelCall:
-        """The exchange as the sandbox's agents see it."""
-        return ModelCall(
-            self.status,
-            self.model,
-            self.prompt_tokens,
-            self.completion_tokens,
-            cache_read_tokens=self.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens,
-            latency_ms=self.latency_ms,
-            tool_calls=self.tool_calls,
-            budget_exhausted=self.budget_exhausted,
-        )
-
-    @classmethod
-    def parse(cls, line: str) -> Exchange | None:
-        """The exchange on a log line, or ``None`` for anything else."""
-        try:
-            data = json.loads(line)
-        except ValueError:
-            return None
-        if not isinstance(data, dict):
-            return None
-        path, status, model = data.get("path"), data.get("status"), data.get("model")
-        prompt, completion = data.get("prompt_tokens"), data.get("completion_tokens")
-        if (
-            isinstance(path, str)
-            and (model is None or isinstance(model, str))
-            and _is_int(status)
-            and _is_int(prompt)
-            and _is_int(completion)
-        ):
-            return cls(
-                path,
-                status,
-                model,
-                prompt,
-                completion,
-                cache_read_tokens=_count(data.get("cache_read_tokens")),
-                cache_write_tokens=_count(data.get("cache_write_tokens")),
-                latency_ms=_count(data.get("latency_ms")),
-                tool_calls=_names(data.get("tool_calls")),
-                budget_exhausted=data.get("budget_exhausted") is True,
-            )
-        return None
-
-
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _count(value: object) -> int:
-    """A newer, optional count of a log line: 0 when absent or not a count."""
-    return value if _is_int(value) and value >= 0 else 0
-
-
-def _names(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        return ()
-    names = (name[:MAX_TOOL_NAME] for name in value if isinstance(name, str))
-    return tuple(itertools.islice(names, MAX_TOOL_CALLS))
 
 
 class ModelGateway:
@@ -223,9 +152,13 @@ class ModelGateway:
         """Name of the internal network: the sandbox's ``network_mode``."""
         self.agent_base_url = f"http://{GATEWAY_ALIAS}:{GATEWAY_PORT}{parts.path.rstrip('/')}"
         """The ``base_url`` the agent uses inside the sandbox."""
+        self.volume = f"{self.network}-ledger"
+        """The proxy's ledger (runner.gateway.ledger): a volume, so that it outlives the
+        proxy's process and nothing the agent sends can fill or rotate it."""
         self.container: str | None = None
         self.proxy_address: str | None = None
-        self._logs: bytes = b""
+        self._volume_made = False
+        self._exchanges: list[Exchange] = []
 
     @property
     def sandbox_dns(self) -> list[str]:
@@ -249,14 +182,27 @@ class ModelGateway:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._logs = self._read_logs(strict=False)
+        if self.container is not None:
+            try:
+                self._exchanges = self._read_ledger()
+            except SandboxError:
+                pass  # exchanges() read while it ran; the labels let gc remove the rest
         self._remove()
 
     def exchanges(self) -> list[Exchange]:
-        """The proxy's log, one ``Exchange`` per answered request; kept after exit."""
-        raw = self._read_logs(strict=True) if self.container is not None else self._logs
-        found = (Exchange.parse(line) for line in raw.decode("utf-8", "replace").splitlines())
-        return [exchange for exchange in found if exchange is not None]
+        """The proxy's ledger, one ``Exchange`` per request it answered (and one for what
+        its lines leave out, runner.sandbox.gateway_ledger); kept after exit."""
+        if self.container is not None:
+            self._exchanges = self._read_ledger()
+        return list(self._exchanges)
+
+    def _read_ledger(self) -> list[Exchange]:
+        assert self.container is not None
+        try:
+            stream, _ = self.client.get_archive(self.container, LEDGER_DIR)
+            return read_ledger(stream)
+        except API_ERRORS as exc:
+            raise SandboxError(f"Docker failed to read the model proxy's ledger: {exc}") from exc
 
     def _create_network(self) -> None:
         try:
@@ -274,25 +220,34 @@ class ModelGateway:
 
     def _create_proxy(self) -> None:
         spec, client = self.spec, self.client
-        environment = {"DELTARUN_UPSTREAM": spec.upstream, **self._budget_environment}
+        environment = {
+            "DELTARUN_UPSTREAM": spec.upstream,
+            "DELTARUN_LEDGER": LEDGER_DIR,
+            **self._budget_environment,
+        }
         if spec.api_key:
             environment["DELTARUN_UPSTREAM_KEY"] = spec.api_key
         try:
+            # Empty at first: the engine fills it from the image's /ledger (the proxy's uid).
+            client.create_volume(self.volume, driver="local", labels=dict(spec.labels))
+            self._volume_made = True
             host_config = client.create_host_config(
                 network_mode=spec.egress_network,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 read_only=True,
                 tmpfs={"/tmp": "rw,nosuid,nodev,noexec,size=16m,mode=1777"},
-                mem_limit=128 << 20,
-                memswap_limit=128 << 20,
+                mounts=[Mount(LEDGER_DIR, self.volume, type="volume")],
+                # The proxy's bodies and answers are bounded to 96 MiB together
+                # (runner.gateway.upstream), one answer decoded at a time, beside Python.
+                mem_limit=PROXY_MEMORY,
+                memswap_limit=PROXY_MEMORY,
                 pids_limit=64,
                 nano_cpus=500_000_000,
                 init=True,
                 # Never a router between the sandbox's network and the egress one.
                 sysctls={"net.ipv4.ip_forward": "0"},
-                # The log is the usage record: room for thousands of exchanges (one file,
-                # so past this size the oldest lines would be lost).
+                # The ledger is the usage record, not this log (start-up and errors only).
                 log_config=LogConfig(type="json-file", config={"max-size": "4m", "max-file": "1"}),
             )
             created = client.create_container(
@@ -365,7 +320,7 @@ class ModelGateway:
 
     def _read_logs(self, *, strict: bool, stderr: bool = False) -> bytes:
         if self.container is None:
-            return self._logs
+            return b""
         try:
             out = self.client.logs(self.container, stdout=not stderr, stderr=stderr)
         except API_ERRORS as exc:
@@ -382,6 +337,12 @@ class ModelGateway:
             except API_ERRORS:
                 pass  # gone already, or the labels let `deltarun gc` remove it later
             self.container = None
+        if self._volume_made:
+            try:
+                client.remove_volume(self.volume, force=True)
+                self._volume_made = False
+            except API_ERRORS:
+                pass  # the labels let `deltarun gc` remove it later
         for _ in range(3):
             try:
                 client.remove_network(self.network)

@@ -1,0 +1,227 @@
+"""The gateway's accounting: every request it forwarded, kept whole where the agent's traffic
+cannot reach it, written before the answer goes back to the agent.
+
+Why not the container's log: that log is capped and rotates, and the agent decides how much
+is written to it (a flood of refused requests with long paths once pushed a billed exchange
+out of it). The ledger is a directory of its own (``/ledger`` in the image, a Docker volume
+the harness reads, ``runner.sandbox.model_gateway``) holding two files:
+
+    totals.json      rewritten whole (write, then rename) after every request: the sums of
+                     every answer forwarded (tokens, tool calls, the distinct model names and
+                     tool names, the flags), the refused requests by reason, and the requests
+                     still in flight, each at its maximum (``pending``). Its size is bounded
+                     whatever the agent sends, so it is always complete.
+    exchanges.jsonl  one line per request, for the session archive: forwarded requests while
+                     it is under ``MAX_LINES_BYTES``, refused ones only the first
+                     ``MAX_REFUSED_LINES``, each line bounded (paths cut to ``MAX_PATH_CHARS``).
+                     What it leaves out is in the totals (``lines_dropped``).
+
+A request is entered as pending at its maximum before it is forwarded, and settled (its
+pending entry replaced by what it used) before its answer is sent on: a proxy killed with
+an answer in flight leaves that answer counted at its maximum, and a client gone before its
+answer arrived changes nothing. Each line is also printed on stdout (the tests read it
+there; the harness does not).
+
+``settle`` decides what an answer counts: what the upstream reported, or, for an answer
+the gateway could not read whole (cut, over its cap, unreadable, lost, without its closing
+usage), the larger of that and the request's maximum, flagged ``estimated``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, TextIO
+
+from .wire import MAX_COUNT, Usage
+
+MAX_LINES_BYTES = 4 << 20
+MAX_REFUSED_LINES = 256
+MAX_PATH_CHARS = 256
+MAX_NAMES = 256  # distinct model and tool names kept in the totals
+MAX_FLAG_NAMES = 32
+DEFAULT_MAX_OUTPUT_TOKENS = 32_768  # without a route maximum or one in the request
+_MAX_KEYS = re.compile(
+    rb'"(?:max_tokens|max_output_tokens|max_completion_tokens)"\s*:\s*(\d{1,12})'
+)
+
+
+@dataclass
+class Line:
+    """One request as the ledger keeps it (a line of exchanges.jsonl)."""
+
+    path: str
+    status: int
+    model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    latency_ms: int = 0
+    tool_calls: list[str] = field(default_factory=list)
+    budget_exhausted: bool = False
+    models: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+
+
+def cut_path(path: str) -> str:
+    """A path as the ledger may keep it: at most ``MAX_PATH_CHARS``, query dropped."""
+    bare = path.partition("?")[0]
+    return bare if len(bare) <= MAX_PATH_CHARS else bare[:MAX_PATH_CHARS] + "..."
+
+
+def request_maximum(body: bytes | None, max_output: int) -> tuple[int, int]:
+    """The most one request can be billed: its input as bytes (a token holds at least one
+    byte of the request), its output at the largest ``max_tokens`` / ``max_output_tokens``
+    / ``max_completion_tokens`` it names, else ``max_output``."""
+    data = body or b""
+    named = [int(m.group(1)) for m in itertools.islice(_MAX_KEYS.finditer(data), 64)]
+    output = max(named) if named else max_output
+    return min(len(data), MAX_COUNT), min(output, MAX_COUNT)
+
+
+def settle(
+    usage: Usage, maximum: tuple[int, int], *, metered: bool, whole: bool, billed: bool
+) -> Usage:
+    """What an answer counts. ``whole``: the answer arrived in full and within the cap;
+    ``billed``: the request reached the upstream with a 2xx answer or none at all (an
+    error status is not billed). A metered answer that was not read whole, or lacks its
+    closing usage, counts at least the request's maximum, flagged ``estimated``."""
+    complete = whole and usage.final_usage and "unreadable" not in usage.flags
+    if not metered or not billed or complete:
+        return usage
+    prompt = usage.prompt_tokens or maximum[0]
+    completion = max(usage.completion_tokens, maximum[1])
+    flags = [*usage.flags, "estimated"]
+    cache_read = min(usage.cache_read_tokens, prompt)
+    cache_write = min(usage.cache_write_tokens, prompt - cache_read)
+    return Usage(
+        usage.model,
+        prompt,
+        completion,
+        cache_read,
+        cache_write,
+        list(usage.tool_calls),
+        list(usage.models),
+        flags,
+        usage.final_usage,
+        usage.secret_seen,
+    )
+
+
+class Ledger:
+    """The accounting of one gateway; safe to share between handler threads."""
+
+    def __init__(self, directory: str | None, stream: TextIO | None = None) -> None:
+        self.directory = directory
+        self.stream = stream if stream is not None else sys.stdout
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, dict[str, Any]] = {}
+        self._lines_bytes = 0
+        self._refused_lines = 0
+        self.totals: dict[str, Any] = {
+            "version": 1,
+            "forwarded": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "tool_calls": 0,
+            "tool_names": [],
+            "models": [],
+            "flags": {},
+            "refused": {},
+            "budget_refused": 0,
+            "lines": 0,
+            "lines_dropped": 0,
+        }
+        if directory is not None:
+            with self._lock:
+                self._write_totals()
+
+    def begin(self, path: str, maximum: tuple[int, int]) -> int:
+        """Enter a request about to be forwarded, at its maximum; its id."""
+        with self._lock:
+            ident = next(self._ids)
+            self._pending[ident] = {
+                "path": cut_path(path),
+                "prompt_tokens": maximum[0],
+                "completion_tokens": maximum[1],
+            }
+            self._write_totals()
+        return ident
+
+    def finish(self, ident: int, line: Line) -> None:
+        """Settle a forwarded request: its line replaces its pending entry."""
+        line.path = cut_path(line.path)
+        totals = self.totals
+        with self._lock:
+            self._pending.pop(ident, None)
+            totals["forwarded"] += 1
+            for name in ("prompt_tokens", "completion_tokens"):
+                totals[name] += getattr(line, name)
+            for name in ("cache_read_tokens", "cache_write_tokens"):
+                totals[name] += getattr(line, name)
+            totals["tool_calls"] += len(line.tool_calls)
+            _add_names(totals["tool_names"], line.tool_calls, totals["flags"], "tool_names")
+            _add_names(totals["models"], line.models, totals["flags"], "models")
+            for flag in line.flags:
+                _bump(totals["flags"], flag)
+            self._append(line, refused=False)
+            self._write_totals()
+
+    def refused(self, path: str, status: int, reason: str, *, budget: bool = False) -> None:
+        """Count a request answered here and never forwarded (a bounded line at most)."""
+        with self._lock:
+            _bump(self.totals["refused"], reason)
+            if budget:
+                self.totals["budget_refused"] += 1
+            self._append(Line(cut_path(path), status, budget_exhausted=budget), refused=True)
+            self._write_totals()
+
+    def _append(self, line: Line, *, refused: bool) -> None:
+        text = json.dumps(asdict(line)) + "\n"
+        self.stream.write(text)
+        self.stream.flush()
+        keep = self._lines_bytes + len(text) <= MAX_LINES_BYTES
+        if refused:
+            keep = keep and self._refused_lines < MAX_REFUSED_LINES
+            self._refused_lines += keep
+        if not keep or self.directory is None:
+            self.totals["lines_dropped"] += not keep
+            return
+        with open(os.path.join(self.directory, "exchanges.jsonl"), "a", encoding="utf-8") as out:
+            out.write(text)
+        self._lines_bytes += len(text)
+        self.totals["lines"] += 1
+
+    def _write_totals(self) -> None:
+        if self.directory is None:
+            return
+        document = {**self.totals, "pending": list(self._pending.values())}
+        temporary = os.path.join(self.directory, "totals.json.tmp")
+        with open(temporary, "w", encoding="utf-8") as out:
+            json.dump(document, out)
+        os.replace(temporary, os.path.join(self.directory, "totals.json"))
+
+
+def _add_names(kept: list[str], names: Iterable[str], flags: dict[str, int], what: str) -> None:
+    for name in names:
+        if name in kept:
+            continue
+        if len(kept) < MAX_NAMES:
+            kept.append(name)
+        else:
+            _bump(flags, f"{what}_overflow")
+
+
+def _bump(counts: dict[str, int], key: str) -> None:
+    if key in counts or len(counts) < MAX_FLAG_NAMES:
+        counts[key] = counts.get(key, 0) + 1

@@ -1,0 +1,236 @@
+"""The gateway's side of HTTP: the one upstream, one exchange with it, and the memory the
+exchanges may hold between them.
+
+Memory: the proxy holds each request body and each answer whole (it reads an answer before
+sending it on), so what all of them hold together is drawn from one ``Pool`` of
+``POOL_BYTES``: a request body's size before it is read, an answer's bytes as they come. A
+request that cannot get room within ``POOL_WAIT_S`` is refused (503, the agent's); an answer
+that cannot is cut there and counted at its maximum. With reading one answer at a time
+(``proxy.PARSE_LOCK``), the proxy stays under its container's limit whatever the agent holds
+open (24 bodies of 8 MiB held open once killed a proxy that had no such bound).
+"""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from email.message import Message
+from io import BufferedIOBase
+
+MAX_REQUEST_BYTES = 8 << 20
+MAX_RESPONSE_BYTES = 32 << 20
+POOL_BYTES = 96 << 20
+POOL_WAIT_S = 30.0
+CHUNK_BYTES = 1 << 20
+UPSTREAM_TIMEOUT_S = 600.0
+
+# RFC 9110 §7.6.1 hop-by-hop headers, plus those this proxy sets itself.
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+}
+KEY_HEADERS = {"authorization", "x-api-key", "api-key"}  # the agent's placeholder, never sent
+SET_HERE = {"host", "content-length", "accept-encoding", "expect"}
+SET_BY_SERVER = {"content-length", "server", "date"}  # http.server writes its own
+
+
+class TooLarge(Exception):
+    """A body over its cap."""
+
+
+class Pool:
+    """Bytes the proxy may hold for bodies and answers, shared by the handler threads."""
+
+    def __init__(self, size: int) -> None:
+        self.free = size
+        self._changed = threading.Condition()
+
+    def take(self, amount: int, wait_s: float) -> bool:
+        """Reserve ``amount`` bytes, waiting up to ``wait_s`` for them; reserved?"""
+        deadline = time.monotonic() + wait_s
+        with self._changed:
+            while self.free < amount:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            self.free -= amount
+            return True
+
+    def give(self, amount: int) -> None:
+        with self._changed:
+            self.free += amount
+            self._changed.notify_all()
+
+
+@dataclass
+class Answer:
+    """What came back: ``status`` 0 when no answer began; ``trouble`` names what went wrong
+    (``unreachable`` before the request was sent, ``lost`` after it, ``cut``, ``over_cap``,
+    ``memory``); ``sent``: the request reached the upstream whole."""
+
+    status: int = 0
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    data: bytes | bytearray = b""
+    trouble: str | None = None
+    sent: bool = False
+    held: int = 0  # bytes of the pool this answer holds
+
+    @property
+    def content_type(self) -> str:
+        return next((v for k, v in self.headers if k.lower() == "content-type"), "")
+
+
+class Upstream:
+    """The single upstream: scheme, host, port, path prefix and the optional key."""
+
+    def __init__(self, url: str, key: str | None) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"DELTARUN_UPSTREAM must be an http(s) URL with a host, not {url!r}")
+        if parts.username or parts.password or parts.query or parts.fragment:
+            raise ValueError("DELTARUN_UPSTREAM must not carry credentials, a query or a fragment")
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname
+        self.port = parts.port or (443 if self.https else 80)
+        self.prefix = parts.path.rstrip("/")
+        default_port = self.port == (443 if self.https else 80)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_header = host if default_port else f"{host}:{self.port}"
+        self.key = key or None
+
+    def key_header(self, anthropic: bool) -> tuple[str, str] | None:
+        """The key as the request's API expects it, or ``None`` without a key."""
+        if self.key is None:
+            return None
+        if anthropic:
+            return "x-api-key", self.key
+        return "Authorization", f"Bearer {self.key}"
+
+    def connect(self) -> http.client.HTTPConnection:
+        if self.https:
+            context = ssl.create_default_context()
+            return http.client.HTTPSConnection(
+                self.host, self.port, timeout=UPSTREAM_TIMEOUT_S, context=context
+            )
+        return http.client.HTTPConnection(self.host, self.port, timeout=UPSTREAM_TIMEOUT_S)
+
+    def exchange(
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        pool: Pool,
+    ) -> Answer:
+        """One request; never raises. The answer's bytes are drawn from ``pool`` (the
+        caller gives ``Answer.held`` back)."""
+        answer = Answer()
+        connection = self.connect()
+        try:
+            try:
+                connection.request(method, target, body=body, headers=headers)
+            except (OSError, http.client.HTTPException):
+                answer.trouble = "unreachable"
+                return answer
+            answer.sent = True
+            try:
+                response = connection.getresponse()
+            except (OSError, http.client.HTTPException):
+                answer.trouble = "lost"
+                return answer
+            answer.status = response.status
+            ends = HOP_BY_HOP | SET_BY_SERVER | connection_tokens(response.headers)
+            answer.headers = [(k, v) for k, v in response.headers.items() if k.lower() not in ends]
+            _read_answer(response, answer, pool)
+            return answer
+        finally:
+            connection.close()
+
+
+def _read_answer(response: http.client.HTTPResponse, answer: Answer, pool: Pool) -> None:
+    """The answer's body, within the cap and the pool; what stopped it in ``trouble``."""
+    data = bytearray()
+    while True:
+        if len(data) + CHUNK_BYTES > answer.held:
+            if not pool.take(CHUNK_BYTES, POOL_WAIT_S):
+                answer.trouble = "memory"
+                break
+            answer.held += CHUNK_BYTES
+        try:
+            chunk = response.read(CHUNK_BYTES)
+        except http.client.IncompleteRead as exc:
+            data += exc.partial
+            answer.trouble = "cut"
+            break
+        except (OSError, http.client.HTTPException):
+            answer.trouble = "cut"
+            break
+        if not chunk:
+            if response.length:  # a Content-Length the upstream did not fill
+                answer.trouble = "cut"
+            break
+        data += chunk
+        if len(data) > MAX_RESPONSE_BYTES:
+            del data[MAX_RESPONSE_BYTES:]
+            answer.trouble = "over_cap"
+            break
+    answer.data = data  # no copy: the pool holds its size once
+
+
+def forwarded_headers(
+    incoming: Message, upstream: Upstream, anthropic: bool, body: bytes | None
+) -> dict[str, str]:
+    """The request's end-to-end headers, without the agent's key headers, with the real
+    key, the upstream's ``Host`` and an identity encoding (so the usage can be read)."""
+    dropped = HOP_BY_HOP | KEY_HEADERS | SET_HERE | connection_tokens(incoming)
+    headers = {k: v for k, v in incoming.items() if k.lower() not in dropped}
+    headers["Host"] = upstream.host_header
+    headers["Accept-Encoding"] = "identity"
+    key = upstream.key_header(anthropic)
+    if key is not None:
+        headers[key[0]] = key[1]
+    if body is not None:
+        headers["Content-Length"] = str(len(body))
+    return headers
+
+
+def connection_tokens(headers: Message) -> set[str]:
+    """Header names listed in ``Connection`` are hop-by-hop too."""
+    values: Iterable[str] = headers.get_all("Connection") or []
+    return {token.strip().lower() for value in values for token in value.split(",")}
+
+
+def read_chunked(stream: BufferedIOBase, cap: int) -> bytes:
+    """Decode a chunked request body, refusing more than ``cap`` bytes."""
+    readline, read = stream.readline, stream.read
+    body = bytearray()
+    while True:
+        size_line = readline(1024)
+        try:
+            size = int(size_line.split(b";", 1)[0].strip(), 16)
+        except ValueError as exc:
+            raise ValueError("bad chunk size") from exc
+        if size < 0:
+            raise ValueError("bad chunk size")
+        if size == 0:
+            break
+        if len(body) + size > cap:
+            raise TooLarge
+        body += read(size)
+        readline(1024)  # the CRLF after each chunk
+    while readline(1024) not in (b"\r\n", b"\n", b""):
+        pass  # trailers, ignored
+    return bytes(body)
