@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import io
 import json
 import queue
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -24,6 +26,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, cast
+
+from runner.sandbox.gateway_ledger import Exchange, read_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_KEY = "sk-real-7f3a9c"
@@ -41,6 +45,7 @@ class Answer:
     status: int = 200
     raw: bytes | None = None
     delay_s: float = 0.0  # before answering
+    headers: list[tuple[str, str]] = field(default_factory=list)  # sent besides those above
 
 
 @dataclass
@@ -75,6 +80,8 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
         self.send_response(answer.status)
         self.send_header("Content-Type", answer.content_type)
         self.send_header("Content-Length", str(len(answer.body)))
+        for name, value in answer.headers:
+            self.send_header(name, value)
         self.end_headers()
         with contextlib.suppress(OSError):  # the proxy stops reading an answer over its cap
             self.wfile.write(answer.body)
@@ -218,6 +225,22 @@ def start_proxy(env: Mapping[str, str]) -> subprocess.CompletedProcess[bytes] | 
     ):
         threading.Thread(target=_pump, args=(stream, sink, lines), daemon=True).start()
     return running
+
+
+def ledger_of(env: Mapping[str, str]) -> list[Exchange]:
+    """The proxy's ledger as the harness reads it (the directory as a tar stream, which is
+    what ``get_archive`` gives for the gateway's volume)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.add(env["DELTARUN_LEDGER"], arcname="ledger")
+    return read_ledger([buffer.getvalue()])
+
+
+def totals_of(env: Mapping[str, str]) -> dict[str, Any]:
+    """The ledger's totals, as the proxy last wrote them."""
+    return cast(
+        dict[str, Any], json.loads((Path(env["DELTARUN_LEDGER"]) / "totals.json").read_text())
+    )
 
 
 @contextlib.contextmanager

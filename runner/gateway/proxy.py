@@ -12,6 +12,8 @@ Configuration (environment):
     DELTARUN_UPSTREAM_KEY  optional; the API key sent upstream
     DELTARUN_LEDGER        optional; the ledger's directory (ledger.py), default /ledger
     DELTARUN_MAX_OUTPUT_TOKENS  optional; a request's output maximum when it names none
+    DELTARUN_POOL_BYTES, DELTARUN_POOL_WAIT_S  optional; the memory bodies and answers may
+                           hold together, and how long a request waits for room (upstream.py)
     DELTARUN_LISTEN_HOST   optional; the address to listen on, default 0.0.0.0
     DELTARUN_LISTEN_PORT   optional; default 8080 (0: a free port, named on the start-up line)
     DELTARUN_BUDGET_TOKENS, DELTARUN_BUDGET_USD, DELTARUN_PRICE: optional; see budget.py
@@ -104,16 +106,16 @@ class Handler(BaseHTTPRequestHandler):
         if allowed is None:
             self.drain_request()
             message = f"only {self.upstream.prefix}/... is forwarded, and only the model API's"
-            self.reply_json(403, error(message + " endpoints"))
             self.ledger.refused(self.path, 403, "endpoint")
+            self.reply_json(403, error(message + " endpoints"))
             return
         size = self.body_size()
         if size is None:
             return
-        if not self.pool.take(size, POOL_WAIT_S):
+        if not self.pool.take(size):
             self.close_connection = True
-            self.reply_json(503, error("the gateway is busy: too many requests held open"))
             self.ledger.refused(self.path, 503, "busy")
+            self.reply_json(503, error("the gateway is busy: too many requests held open"))
             return
         try:
             self.forward_allowed(allowed)
@@ -129,8 +131,8 @@ class Handler(BaseHTTPRequestHandler):
         spent = self.budget.exhausted()
         if spent is not None:
             status, payload = refusal(allowed.api, spent)
-            self.reply_json(status, payload, {"x-should-retry": "false"})
             self.ledger.refused(allowed.target, status, "budget", budget=True)
+            self.reply_json(status, payload, {"x-should-retry": "false"})
             return
         self.relay(allowed, body)
 
@@ -145,8 +147,8 @@ class Handler(BaseHTTPRequestHandler):
             length = -1
         if length < 0:
             self.close_connection = True
-            self.reply_json(400, error("bad request body: bad Content-Length"))
             self.ledger.refused(self.path, 400, "bad_body")
+            self.reply_json(400, error("bad request body: bad Content-Length"))
             return None
         if length > MAX_REQUEST_BYTES:
             self.refuse_too_large()
@@ -158,8 +160,8 @@ class Handler(BaseHTTPRequestHandler):
         # the answer; the connection closes either way.
         self.discard_body(DISCARD_LIMIT_BYTES)
         self.close_connection = True
-        self.reply_json(413, error(f"request body over {MAX_REQUEST_BYTES} bytes"))
         self.ledger.refused(self.path, 413, "too_large")
+        self.reply_json(413, error(f"request body over {MAX_REQUEST_BYTES} bytes"))
 
     def receive(self) -> tuple[bool, bytes | None]:
         """The request body (``None`` when there is none); answers and counts a bad one."""
@@ -169,8 +171,8 @@ class Handler(BaseHTTPRequestHandler):
             self.refuse_too_large()
         except ValueError as exc:
             self.close_connection = True
-            self.reply_json(400, error(f"bad request body: {exc}"))
             self.ledger.refused(self.path, 400, "bad_body")
+            self.reply_json(400, error(f"bad request body: {exc}"))
         return False, None
 
     def relay(self, allowed: Route, body: bytes | None) -> None:
@@ -328,11 +330,21 @@ def listen_address(env: Mapping[str, str]) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def max_output(env: Mapping[str, str]) -> int:
-    text = env.get("DELTARUN_MAX_OUTPUT_TOKENS") or str(DEFAULT_MAX_OUTPUT_TOKENS)
-    if not text.isdigit() or not 0 < int(text) <= 10**9:
-        raise ValueError(f"DELTARUN_MAX_OUTPUT_TOKENS must be a positive count, not {text!r}")
-    return int(text)
+def positive(env: Mapping[str, str], name: str, default: float, most: float) -> float:
+    """A positive number from the environment, at most ``most``; ``default`` when unset."""
+    text = env.get(name) or str(default)
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= most:
+        raise ValueError(f"{name} must be a positive number up to {most:g}, not {text!r}")
+    return value
+
+
+def pool(env: Mapping[str, str]) -> Pool:
+    size = int(positive(env, "DELTARUN_POOL_BYTES", POOL_BYTES, POOL_BYTES))
+    return Pool(size, positive(env, "DELTARUN_POOL_WAIT_S", POOL_WAIT_S, 3600))
 
 
 def main() -> int:
@@ -341,14 +353,16 @@ def main() -> int:
         upstream = Upstream(env.get("DELTARUN_UPSTREAM", ""), env.get("DELTARUN_UPSTREAM_KEY"))
         budget = Budget.from_env(env)
         listen = listen_address(env)
-        Handler.max_output = max_output(env)
+        Handler.max_output = int(
+            positive(env, "DELTARUN_MAX_OUTPUT_TOKENS", DEFAULT_MAX_OUTPUT_TOKENS, 10**9)
+        )
+        Handler.pool = pool(env)
         Handler.ledger = Ledger(env.get("DELTARUN_LEDGER") or "/ledger")
     except (ValueError, OSError) as exc:
         print(f"deltarun model proxy: {exc}", file=sys.stderr, flush=True)
         return 2
     Handler.upstream = upstream
     Handler.budget = budget
-    Handler.pool = Pool(POOL_BYTES)
     server = ThreadingHTTPServer(listen, Handler)
     server.daemon_threads = True
     target = f"{upstream.prefix}/... to {upstream.host_header}{budget.describe()}"

@@ -53,13 +53,16 @@ class TooLarge(Exception):
 class Pool:
     """Bytes the proxy may hold for bodies and answers, shared by the handler threads."""
 
-    def __init__(self, size: int) -> None:
-        self.free = size
+    def __init__(self, size: int, wait_s: float = POOL_WAIT_S) -> None:
+        self.size = self.free = size
+        self.wait_s = wait_s
         self._changed = threading.Condition()
 
-    def take(self, amount: int, wait_s: float) -> bool:
+    def take(self, amount: int) -> bool:
         """Reserve ``amount`` bytes, waiting up to ``wait_s`` for them; reserved?"""
-        deadline = time.monotonic() + wait_s
+        if amount > self.size:
+            return False
+        deadline = time.monotonic() + self.wait_s
         with self._changed:
             while self.free < amount:
                 left = deadline - time.monotonic()
@@ -165,7 +168,7 @@ def _read_answer(response: http.client.HTTPResponse, answer: Answer, pool: Pool)
     data = bytearray()
     while True:
         if len(data) + CHUNK_BYTES > answer.held:
-            if not pool.take(CHUNK_BYTES, POOL_WAIT_S):
+            if not pool.take(CHUNK_BYTES):
                 answer.trouble = "memory"
                 break
             answer.held += CHUNK_BYTES
