@@ -25,8 +25,8 @@ from pydantic import (
 from runner.bounded_json import check_storable, has_surrogate
 from runner.setup_signals import signal_of
 
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
+TASK_ID_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 
 class Strict(BaseModel):
@@ -61,14 +61,16 @@ class _TaskBase(Strict):
     @field_validator("id")
     @classmethod
     def _id_shape(cls, value: str) -> str:
-        if not TASK_ID_RE.match(value):
+        if not TASK_ID_RE.fullmatch(value):
             raise ValueError("must be 1-128 of letters, digits, '.', '_' or '-'")
         return value
 
 
-GIT_OBJECT_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-ENVIRONMENT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-IMAGE_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+GIT_OBJECT_RE = re.compile(r"\A(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+ENVIRONMENT_RE = re.compile(r"\A[a-z0-9][a-z0-9._-]{0,63}\Z")
+IMAGE_ID_RE = re.compile(r"\Asha256:[0-9a-f]{64}\Z")
+# What ends a line, or a C string, wherever a value lands: a shell script, an argv element.
+_LINE_ENDS = re.compile(r"[\n\r\x00]")
 
 
 class GitRepo(Strict):
@@ -82,7 +84,7 @@ class GitRepo(Strict):
     @field_validator("commit")
     @classmethod
     def _full_id(cls, value: str) -> str:
-        if not GIT_OBJECT_RE.match(value):
+        if not GIT_OBJECT_RE.fullmatch(value):
             raise ValueError("must be the full commit id (40 lowercase hex digits), not a ref")
         return value
 
@@ -167,20 +169,22 @@ class RepoTask(_TaskBase):
             )
         if self.hidden_tests is not None:
             for entry in self.hidden_tests:
-                if not entry or entry.startswith(("-", "/")) or "\n" in entry or "\x00" in entry:
+                if not entry or entry.startswith(("-", "/")) or _LINE_ENDS.search(entry):
                     raise ValueError(
                         f"hidden_tests: {entry!r} is not a test id; write it like "
                         "tests/test_x.py::test_y, relative to the repository root"
                     )
-        if any(not step.strip() or "\x00" in step for step in self.install):
-            raise ValueError("install: each step is a non-empty shell command")
+        if any(not step.strip() or _LINE_ENDS.search(step) for step in self.install):
+            raise ValueError("install: each step is a non-empty shell command on one line")
+        if any(_LINE_ENDS.search(arg) for arg in self.pytest_args):
+            raise ValueError("pytest_args: an option holds a line break or a NUL")
         if self.pytest_args and self.hidden_tests is None:
             raise ValueError("'pytest_args' applies only with 'hidden_tests'")
         if self.hidden is None and self.hidden_sha256:
             raise ValueError("'hidden_sha256' is set but 'hidden' is not")
         for name in ("repo_sha256", "hidden_sha256", "environment_sha256"):
             value = getattr(self, name)
-            if value and not SHA256_RE.match(value):
+            if value and not SHA256_RE.fullmatch(value):
                 raise ValueError(f"'{name}' must be 64 lowercase hex digits")
         self._fixture_pins()
         self._environment_pins()
@@ -189,7 +193,7 @@ class RepoTask(_TaskBase):
     def _fixture_pins(self) -> None:
         if self.repo_tree and not isinstance(self.repo, GitRepo):
             raise ValueError("'repo_tree' applies only to a git fixture (repo: {git, commit})")
-        if self.repo_tree and not GIT_OBJECT_RE.match(self.repo_tree):
+        if self.repo_tree and not GIT_OBJECT_RE.fullmatch(self.repo_tree):
             raise ValueError("'repo_tree' must be a full tree id (40 lowercase hex digits)")
 
     def _environment_pins(self) -> None:
@@ -199,12 +203,12 @@ class RepoTask(_TaskBase):
             return
         if self.image is not None:
             raise ValueError("give 'environment' (built from the suite) or 'image', not both")
-        if not ENVIRONMENT_RE.match(self.environment):
+        if not ENVIRONMENT_RE.fullmatch(self.environment):
             raise ValueError(
                 "'environment' must be 1-64 of lowercase letters, digits, '.', '_' or '-' "
                 "(the name of a folder under environments/)"
             )
-        if self.environment_image and not IMAGE_ID_RE.match(self.environment_image):
+        if self.environment_image and not IMAGE_ID_RE.fullmatch(self.environment_image):
             raise ValueError("'environment_image' must be an image ID (sha256:<64 hex digits>)")
 
     @property

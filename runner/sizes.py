@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"\A\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*\Z", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -12,7 +12,9 @@ def parse_size(text: str | int) -> int:
     """Bytes of a Docker-style size: ``512m``, ``1g``, ``1.5GiB`` or a plain integer."""
     if isinstance(text, int):
         return text
-    match = _SIZE_RE.match(text)
+    match = _SIZE_RE.match(text) if len(text) <= 64 else None
     if not match:
-        raise ValueError(f"{text!r} is not a size; write it like 512m or 1g")
+        raise ValueError(f"{text[:64]!r} is not a size; write it like 512m or 1g")
+    # At most 64 characters: the float is finite (a longer digit string could be inf,
+    # and int(inf) raises OverflowError, which a pydantic validator would let escape).
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])

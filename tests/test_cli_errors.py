@@ -311,3 +311,64 @@ def test_seal_strips_a_top_level_folder_when_asked(tmp_path: Path) -> None:
     assert "calc/__init__.py" in names and not any(n.startswith("repo") for n in names)
     again = run_cli("seal", str(controls))
     assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
+
+
+@pytest.mark.parametrize(
+    ("raised", "needle"),
+    [
+        (RecursionError("maximum recursion depth exceeded"), "nested too deeply"),
+        (MemoryError(), "too large to process (MemoryError)"),
+        (ValueError("Exceeds the limit (4300 digits)"), "cannot process the input (ValueError"),
+        (UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates"), "UnicodeEncodeError"),
+    ],
+)
+def test_the_catch_point_turns_a_parse_the_code_missed_into_one_line(
+    raised: BaseException,
+    needle: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last resort: never a traceback, never an error of the error handler itself
+    (typer's vendored click has no ``Exit``: looking it up used to raise AttributeError)."""
+    from runner import cli
+
+    def app(**_kwargs: object) -> None:
+        raise raised
+
+    monkeypatch.setattr(cli, "app", app)
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and needle in lines[0], lines
+
+
+def test_a_bug_still_shows_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner import cli
+
+    def app(**_kwargs: object) -> None:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(cli, "app", app)
+    with pytest.raises(KeyError):
+        cli.main()
+
+
+def test_every_message_is_one_short_printable_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner import cli
+    from runner.bounded_input import MAX_MESSAGE
+    from runner.errors import UserError
+
+    def app(**_kwargs: object) -> None:
+        raise UserError("tasks.jsonl:1: " + "line\n\x1b[31m" * 100_000 + "; the fix")
+
+    monkeypatch.setattr(cli, "app", app)
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= MAX_MESSAGE and "\x1b" not in lines[0]
+    assert lines[0].startswith("deltarun: error: tasks.jsonl:1: line\\n\\x1b[31m")
+    assert lines[0].endswith("; the fix")

@@ -107,3 +107,7 @@ def test_parse_size() -> None:
     assert parse_size(4096) == 4096
     with pytest.raises(ValueError):
         parse_size("big")
+    for text in ("1g\n", "\n1g"):  # whitespace around the size, as ever
+        assert parse_size(text) == 1 << 30
+    with pytest.raises(ValueError, match="is not a size"):  # 9e400 is inf: never OverflowError
+        parse_size("9" * 400 + "g")

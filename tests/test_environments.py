@@ -464,3 +464,29 @@ def test_prepare_refuses_an_image_replaced_under_the_tag(
     assert again.returncode == 0, again.stderr
     assert "built" in again.stdout
     assert run_cli("seal", str(controls)).returncode == 0
+
+
+def test_a_build_context_is_walked_within_caps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries and bytes are counted as the walk finds them: a context of millions of files
+    or of terabytes is refused, not listed or hashed whole."""
+    from runner.suite import environments
+
+    root = tmp_path / "env"
+    (root / "sub").mkdir(parents=True)
+    for name in ("Dockerfile", "a", "sub/b"):
+        (root / name).write_bytes(b"x" * 10)
+    assert [e.path for e in environments.context_entries(root)] == [
+        "Dockerfile",
+        "a",
+        "sub",
+        "sub/b",
+    ]
+    monkeypatch.setattr(environments, "CONTEXT_MAX_ENTRIES", 3)
+    with pytest.raises(UserError, match="over the caps of 3 entries"):
+        environments.context_entries(root)
+    monkeypatch.setattr(environments, "CONTEXT_MAX_ENTRIES", 100)
+    monkeypatch.setattr(environments, "CONTEXT_MAX_BYTES", 25)
+    with pytest.raises(UserError, match="and 25 bytes"):
+        environments.context_entries(root)

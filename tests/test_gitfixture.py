@@ -354,3 +354,41 @@ def test_bad_git_sources_are_one_line_from_the_cli(tmp_path: Path) -> None:
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in result.stderr, (what, result.stderr)
         assert "tasks.jsonl" in lines[0] or "calc.bundle" in lines[0], (what, lines[0])
+
+
+def test_a_tree_bomb_is_refused_while_git_lists_it(tmp_path: Path) -> None:
+    """A tree naming one subtree twice, 40 levels down, lists 2^40 paths from a bundle of a
+    few kilobytes: seal stops git as soon as it has listed more files than the cap."""
+    import time
+
+    repo = tmp_path / "work"
+    repo.mkdir()
+    sh_git(repo, "init", "-q", "-b", "main")
+
+    def write(*args: str, stdin: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **GIT_ENV},
+            check=True,
+        ).stdout.strip()
+
+    node = write("hash-object", "-w", "--stdin", stdin="x\n")
+    kind = "100644 blob"
+    for _ in range(40):
+        node = write("mktree", stdin=f"{kind} {node}\ta\n{kind} {node}\tb\n")
+        kind = "040000 tree"
+    commit = write("commit-tree", node, "-m", "bomb", stdin="")
+    sh_git(repo, "update-ref", "refs/heads/main", commit)
+    suite = tmp_path / "suite"
+    bundle(repo, suite / "repos" / "calc.bundle")
+    from tests.helpers import write_tar
+
+    write_tar(suite / "hidden" / "g0.tar", ADD_HIDDEN)
+    (suite / "tasks.jsonl").write_text(json.dumps(git_task("g0", commit)) + "\n")
+    started = time.monotonic()
+    with pytest.raises(ArchiveError, match="more than 20000 files, over the cap of 20000"):
+        seal(suite / "tasks.jsonl")
+    assert time.monotonic() - started < 30

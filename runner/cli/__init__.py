@@ -20,6 +20,7 @@ from typing import NoReturn
 
 import typer
 
+from runner.bounded_input import one_line
 from runner.cli.common import app, err
 from runner.errors import DeltarunError, UserError
 
@@ -43,15 +44,24 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except typer.Abort as exc:
         _fail(str(exc), 2)
+    except (RecursionError, MemoryError) as exc:
+        # Last resort (every parse of input is bounded before it allocates): a constant
+        # message, since what failed may have been the memory to word another one.
+        kind = type(exc).__name__
+        del exc
+        _fail(f"error: the input is nested too deeply or too large to process ({kind})", 1)
     except Exception as exc:
         _click_exit(exc)
+        if isinstance(exc, ValueError | OverflowError):  # last resort: a parse the code missed
+            _fail(f"error: cannot process the input ({type(exc).__name__}: {exc})", 1)
         raise
     sys.exit(code if isinstance(code, int) else 0)
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    """``deltarun: <message>`` as one line on stderr, then exit ``code``."""
-    err.print(f"deltarun: {message}", highlight=False, markup=False)
+    """``deltarun: <message>`` as one line on stderr, then exit ``code``: whatever the message
+    quotes, at most ``MAX_MESSAGE`` printable characters (``bounded_input.one_line``)."""
+    err.print(one_line(f"deltarun: {message}"), highlight=False, markup=False, emoji=False)
     sys.exit(code)
 
 
@@ -67,9 +77,9 @@ def _click_exit(exc: Exception) -> None:
             command = exc.ctx.command_path if exc.ctx is not None else "deltarun"
             _fail(f"{exc.format_message()} (see `{command} --help`)", 2)
         if isinstance(exc, found.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, found.Exit):
+            _fail(f"error: {exc.format_message()}", exc.exit_code)
+        exit_class = getattr(found, "Exit", None)  # typer's vendored copy has none
+        if exit_class is not None and isinstance(exc, exit_class):
             sys.exit(exc.exit_code)
 
 

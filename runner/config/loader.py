@@ -17,6 +17,8 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from runner.bounded_input import load_yaml, read_capped
+from runner.bounded_json import BoundsError
 from runner.config.model import (
     Arm,
     CommandAgent,
@@ -27,7 +29,7 @@ from runner.config.model import (
     Route,
 )
 from runner.errors import ArchiveError, UserError
-from runner.fixtures.archives import members_from_dir, tree_digest
+from runner.fixtures.archives import DIRECTORY_CAPS, members_from_dir, tree_digest
 from runner.hashing import sha256_bytes, sha256_json
 from runner.paths import inside
 
@@ -109,6 +111,9 @@ TOP_LEVEL_UNSET_OMITTED = ("prices", "budget")
 TOGGLES_UNSET_OMITTED = ("on_files", "on_env")
 
 
+MAX_KEY_SHOWN = 60  # characters of a key an error message quotes
+
+
 def format_validation_error(
     source: str, exc: ValidationError, model: type[BaseModel] = Controls, schema: str = "controls"
 ) -> str:
@@ -119,10 +124,13 @@ def format_validation_error(
     first = errors[0]
     loc = ""
     for part in first["loc"]:
+        if isinstance(part, str) and len(part) > MAX_KEY_SHOWN:  # a key quoted from input
+            part = f"{part[:MAX_KEY_SHOWN]}…"
         loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
     message = first["msg"]
     if first["type"] == "extra_forbidden":
-        close = get_close_matches(str(first["loc"][-1]), _keys_at(model, first["loc"]), n=1)
+        unknown = str(first["loc"][-1])[: MAX_KEY_SHOWN * 2]
+        close = get_close_matches(unknown, _keys_at(model, first["loc"]), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         message = f"unknown key; {hint}see `deltarun schema {schema}` for the keys"
     elif first["type"] == "missing":
@@ -159,14 +167,21 @@ def _models_in(annotation: Any) -> set[type[BaseModel]]:
     return found
 
 
+CONTROLS_MAX_BYTES = 1 << 20
+"""The largest controls.yaml read (``runner.bounded_input``; its YAML bounds apply too)."""
+FILE_CAP = DIRECTORY_CAPS.max_member_bytes  # one on_files source file
+
+
 def parse_controls(text: str, source: str) -> Controls:
     """Parse controls YAML text into a ``Controls``, or raise ``UserError`` in one line."""
     try:
-        data: Any = yaml.safe_load(text)
+        data: Any = load_yaml(text)  # bounded in size, depth and values, aliases expanded
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise UserError(f"{source}:{where}: not valid YAML; fix the syntax") from exc
+    except BoundsError as exc:
+        raise UserError(f"{source}: refused: {exc}") from None
     if not isinstance(data, dict):
         raise UserError(f"{source}: must be a YAML mapping with protocol_id, suite and arms")
     try:
@@ -212,7 +227,7 @@ def load_controls(path: Path, root: Path | None = None) -> LoadedControls:
     """Read ``controls.yaml`` and digest every agent directory it names; every path it
     names must stay inside ``root`` (default its folder: ``LoadedControls``)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_capped(path, CONTROLS_MAX_BYTES, "a controls file").decode("utf-8")
     except FileNotFoundError as exc:
         raise UserError(f"{path}: controls file not found; pass the path of controls.yaml") from exc
     except (OSError, UnicodeDecodeError) as exc:
@@ -253,7 +268,7 @@ def _on_files_digest(loaded: LoadedControls, index: int, on_files: Mapping[str, 
             if found.is_dir():
                 digest = tree_digest(members_from_dir(found))
             else:
-                digest = sha256_bytes(found.read_bytes())
+                digest = sha256_bytes(read_capped(found, FILE_CAP, "an on_files source"))
         except FileNotFoundError as exc:
             raise UserError(
                 f"{where}: {found} not found; fix the path (relative to controls.yaml)"

@@ -182,7 +182,7 @@ class Route(Strict):
     """A pinned model behind an OpenAI-compatible chat-completions endpoint."""
 
     base_url: str = Field(
-        pattern=r"^https?://[^\s/]+(/\S*)?$",
+        pattern=r"^https?://[^\s/\x00-\x1f\x7f]+(/[^\s\x00-\x1f\x7f]*)?$",
         description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.",
     )
     model: str = Field(min_length=1, description="Pinned model name; every response must name it.")

@@ -42,9 +42,9 @@ MANIFEST_TYPES = (
 )
 HTTP_TIMEOUT_S = 10
 _HOST_PORT = re.compile(
-    r"^(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:]+\]):\d{1,5}$"
+    r"\A(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:]+\]):\d{1,5}\Z"
 )
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_DIGEST = re.compile(r"\Asha256:[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import types
 from collections.abc import Mapping
 from pathlib import Path
 
+from runner.bounded_input import read_capped
 from runner.config.model import MetricsSpec
 from runner.errors import DigestMismatch, UserError
 from runner.grading.metrics import BUILTIN, Metric
@@ -51,12 +52,16 @@ def load_metrics(
     return registry
 
 
+MODULE_MAX_BYTES = 1 << 20
+"""The largest metrics module read: a few functions; compiling is bounded by the size."""
+
+
 def read_module(path: Path | None) -> tuple[bytes | None, str]:
     """The module's bytes (None when absent) and its path: ``LoadedControls.metrics_path``,
     which holds ``metrics.module`` inside the controls' folder."""
     if path is None:
         return None, ""
     try:
-        return path.read_bytes(), str(path)
+        return read_capped(path, MODULE_MAX_BYTES, "a metrics module"), str(path)
     except OSError:
         return None, str(path)

@@ -10,7 +10,7 @@ from runner.errors import UserError
 from runner.sandbox.base import ExecRequest, SandboxFactory, SandboxSpec
 
 PROBE = "import sys; sys.stdout.write('%d.%d.%d' % sys.version_info[:3])"
-VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+VERSION_RE = re.compile(r"\A\d+\.\d+\.\d+\Z")
 
 
 def matches(pinned: str, found: str) -> bool:

@@ -7,7 +7,6 @@ task line) with where it came from, so each getter can name ``FILE: section.key`
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from difflib import get_close_matches
@@ -16,15 +15,19 @@ from typing import Any
 
 import yaml
 
+from runner.bounded_input import YamlBounds, load_yaml, read_capped
+from runner.bounded_json import BoundsError, loads_bounded
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_bytes
+from runner.suite.lines import LINE_BOUNDS
 
 Warn = Callable[[str], None]
+SEED_FILE_MAX_BYTES = 128 << 20  # a seed's tasks, protocol or answers file (as tasks.jsonl)
 
 # A value the seeds write to be filled in later: REPLACE_AFTER_HASHING, REPLACE_WITH_HASH,
 # FROM_ENDPOINT_NOT_FROM_A_BLOG.
-PLACEHOLDER_RE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+PLACEHOLDER_RE = re.compile(r"\A[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
+SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
 
 
 def is_placeholder(value: object) -> bool:
@@ -36,7 +39,7 @@ def read_bytes(path: Path, what: str) -> bytes:
     if not path.is_file():
         raise UserError(f"{path}: not found; {what}")
     try:
-        return path.read_bytes()
+        return read_capped(path, SEED_FILE_MAX_BYTES, "a seed file")
     except OSError as exc:
         raise UserError(f"{path}: cannot be read ({exc.strerror})") from exc
 
@@ -53,11 +56,13 @@ def read_yaml_mapping(path: Path, what: str) -> Fields:
     """A YAML file whose document is a mapping."""
     text = read_text(path, what)
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, YamlBounds(max_chars=SEED_FILE_MAX_BYTES))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise UserError(f"{path}:{where}: not valid YAML; fix the syntax") from exc
+    except BoundsError as exc:
+        raise UserError(f"{path}: refused: {exc}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a YAML mapping of fields ({what})")
     return Fields(data, str(path))
@@ -66,16 +71,18 @@ def read_yaml_mapping(path: Path, what: str) -> Fields:
 def read_jsonl(path: Path, what: str) -> list[Fields]:
     """One ``Fields`` per non-blank line, each naming ``FILE:LINE``."""
     rows = []
-    for number, line in enumerate(read_text(path, what).splitlines(), 1):
+    for number, raw in enumerate(read_text(path, what).split("\n"), 1):  # JSON Lines: \n only
+        line = raw.removesuffix("\r")
         if not line.strip():
             continue
         where = f"{path}:{number}"
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
+            data = loads_bounded(line.encode("utf-8", "surrogatepass"), LINE_BOUNDS)
+        except BoundsError as exc:
+            reason = str(exc).removeprefix("not JSON: ")
             raise UserError(
-                f"{where}: not valid JSON ({exc.msg}); write one object per line"
-            ) from exc
+                f"{where}: not valid JSON ({reason}); write one object per line"
+            ) from None
         if not isinstance(data, dict):
             raise UserError(f"{where}: not a JSON object; write one task object per line")
         rows.append(Fields(data, where))

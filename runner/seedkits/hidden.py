@@ -27,7 +27,7 @@ from runner.errors import UserError
 from runner.fixtures.archives import Member, normalise_member_name
 from runner.paths import is_forbidden
 
-PYTHON_RE = re.compile(r"^(?:/usr(?:/local)?/bin/)?python(?:3(?:\.\d+)?)?$")
+PYTHON_RE = re.compile(r"\A(?:/usr(?:/local)?/bin/)?python(?:3(?:\.\d+)?)?\Z")
 # Options that only shape pytest's output or stop early: the verdict is the same without.
 DROPPED = {"-q", "-qq", "--quiet", "-v", "-vv", "-vvv", "--verbose", "-s", "-x", "--exitfirst"}
 DROPPED |= {"--no-header", "--disable-warnings", "-l", "--showlocals", "--strict-markers"}

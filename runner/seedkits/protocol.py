@@ -38,7 +38,7 @@ from runner.seedkits.writer import Plan, check_lines
 FORMAT = "a seed-000 protocol"
 KEYS = ("protocol_id", "dataset", "metrics", "control", "runtime", "candidate")
 TASK_KEYS = ("id", "prompt", "expect", "deadline_s", "schema", "tags", "kind")
-PYTHON_RE = re.compile(r"^3\.\d+(?:\.\d+)?$")
+PYTHON_RE = re.compile(r"\A3\.\d+(?:\.\d+)?\Z")
 
 
 def read_protocol(

@@ -36,14 +36,14 @@ from runner.suite.environments import (
     task_line_numbers,
     write_context_tar,
 )
+from runner.suite.lines import task_lines
 from runner.suite.load import read_tasks, write_tasks
 from runner.suite.sealing import seal_target
 
 
 def write_pins(tasks_path: Path, pins: Mapping[str, Pin]) -> bool:
     """Write the pins into tasks.jsonl atomically; False when every line was already right."""
-    raw = tasks_path.read_bytes()
-    lines = [line for line in raw.decode("utf-8").splitlines() if line.strip()]
+    lines = [line.text for line in task_lines(tasks_path)]
     return write_tasks(tasks_path, ("\n".join(pin_lines(lines, pins)) + "\n").encode("utf-8"))
 
 

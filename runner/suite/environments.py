@@ -40,6 +40,7 @@ from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_file, sha256_json
 from runner.models import RepoTask, Task
 from runner.paths import inside
+from runner.suite.lines import parse_json_line, task_lines
 
 if TYPE_CHECKING:
     pass
@@ -72,27 +73,51 @@ def context_dir(tasks_path: Path, name: str, where: str) -> Path:
     return inside(tasks_path.resolve().parent, relative, file=where, field="environment")
 
 
+CONTEXT_MAX_ENTRIES = 100_000
+"""The most files and folders an environment's build context may hold."""
+
+CONTEXT_MAX_BYTES = 8 << 30
+"""The most bytes its files may hold in all (digested, then sent to the engine)."""
+
+
 def context_entries(root: Path) -> list[ContextEntry]:
     """Every directory and regular file under ``root``, sorted by path; a symbolic link or a
-    special file (fifo, socket, device) is refused in one line: the digest could not pin it."""
+    special file (fifo, socket, device) is refused in one line: the digest could not pin it.
+    So is a context over ``CONTEXT_MAX_ENTRIES`` entries or ``CONTEXT_MAX_BYTES`` bytes, as
+    soon as the walk (one directory entry at a time) finds it."""
     if root.is_symlink():
         raise UserError(f"{root}: an environment folder must not be a symbolic link")
     entries: list[ContextEntry] = []
-    for dirpath, dirnames, filenames in os.walk(root, onerror=_unreadable, followlinks=False):
-        for name in dirnames + filenames:
-            full = Path(dirpath) / name
-            mode = full.lstat().st_mode
-            rel = full.relative_to(root).as_posix()
-            if stat.S_ISDIR(mode):
-                entries.append(ContextEntry(rel, None))
-            elif stat.S_ISREG(mode):
-                entries.append(ContextEntry(rel, full, bool(mode & 0o111)))
-            else:
-                kind = "a symbolic link" if stat.S_ISLNK(mode) else "a special file"
-                raise UserError(
-                    f"{full}: {kind} in the build context of an environment; only regular "
-                    "files and folders are digested and built: copy its target in instead"
-                )
+    total = 0
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                for item in listing:
+                    full = Path(item.path)
+                    mode = item.stat(follow_symlinks=False).st_mode
+                    rel = full.relative_to(root).as_posix()
+                    if stat.S_ISDIR(mode):
+                        entries.append(ContextEntry(rel, None))
+                        pending.append(full)
+                    elif stat.S_ISREG(mode):
+                        entries.append(ContextEntry(rel, full, bool(mode & 0o111)))
+                        total += item.stat(follow_symlinks=False).st_size
+                    else:
+                        kind = "a symbolic link" if stat.S_ISLNK(mode) else "a special file"
+                        raise UserError(
+                            f"{full}: {kind} in the build context of an environment; only "
+                            "regular files and folders are digested and built: copy its "
+                            "target in instead"
+                        )
+                    if len(entries) > CONTEXT_MAX_ENTRIES or total > CONTEXT_MAX_BYTES:
+                        raise UserError(
+                            f"{root}: an environment's build context over the caps of "
+                            f"{CONTEXT_MAX_ENTRIES} entries and {CONTEXT_MAX_BYTES} bytes"
+                        )
+        except OSError as exc:
+            _unreadable(exc)
     return sorted(entries, key=lambda entry: entry.path)
 
 
@@ -143,8 +168,7 @@ def environments_of(tasks: Sequence[Task]) -> dict[str, list[RepoTask]]:
 
 def task_line_numbers(tasks_path: Path) -> list[int]:
     """The line number of each task, in file order (``read_tasks`` skips blank lines)."""
-    text = tasks_path.read_text(encoding="utf-8")
-    return [number for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return [line.number for line in task_lines(tasks_path)]
 
 
 def check_contexts(tasks_path: Path, tasks: Sequence[Task]) -> None:
@@ -205,7 +229,7 @@ def pin_lines(lines: Sequence[str], pins: Mapping[str, Pin]) -> list[str]:
     is, a line that changes is rewritten as canonical JSON (as ``seal`` does)."""
     result = []
     for line in lines:
-        data = json.loads(line)
+        data = parse_json_line(line, "tasks.jsonl")
         name = data.get("environment") if isinstance(data, dict) else None
         pin = pins.get(name) if isinstance(name, str) else None
         if pin is not None and (

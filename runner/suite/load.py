@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -26,6 +27,7 @@ from runner.models import AnswerTask, GitRepo, RepoTask, Task
 from runner.paths import closed_folder, inside, writable
 from runner.suite import checks as task_checks
 from runner.suite.environments import check_contexts
+from runner.suite.lines import parse_json_line, task_lines
 
 _TASK = TypeAdapter(RepoTask | AnswerTask)
 
@@ -58,10 +60,11 @@ class Suite:
 
 def parse_task_line(line: str, source: str) -> Task:
     """Parse one task line; errors name ``file:line`` and the field."""
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{source}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    return task_of(parse_json_line(line, source), source)
+
+
+def task_of(data: Any, source: str) -> Task:
+    """The task of a task line's JSON value (bounded: ``runner.suite.lines``)."""
     if not isinstance(data, dict):
         raise UserError(f"{source}: a task line must be a JSON object")
     if "repo" in data and "expect" in data:
@@ -79,18 +82,11 @@ def parse_task_line(line: str, source: str) -> Task:
 
 def read_tasks(path: Path) -> list[Task]:
     """Read and validate every line of ``tasks.jsonl``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise UserError(f"{path}: tasks file not found; check suite.file in controls") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read the tasks file ({exc})") from exc
     tasks: list[Task] = []
     seen: set[str] = set()
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        task = parse_task_line(line, f"{path}:{number}")
+    for line in task_lines(path):
+        number = line.number
+        task = task_of(line.data, f"{path}:{number}")
         if task.id in seen:
             raise UserError(f"{path}:{number}: id: {task.id!r} appears twice; ids must be unique")
         seen.add(task.id)
@@ -172,7 +168,7 @@ class GitChecks:
             bundle_sha256 = self.bundle_sha256(path)
             repo = self.store.repository(path, bundle_sha256)
             tree = self.store.tree_of(repo, task.repo.commit, where)
-            entries = tuple(self.store.entries(repo, tree))
+            entries = tuple(self.store.entries(repo, tree, self.caps.max_members))
             check_entries(entries, self.caps, f"{path} at {task.repo.commit[:12]}")
             self._facts[key] = GitFacts(tree, bundle_sha256, entries)
         return self._facts[key]
@@ -196,13 +192,11 @@ def seal(
     writable(tasks_path.parent, tasks_path.name, what="deltarun seal writes the digests")
     tasks = read_tasks(tasks_path)
     check_contexts(tasks_path, tasks)
-    raw_lines = [
-        line for line in tasks_path.read_text(encoding="utf-8").splitlines() if line.strip()
-    ]
     lines: list[str] = []
     checks = GitChecks(tasks_path.parent, caps)
-    for number, (task, line) in enumerate(zip(tasks, raw_lines, strict=True), start=1):
-        data = json.loads(line)
+    read = task_lines(tasks_path)
+    for number, (task, found) in enumerate(zip(tasks, read, strict=True), start=1):
+        line, data = found.text, found.data
         changed = False
         paths: dict[str, set[str]] = {"repo": set(), "hidden": set()}
         if isinstance(task, RepoTask) and isinstance(task.repo, GitRepo):

@@ -9,7 +9,6 @@ style and indentation kept. A file whose pin is already right is not rewritten a
 from __future__ import annotations
 
 import io
-import json
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -25,7 +24,9 @@ from ruamel.yaml.error import YAMLError as RuamelYAMLError
 from ruamel.yaml.tokens import CommentToken
 
 from runner.atomic import write_atomic
-from runner.config.loader import LoadedControls
+from runner.bounded_input import read_capped
+from runner.bounded_json import JsonBounds, loads_bounded
+from runner.config.loader import CONTROLS_MAX_BYTES, LoadedControls
 from runner.errors import UserError
 from runner.hashing import sha256_file
 from runner.paths import inside, writable
@@ -36,6 +37,7 @@ from runner.suite.load import seal
 _PREAMBLE = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n|%[^\n]*\n)*---[ \t]*(?:#[^\n]*)?\n")
 
 VALIDATION_NAME = "validation.json"  # a suite's validation verdicts, beside tasks.jsonl
+VALIDATION_BOUNDS = JsonBounds(max_bytes=64 << 20, max_items=2_000_000)  # 3 fields a task
 
 
 def _invalid_yaml(source: str, text: str, exc: RuamelYAMLError, line_offset: int) -> UserError:
@@ -117,7 +119,7 @@ def _insert_after(mapping: CommentedMap, after: Any, key: str, value: str) -> No
         entry[2] = None
 
 
-_COMMENT = re.compile(r"(?:^|\s)(#.*)$")
+_COMMENT = re.compile(r"(?:^|\s)(#.*)\Z")
 
 
 def _comments(text: str) -> list[str]:
@@ -221,10 +223,11 @@ def matching_validation(
     digest (``deltarun validate``); None, with a warning for a stale one, otherwise."""
     path = inside(tasks.parent, VALIDATION_NAME, file=tasks, field=VALIDATION_NAME)
     try:
-        data = json.loads(path.read_bytes())
+        raw = read_capped(path, VALIDATION_BOUNDS.max_bytes, VALIDATION_NAME)
+        data = loads_bounded(raw, VALIDATION_BOUNDS)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, UserError) as exc:  # BoundsError is a ValueError
         warn(f"warning: {path}: unreadable ({exc}); run deltarun validate again")
         return None
     if not isinstance(data, dict) or data.get("suite_sha256") != digest:
@@ -254,7 +257,7 @@ def seal_target(
         tasks = loaded.suite_path
         digest = seal(tasks, loaded.controls.runtime.archive_caps, warn, strip)
         try:
-            text = target.read_bytes().decode("utf-8")
+            text = read_capped(target, CONTROLS_MAX_BYTES, "a controls file").decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"{target}: cannot read the controls file ({exc})") from exc
         validation = matching_validation(tasks, digest, warn)

@@ -9,9 +9,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from runner.bounded_input import read_capped
 from runner.errors import UsageError, UserError
 from runner.swebench.instances import Instance
-from runner.swebench.specs import Spec, Specs, dockerfile, parse_specs
+from runner.swebench.rows import DOCUMENT_BOUNDS
+from runner.swebench.specs import SPECS_MAX_BYTES, Spec, Specs, dockerfile, parse_specs
 from runner.swebench.wheels import fetch_wheels
 
 SANDBOX_IMAGE = "deltarun/sandbox-python:bookworm"
@@ -23,7 +25,7 @@ def read_specs(path: Path | None, instances: list[Instance], say: Callable[[str]
         return Specs({})
     if not path.is_file():
         raise UsageError(f"{path}: specs file not found")
-    specs = parse_specs(read_text(path), str(path))
+    specs = parse_specs(read_text(path, SPECS_MAX_BYTES), str(path))
     for warning in specs.warnings:
         say(f"warning: {warning}")
     used = {(i.repo, i.version) for i in instances}
@@ -95,8 +97,10 @@ def environment_name(instance: Instance) -> str:
     return name or "env"
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, cap: int = DOCUMENT_BOUNDS.max_bytes) -> str:
+    """A UTF-8 file of an import (instances, predictions, specs, a task folder's files), at
+    most ``cap`` bytes (``bounded_input.read_capped``)."""
     try:
-        return path.read_text(encoding="utf-8")
+        return read_capped(path, cap, "an input of `deltarun import swebench`").decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read ({exc})") from exc

@@ -35,16 +35,20 @@ from typing import Any
 
 import yaml
 
+from runner.bounded_input import YamlBounds, load_yaml
+from runner.bounded_json import BoundsError, loads_bounded
 from runner.errors import UserError
 from runner.fixtures.archives import build_tar
 from runner.paths import inside, under
 from runner.swebench.environments import SANDBOX_IMAGE, make_environments, read_specs, read_text
 from runner.swebench.instances import Instance, instance_of, parse_instances
 from runner.swebench.predictions import parse_predictions
+from runner.swebench.rows import LINE_BOUNDS
 from runner.swebench.scratch import Scratch
 from runner.swebench.specs import Specs
 
 ARM_RE = re.compile(r"[^A-Za-z0-9._-]+")
+TASK_YAML = YamlBounds(max_chars=1 << 20)  # a task folder's task.yaml: a few fields
 
 
 @dataclass(frozen=True)
@@ -109,9 +113,11 @@ def _layout_instance(tasks: Path, instance_id: str) -> Instance:
     if not spec_path.is_file():
         raise UserError(f"{spec_path}: missing; every task folder needs task.yaml")
     try:
-        spec = yaml.safe_load(read_text(spec_path)) or {}
+        spec = load_yaml(read_text(spec_path, TASK_YAML.max_chars), TASK_YAML) or {}
     except yaml.YAMLError as exc:
-        raise UserError(f"{spec_path}: not valid YAML ({exc})") from exc
+        raise UserError(f"{spec_path}: not valid YAML ({exc})".splitlines()[0]) from exc
+    except BoundsError as exc:
+        raise UserError(f"{spec_path}: refused: {exc}") from None
     if not isinstance(spec, dict):
         raise UserError(f"{spec_path}: must be a mapping of instance fields")
     row: dict[str, Any] = {"instance_id": instance_id, **spec}
@@ -125,9 +131,10 @@ def _layout_instance(tasks: Path, instance_id: str) -> Instance:
     tests_path = file("tests.json")
     if tests_path.is_file():
         try:
-            tests = json.loads(read_text(tests_path))
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{tests_path}: not valid JSON ({exc.msg})") from exc
+            tests = loads_bounded(read_text(tests_path).encode("utf-8"), LINE_BOUNDS)
+        except BoundsError as exc:
+            reason = str(exc).removeprefix("not JSON: ")
+            raise UserError(f"{tests_path}: not valid JSON ({reason})") from None
         if not isinstance(tests, dict):
             raise UserError(f"{tests_path}: must be an object with FAIL_TO_PASS, PASS_TO_PASS")
         row.update({k: v for k, v in tests.items() if k in ("FAIL_TO_PASS", "PASS_TO_PASS")})

@@ -11,18 +11,22 @@ field. Pure: the callers read the files.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runner.bounded_input import excerpt
+from runner.bounded_json import BoundsError, loads_bounded
 from runner.errors import UserError
 from runner.models import TASK_ID_RE
-from runner.swebench.rows import json_rows
+from runner.swebench.rows import LINE_BOUNDS, json_rows
 
-REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
-COMMIT_RE = re.compile(r"^[0-9a-f]{7,64}$")
+# Matched whole (``fullmatch``; ``\A``/``\Z``, never ``$``, which matches before a final
+# newline): each value reaches paths, git's command line or a Dockerfile template.
+REPO_RE = re.compile(r"\A(?!\.{1,2}/)[A-Za-z0-9_.-]+/(?!\.{1,2}\Z)[A-Za-z0-9_.-]+\Z")
+COMMIT_RE = re.compile(r"\A[0-9a-f]{7,64}\Z")
+VERSION_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._+-]{0,63}\Z")
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
 
 
@@ -51,12 +55,9 @@ class Instance:
 def parse_instances(text: str, source: str) -> list[Instance]:
     """The instances of a JSON Lines file, a JSON array or an ``{id: row}`` object; ids must
     be unique."""
-    rows = json_rows(text, source, "instance")
-    if not rows:
-        raise UserError(f"{source}: no instances")
     found: list[Instance] = []
     seen: dict[str, str] = {}
-    for where, row in rows:
+    for where, row in json_rows(text, source, "instance"):
         instance = instance_of(row, where)
         if instance.instance_id in seen:
             raise UserError(
@@ -65,6 +66,8 @@ def parse_instances(text: str, source: str) -> list[Instance]:
             )
         seen[instance.instance_id] = where
         found.append(instance)
+    if not found:
+        raise UserError(f"{source}: no instances")
     return found
 
 
@@ -76,15 +79,24 @@ def instance_of(row: Any, where: str, dockerfile: str | None = None) -> Instance
         if not isinstance(row.get(name), str):
             raise UserError(f"{where}: field {name!r} is missing or not a string")
     instance_id = row["instance_id"]
-    if not TASK_ID_RE.match(instance_id):
+    if not TASK_ID_RE.fullmatch(instance_id):
         raise UserError(
-            f"{where}: instance_id {instance_id!r} is not usable as a task id "
+            f"{where}: instance_id {excerpt(instance_id)} is not usable as a task id "
             "(1-128 of letters, digits, '.', '_' or '-')"
         )
-    if not REPO_RE.match(row["repo"]):
-        raise UserError(f"{where}: repo {row['repo']!r} must be owner/name")
-    if not COMMIT_RE.match(row["base_commit"]):
-        raise UserError(f"{where}: base_commit {row['base_commit']!r} is not a commit id")
+    if not REPO_RE.fullmatch(row["repo"]):
+        raise UserError(f"{where}: repo {excerpt(row['repo'])} must be owner/name")
+    if not COMMIT_RE.fullmatch(row["base_commit"]):
+        raise UserError(f"{where}: base_commit {excerpt(row['base_commit'])} is not a commit id")
+    version = row.get("version")
+    version = "" if version is None else version
+    if isinstance(version, float | int) and not isinstance(version, bool):
+        version = str(version)  # some datasets write 3.0 as a number
+    if not isinstance(version, str) or (version and not VERSION_RE.fullmatch(version)):
+        raise UserError(
+            f"{where}: version {excerpt(version)} must be 1-64 of letters, digits, '.', '_', "
+            "'+' or '-' (it names an environment and fills a Dockerfile template)"
+        )
     fail_to_pass = _tests(row.get("FAIL_TO_PASS"), f"{where}: FAIL_TO_PASS")
     if not fail_to_pass:
         raise UserError(
@@ -98,7 +110,7 @@ def instance_of(row: Any, where: str, dockerfile: str | None = None) -> Instance
         test_patch=row["test_patch"],
         problem_statement=row["problem_statement"],
         hints_text=str(row.get("hints_text") or ""),
-        version=str(row.get("version") or ""),
+        version=version,
         fail_to_pass=fail_to_pass,
         pass_to_pass=_tests(row.get("PASS_TO_PASS"), f"{where}: PASS_TO_PASS"),
         dockerfile=dockerfile,
@@ -111,18 +123,21 @@ def _tests(value: Any, where: str) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{where}: not a JSON list of test ids ({exc.msg})") from exc
+            value = loads_bounded(value.encode("utf-8", "surrogatepass"), LINE_BOUNDS)
+        except BoundsError as exc:
+            reason = str(exc).removeprefix("not JSON: ")
+            raise UserError(f"{where}: not a JSON list of test ids ({reason})") from None
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise UserError(f"{where}: must be a list of test ids (strings)")
     for test in value:
-        if test.startswith(("-", "/")) or "\n" in test:
-            raise UserError(f"{where}: {test!r} is not a test id like tests/test_x.py::test_y")
+        if test.startswith(("-", "/")) or any(c in test for c in "\n\r\x00"):
+            raise UserError(
+                f"{where}: {excerpt(test)} is not a test id like tests/test_x.py::test_y"
+            )
         path = test.split("::", 1)[0]
         if not (path.endswith(".py") or "::" in test):
             raise UserError(
-                f"{where}: {test!r} is not a pytest test id (path/to/test_x.py::test_y); only "
-                "pytest-based repositories can be imported so far"
+                f"{where}: {excerpt(test)} is not a pytest test id (path/to/test_x.py::test_y); "
+                "only pytest-based repositories can be imported so far"
             )
     return tuple(value)

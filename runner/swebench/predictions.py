@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from runner.bounded_input import excerpt
 from runner.errors import UserError
 from runner.swebench.rows import json_rows
 
@@ -39,12 +40,12 @@ def parse_predictions(text: str, source: str, instances: Collection[str]) -> Pre
             raise UserError(f"{where}: field 'instance_id' is missing or not a string")
         if instance_id not in instances:
             raise UserError(
-                f"{where}: instance_id {instance_id!r} is not an instance of this suite; "
+                f"{where}: instance_id {excerpt(instance_id)} is not an instance of this suite; "
                 "remove the line or import the instance"
             )
         if instance_id in patches:
             raise UserError(
-                f"{where}: a second prediction for {instance_id!r} (first at "
+                f"{where}: a second prediction for {excerpt(instance_id)} (first at "
                 f"{where_of[instance_id]}); keep one"
             )
         patch = row.get("model_patch")

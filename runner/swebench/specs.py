@@ -31,6 +31,8 @@ from typing import Any
 
 import yaml
 
+from runner.bounded_input import YamlBounds, excerpt, load_yaml
+from runner.bounded_json import BoundsError
 from runner.errors import UsageError
 
 USED = ("install", "pre_install", "pip_packages", "python", "env_vars", "test_cmd")
@@ -43,9 +45,17 @@ IGNORED = (
     "docker_specs",
     "env_patches",
 )
-PIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
-ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
+# Matched whole (``fullmatch``, ``\A``/``\Z``): ``$`` also matches before a final newline,
+# and each of these values is written into the environment's Dockerfile.
+PIN_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+\Z")
+ENV_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+PYTHON_RE = re.compile(r"\A3\.\d{1,2}\Z")
+# A line break or a NUL ends a command early wherever it lands (a Dockerfile line, a shell
+# script, an argv element), and Docker's ENV has no escape for a control character.
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+SPECS_MAX_BYTES = 16 << 20
+"""The largest specs file read (SWE-bench's whole map is well under 1 MiB)."""
+SPECS_YAML = YamlBounds(max_chars=SPECS_MAX_BYTES, max_depth=16, max_nodes=1_000_000)
 
 
 @dataclass(frozen=True)
@@ -78,21 +88,23 @@ def parse_specs(text: str, source: str) -> Specs:
     """The specs of ``text`` (YAML or JSON); one ``UsageError`` line naming the file, the
     repo, the version and the key otherwise."""
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, SPECS_YAML)
     except yaml.YAMLError as exc:
         raise UsageError(f"{source}: not valid YAML or JSON ({exc})".splitlines()[0]) from exc
+    except BoundsError as exc:
+        raise UsageError(f"{source}: refused: {exc}") from None
     if not isinstance(data, dict):
         raise UsageError(f"{source}: must map each repo (owner/name) to its versions' specs")
     found: dict[tuple[str, str], Spec] = {}
     ignored: set[str] = set()
     for repo, versions in data.items():
-        where = f"{source}: {repo}"
+        where = f"{source}: {excerpt(repo)[1:-1] if isinstance(repo, str) else excerpt(repo)}"
         if not isinstance(repo, str) or repo.count("/") != 1:
             raise UsageError(f"{where}: a repo is written owner/name")
         if not isinstance(versions, dict):
             raise UsageError(f"{where}: must map each version to its spec")
         for version, raw in versions.items():
-            here = f"{where} {version}"
+            here = f"{where} {excerpt(str(version))[1:-1]}"
             if not isinstance(raw, dict):
                 raise UsageError(f"{here}: a spec is a mapping of keys (install, test_cmd, …)")
             found[(repo, str(version))] = _spec(raw, here, ignored)
@@ -109,28 +121,38 @@ def _spec(raw: dict[Any, Any], where: str, ignored: set[str]) -> Spec:
             ignored.add(key)
         elif key not in USED:
             known = ", ".join(USED)
-            raise UsageError(f"{where}: unknown key {key!r}; the keys deltarun uses: {known}")
+            raise UsageError(
+                f"{where}: unknown key {excerpt(key)}; the keys deltarun uses: {known}"
+            )
     pre = raw.get("pre_install") or []
     steps = [pre] if isinstance(pre, str) else pre
-    if not isinstance(steps, list) or not all(isinstance(s, str) and s.strip() for s in steps):
-        raise UsageError(f"{where}: pre_install must be a command or a list of commands")
+    if not isinstance(steps, list) or not all(_command(s) for s in steps):
+        raise UsageError(
+            f"{where}: pre_install must be a command or a list of commands, each one line"
+        )
     install = raw.get("install")
-    if install is not None and (not isinstance(install, str) or not install.strip()):
-        raise UsageError(f"{where}: install must be one shell command")
+    if install is not None and not _command(install):
+        raise UsageError(f"{where}: install must be one shell command on one line")
     pins = raw.get("pip_packages") or []
-    if not isinstance(pins, list) or not all(isinstance(p, str) and PIN_RE.match(p) for p in pins):
+    if not isinstance(pins, list) or not all(
+        isinstance(p, str) and PIN_RE.fullmatch(p) for p in pins
+    ):
         raise UsageError(
             f"{where}: pip_packages must be exact pins (name==version), e.g. pytest-cov==5.0.0"
         )
-    python = str(raw.get("python") or "")
-    if python and not PYTHON_RE.match(python):
-        raise UsageError(f"{where}: python must be a version like 3.11, not {python!r}")
+    python = raw.get("python") or ""
+    if python and not (isinstance(python, str) and PYTHON_RE.fullmatch(python)):
+        # A number is refused too: unquoted, YAML reads 3.10 as 3.1.
+        raise UsageError(
+            f"{where}: python must be a version like 3.11, quoted, not {excerpt(python)}"
+        )
     env = raw.get("env_vars") or {}
     if not isinstance(env, dict) or not all(
-        isinstance(k, str) and ENV_RE.match(k) and isinstance(v, str | int | float)
-        for k, v in env.items()
+        isinstance(k, str) and ENV_RE.fullmatch(k) and _env_value(v) for k, v in env.items()
     ):
-        raise UsageError(f"{where}: env_vars must map NAME to a value")
+        raise UsageError(
+            f"{where}: env_vars must map NAME to a value (one line, no control characters)"
+        )
     return Spec(
         install=(*steps, *([install] if install else [])),
         pip_packages=tuple(pins),
@@ -140,12 +162,24 @@ def _spec(raw: dict[Any, Any], where: str, ignored: set[str]) -> Spec:
     )
 
 
+def _command(value: object) -> bool:
+    """One shell command: a non-blank string on one line, without NUL."""
+    return isinstance(value, str) and bool(value.strip()) and not CONTROL_RE.search(value)
+
+
+def _env_value(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return False
+    return not CONTROL_RE.search(str(value))
+
+
 def _pytest_args(command: object, where: str) -> tuple[str, ...]:
     """The options of a pytest ``test_cmd`` (``pytest -rA``, ``python -m pytest …``)."""
     if command is None:
         return ()
-    if not isinstance(command, str):
-        raise UsageError(f"{where}: test_cmd must be one command")
+    if not _command(command):
+        raise UsageError(f"{where}: test_cmd must be one command on one line")
+    assert isinstance(command, str)
     try:
         words = shlex.split(command)
     except ValueError as exc:
@@ -155,9 +189,16 @@ def _pytest_args(command: object, where: str) -> tuple[str, ...]:
             rest = words[start + (1 if words[start] != "-m" else 2) :]
             return tuple(rest)  # options and their values; the harness adds the tests
     raise UsageError(
-        f"{where}: test_cmd {command!r} is not a pytest command; deltarun grades the declared "
-        "tests with its own pytest (drop test_cmd, or give pytest's options)"
+        f"{where}: test_cmd {excerpt(command)} is not a pytest command; deltarun grades the "
+        "declared tests with its own pytest (drop test_cmd, or give pytest's options)"
     )
+
+
+def _env_quoted(value: str) -> str:
+    """A value as Docker's ``ENV`` reads it back unchanged: double-quoted with backslash
+    escapes (JSON's, which escapes only quotes, backslashes and the control characters
+    refused above) and ``$`` escaped, which ENV would otherwise expand."""
+    return json.dumps(value, ensure_ascii=False).replace("$", "\\$")
 
 
 def dockerfile(spec: Spec, base: str, wheels: bool) -> str:
@@ -179,6 +220,8 @@ def dockerfile(spec: Spec, base: str, wheels: bool) -> str:
             f"--break-system-packages --no-compile --disable-pip-version-check {pins} "
             "&& rm -rf /tmp/deltarun-wheels",
         ]
-    lines += [f"ENV {k}={json.dumps(v)}" for k, v in spec.env_vars.items()]
+    # Docker's ENV reads a double-quoted value with backslash escapes and expands $NAME:
+    # JSON's quoting with \$ keeps the value as written (control characters were refused).
+    lines += [f"ENV {k}={_env_quoted(v)}" for k, v in spec.env_vars.items()]
     lines.append("USER agent")
     return "\n".join(lines) + "\n"

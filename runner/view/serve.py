@@ -25,7 +25,7 @@ from runner.view.source import RunSource
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 COOKIE = "deltarun_view"
 TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript"}
-_TRIAL = re.compile(r"^/data/trial/([0-9]{1,12})\.js$")
+_TRIAL = re.compile(r"^/data/trial/([0-9]{1,12})\.js\Z")
 
 
 class ViewServer(ThreadingHTTPServer):

@@ -18,11 +18,11 @@ TEXT_CHARS = 200_000  # a log or patch longer than this is cut
 FAILING_MAX = 200
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _FAILED = re.compile(r"^(?:FAILED|ERROR)\s+(\S+)|^(\S+::\S+)\s+(?:FAILED|ERROR)\b")
-_HEADER = re.compile(r"^_{3,} (\S.*?) _{3,}$")  # pytest's section per failure, without -rA
-_RULE = re.compile(r"^(.*) \(([a-z]+)\)$")
+_HEADER = re.compile(r"^_{3,} (\S.*?) _{3,}\Z")  # pytest's section per failure, without -rA
+_RULE = re.compile(r"^(.*) \(([a-z]+)\)\Z")
 # The line the harness appends to a verify log naming the must-fail canaries it planted
 # (runner.grading.verify); the log's last line, so the tests' own output cannot forge it.
-_CANARIES = re.compile(r"^\[deltarun\] \d+ canary tests? .*failure is expected: (\S.*)$")
+_CANARIES = re.compile(r"^\[deltarun\] \d+ canary tests? .*failure is expected: (\S.*)\Z")
 # Why the grading policy drops a section, by rule (runner.grading.policy's table).
 RULES = {
     "forbidden": "a path under tools.forbidden_paths",
