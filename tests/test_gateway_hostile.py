@@ -24,6 +24,7 @@ from runner.agents.base import AgentResult
 from runner.agents.guarded import model_usage
 from runner.config.model import Route
 from runner.gateway.wire import read_answer
+from runner.sandbox.model_gateway import GatewaySpec
 from tests.fake_wire import RENDERERS, SSE, Api, Call, Reply, Usage
 from tests.proxy_support import (
     REAL_KEY,
@@ -384,3 +385,26 @@ def test_the_key_never_comes_back_toward_the_sandbox(
     billed = [e for e in ledger_of(env) if e.prompt_tokens]
     assert {(e.prompt_tokens, e.completion_tokens) for e in billed} == {(300, 30)}
     assert len(billed) == 4
+
+
+def test_a_body_cut_short_is_never_forwarded(proxy: RunningProxy, upstream: FakeUpstream) -> None:
+    upstream.answer = Answer(answer_of("chat", False))
+    with socket.create_connection(("127.0.0.1", proxy.port)) as client:
+        client.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nContent-Length: 100\r\n\r\n{}"
+        )
+        client.shutdown(socket.SHUT_WR)  # 2 of 100 bytes, then the end
+        client.settimeout(WAIT_S)
+        assert client.recv(12)[9:12] == b"400"
+    assert upstream.seen == []
+
+
+def test_the_routes_maximum_bounds_a_request_that_names_none(upstream: FakeUpstream) -> None:
+    spec = GatewaySpec("http://127.0.0.1/v1", None, {}, max_output_tokens=123)
+    assert spec.budget_environment()["DELTARUN_MAX_OUTPUT_TOKENS"] == "123"
+    env = proxy_environment(upstream.url, REAL_KEY, DELTARUN_MAX_OUTPUT_TOKENS="123")
+    upstream.answer = Answer(b"<html>not an answer</html>")
+    with proxy_running(env) as proxy:
+        request = {"model": PINNED, "messages": [{"role": "user", "content": "hi"}]}
+        reply = proxy.ask("/v1/chat/completions", request)
+    assert reply.log["completion_tokens"] == 123 and "estimated" in reply.log["flags"]

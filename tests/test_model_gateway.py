@@ -418,6 +418,88 @@ def test_exchanges_report_model_and_tokens(
     assert KEY not in logs and "agent-guess" not in logs
 
 
+FLOOD = r"""
+import http.client, json
+statuses = []
+for _ in range(120):
+    connection = http.client.HTTPConnection("model-gateway", 8080, timeout=30)
+    connection.request("POST", "/v1/" + "x" * 60_000, body=b"{}")
+    statuses.append(connection.getresponse().status)
+    connection.close()
+print(json.dumps(sorted(set(statuses))))
+"""
+
+
+def test_a_refused_flood_cannot_push_a_billed_exchange_out_of_the_ledger(
+    docker_api: Any, world: World
+) -> None:
+    spec = GatewaySpec("http://fake-model:8000/v1", KEY, world.labels, world.network)
+    with (
+        ModelGateway(docker_api, spec) as gateway,
+        client_container(docker_api, gateway, world.labels) as container,
+    ):
+        chat = exec_python(
+            docker_api, container, CHAT, gateway.agent_base_url + "/chat/completions"
+        )
+        assert chat["status"] == 200
+        assert exec_python(docker_api, container, FLOOD) == [403]  # 7 MB of paths
+    exchanges = gateway.exchanges()  # read at exit, from the ledger's volume
+    first = exchanges[0]
+    assert (first.status, first.prompt_tokens, first.completion_tokens) == (200, 7, 3)
+    assert sum(e.prompt_tokens for e in exchanges) == 7 and len(exchanges) == 121
+    assert all(len(e.path) < 300 for e in exchanges)
+    assert docker_api.volumes(filters={"name": gateway.volume})["Volumes"] in (None, [])
+
+
+HOLD_OPEN = r"""
+import json, socket, threading, time
+held, statuses = [], []
+CRLF = bytes([13, 10])
+body = memoryview(b"x" * ((8 << 20) - 1))
+
+def hold():
+    sock = socket.create_connection(("model-gateway", 8080), timeout=60)
+    held.append(sock)
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1" + CRLF + b"Host: g" + CRLF
+                 + b"Content-Length: %d" % (8 << 20) + CRLF + CRLF)
+    try:
+        sock.sendall(body)  # all but the last byte: the body is held open
+        sock.settimeout(35)  # the proxy waits 30 s for room before it refuses
+        statuses.append(sock.recv(12)[9:12].decode() or "closed")
+    except TimeoutError:
+        statuses.append("held")  # being read: still waiting for its last byte
+    except OSError:
+        statuses.append("refused")  # 503 and closed, its body unread
+
+threads = [threading.Thread(target=hold) for _ in range(24)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join(60)
+print(json.dumps(sorted(statuses)))
+"""
+
+
+def test_bodies_held_open_cannot_starve_the_proxy(docker_api: Any, world: World) -> None:
+    spec = GatewaySpec("http://fake-model:8000/v1", KEY, world.labels, world.network)
+    with (
+        ModelGateway(docker_api, spec) as gateway,
+        client_container(docker_api, gateway, world.labels) as container,
+    ):
+        statuses = exec_python(docker_api, container, HOLD_OPEN)
+        state = docker_api.inspect_container(gateway.container)["State"]
+        assert state["Running"] and not state["OOMKilled"], state
+        # 12 bodies fit the proxy's 96 MiB pool and are still being read; the others were
+        # refused (503, their bodies unread: the client sees its connection closed).
+        assert statuses.count("held") == 12, statuses
+        assert set(statuses) <= {"held", "refused", "503"}, statuses
+        chat = exec_python(
+            docker_api, container, CHAT, gateway.agent_base_url + "/chat/completions"
+        )
+        assert chat["status"] == 200
+        assert [e.prompt_tokens for e in gateway.exchanges() if e.status == 200] == [7]
+
+
 def test_without_a_key_the_agents_authorization_is_dropped(docker_api: Any, world: World) -> None:
     spec = GatewaySpec("http://fake-model:8000/v1/", None, world.labels, world.network)
     with (

@@ -256,7 +256,10 @@ class Handler(BaseHTTPRequestHandler):
         length = int(length_text)  # checked by body_size
         if length > MAX_REQUEST_BYTES:
             raise TooLarge
-        return self.rfile.read(length)
+        body = self.rfile.read(length)
+        if len(body) < length:  # the client hung up part-way: nothing is forwarded
+            raise ValueError("the body ended before its Content-Length")
+        return body
 
     def drain_request(self) -> None:
         """Discard the body of a refused request so the connection stays usable."""

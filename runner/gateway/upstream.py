@@ -232,7 +232,10 @@ def read_chunked(stream: BufferedIOBase, cap: int) -> bytes:
             break
         if len(body) + size > cap:
             raise TooLarge
-        body += read(size)
+        chunk = read(size)
+        if len(chunk) < size:
+            raise ValueError("the body ended inside a chunk")
+        body += chunk
         readline(1024)  # the CRLF after each chunk
     while readline(1024) not in (b"\r\n", b"\n", b""):
         pass  # trailers, ignored

@@ -46,6 +46,7 @@ class ModelAccess:
     budget_tokens: int | None = None  # input plus output tokens of the trial, at most
     budget_usd: float | None = None  # dollars of the trial, at most (needs ``price``)
     price: Mapping[str, float] | None = None  # input, output, cache_read, cache_write per 1M
+    max_output_tokens: int | None = None  # a request's output maximum when it names none
 
 
 @dataclass(frozen=True)

@@ -373,6 +373,7 @@ def open_gateway(
         budget_tokens=access.budget_tokens,
         budget_usd=access.budget_usd,
         price=access.price,
+        max_output_tokens=access.max_output_tokens,
     )
     gateway = ModelGateway(client, spec)
     gateway.__enter__()

@@ -219,6 +219,7 @@ def agent_access(agent: Agent, controls: Controls) -> ModelAccess | None:
             budget_tokens=budget.trial_tokens if budget else None,
             budget_usd=budget.trial_usd if budget else None,
             price=price.model_dump() if price is not None else None,
+            max_output_tokens=agent.route.max_output_tokens,
         )
     return model_access(controls) if agent.needs_agent_dir else None
 
