@@ -451,6 +451,20 @@ def test_a_refused_flood_cannot_push_a_billed_exchange_out_of_the_ledger(
     assert docker_api.volumes(filters={"name": gateway.volume})["Volumes"] in (None, [])
 
 
+def test_the_ledger_outlives_a_killed_proxy(docker_api: Any, world: World) -> None:
+    spec = GatewaySpec("http://fake-model:8000/v1", KEY, world.labels, world.network)
+    with (
+        ModelGateway(docker_api, spec) as gateway,
+        client_container(docker_api, gateway, world.labels) as container,
+    ):
+        url = gateway.agent_base_url + "/chat/completions"
+        assert exec_python(docker_api, container, CHAT, url)["status"] == 200
+        docker_api.kill(gateway.container)  # out of memory, say: the process is gone
+        docker_api.wait(gateway.container, timeout=30)
+        assert [(e.status, e.prompt_tokens) for e in gateway.exchanges()] == [(200, 7)]
+    assert [(e.status, e.prompt_tokens) for e in gateway.exchanges()] == [(200, 7)]
+
+
 HOLD_OPEN = r"""
 import json, socket, threading, time
 held, statuses = [], []
