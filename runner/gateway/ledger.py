@@ -165,10 +165,9 @@ class Ledger:
         with self._lock:
             self._pending.pop(ident, None)
             totals["forwarded"] += 1
-            for name in ("prompt_tokens", "completion_tokens"):
+            for name in ("prompt_tokens", "completion_tokens", "cache_read_tokens"):
                 totals[name] += getattr(line, name)
-            for name in ("cache_read_tokens", "cache_write_tokens"):
-                totals[name] += getattr(line, name)
+            totals["cache_write_tokens"] += line.cache_write_tokens
             totals["tool_calls"] += len(line.tool_calls)
             _add_names(totals["tool_names"], line.tool_calls, totals["flags"], "tool_names")
             _add_names(totals["models"], line.models, totals["flags"], "models")
@@ -187,6 +186,7 @@ class Ledger:
             self._write_totals()
 
     def _append(self, line: Line, *, refused: bool) -> None:
+        """Print the line, and keep it in exchanges.jsonl while there is room for it."""
         text = json.dumps(asdict(line)) + "\n"
         self.stream.write(text)
         self.stream.flush()
@@ -203,6 +203,7 @@ class Ledger:
         self.totals["lines"] += 1
 
     def _write_totals(self) -> None:
+        """Replace totals.json whole (a reader never sees half of it)."""
         if self.directory is None:
             return
         document = {**self.totals, "pending": list(self._pending.values())}
@@ -213,6 +214,7 @@ class Ledger:
 
 
 def _add_names(kept: list[str], names: Iterable[str], flags: dict[str, int], what: str) -> None:
+    """Add the new names to ``kept`` up to ``MAX_NAMES``; past it, count an overflow."""
     for name in names:
         if name in kept:
             continue
@@ -223,5 +225,6 @@ def _add_names(kept: list[str], names: Iterable[str], flags: dict[str, int], wha
 
 
 def _bump(counts: dict[str, int], key: str) -> None:
+    """Count ``key``, among at most ``MAX_FLAG_NAMES`` distinct keys."""
     if key in counts or len(counts) < MAX_FLAG_NAMES:
         counts[key] = counts.get(key, 0) + 1

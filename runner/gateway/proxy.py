@@ -326,6 +326,7 @@ def error(message: str) -> dict[str, object]:
 
 
 def listen_address(env: Mapping[str, str]) -> tuple[str, int]:
+    """The host and port to listen on (a port of 0: any free one)."""
     host = env.get("DELTARUN_LISTEN_HOST") or "0.0.0.0"
     port_text = env.get("DELTARUN_LISTEN_PORT") or str(DEFAULT_PORT)
     if not port_text.isdigit() or int(port_text) > 65535:
@@ -346,6 +347,8 @@ def positive(env: Mapping[str, str], name: str, default: float, most: float) -> 
 
 
 def pool(env: Mapping[str, str]) -> Pool:
+    """The memory pool of bodies and answers; never larger than ``POOL_BYTES``, which the
+    container's memory limit is sized for."""
     size = int(positive(env, "DELTARUN_POOL_BYTES", POOL_BYTES, POOL_BYTES))
     return Pool(size, positive(env, "DELTARUN_POOL_WAIT_S", POOL_WAIT_S, 3600))
 
