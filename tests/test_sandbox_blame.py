@@ -15,13 +15,14 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from runner.errors import SandboxError
 from runner.sandbox import exec_io
-from runner.sandbox.base import ExecRequest, Limits, SandboxLost, SandboxSpec
+from runner.sandbox.base import ROOT_USER, ExecRequest, Limits, SandboxLost, SandboxSpec
 from runner.sandbox.blame import Blame, Evidence, fault, gather
 from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory
 from runner.sandbox.exec_io import Verdict, Watchdog, frames
@@ -199,3 +200,18 @@ def test_a_sandbox_killed_from_outside_is_infrastructure(
     assert time.monotonic() - began < 30.0  # seen stopped, not waited out to the deadline
     with pytest.raises(SandboxError):
         sandbox.run(ExecRequest(argv=["true"], timeout_s=30, untrusted=untrusted))
+
+
+@pytest.mark.docker
+def test_a_command_beside_one_the_sandbox_held_ends_as_its_timeout(sandbox: DockerSandbox) -> None:
+    """The verify phase's collector beside a test whose harness the code under test stopped:
+    the watchdog kills the container for the held test, which is the agent's timeout, and
+    the collector ends with it as a timeout, not as a container lost under it."""
+    beside = sandbox.start(ExecRequest(argv=["sleep", "600"], user=ROOT_USER, timeout_s=600))
+    stopper = ExecRequest(argv=["sh", "-c", "kill -STOP $PPID; sleep 600"], timeout_s=2)
+    held = sandbox.run(replace(stopper, untrusted=True))
+    assert held.timed_out and held.exit_code is None
+    began = time.monotonic()
+    ended = beside.finish()
+    assert ended.timed_out and ended.exit_code is None
+    assert time.monotonic() - began < 5.0

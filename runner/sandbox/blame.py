@@ -199,6 +199,9 @@ class Blame:
         self._container = container
         self._untrusted = False
         self._fault: Fault | None = None
+        # deltarun killed the container (a command the sandbox held past its limit): every
+        # command of it, and those still running beside, ends as that timeout, unjudged.
+        self.killed = False
 
     def begin(self, request: ExecRequest | None = None) -> None:
         """Before a command (``request``) or a copy: ``SandboxLost`` when the sandbox is

@@ -58,7 +58,7 @@ from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 from runner.sandbox.model_gateway import ModelGateway, open_gateway
 from runner.sandbox.mounts import SandboxMounts
-from runner.sandbox.running import DockerRunning, Ended
+from runner.sandbox.running import KILLED, DockerRunning, Ended
 from runner.sandbox.view_probe import views_work
 
 log = logging.getLogger(__name__)
@@ -82,8 +82,6 @@ HARNESS_CHECK = (
     f"find / -xdev -perm /6000 -type f 2>/dev/null | head -n {SETUID_SHOWN + 1} "
     '| while read -r path; do echo "setuid $path"; done; true'
 )
-# How every command ends in a sandbox whose container the watchdog killed (``DockerSandbox.run``).
-KILLED = ExecResult(exit_code=None, output=b"", output_truncated=False, timed_out=True)
 
 
 class DockerSandboxFactory:
@@ -365,9 +363,13 @@ class DockerSandbox:
         self.container = container
         self._digest = digest
         self._gateway = gateway
-        self._killed = False  # by the watchdog, after a command the sandbox held (``run``)
-        # Whether the sandbox's own state ended it, after untrusted code started in it.
+        # Whether the sandbox's own state ended it, after untrusted code started in it; and
+        # whether the watchdog killed it, after a command the sandbox held (``run``).
         self._blame = Blame(self.client, container)
+
+    @property
+    def _killed(self) -> bool:
+        return self._blame.killed
 
     @property
     def model_base_url(self) -> str | None:
@@ -437,7 +439,7 @@ class DockerSandbox:
         deadline = timeout + KILL_GRACE_S + WATCHDOG_GRACE_S
         streamed = stream_exec(self.client, self.container, request, argv, deadline)
         if streamed.verdict is Verdict.HELD:
-            self._killed = True
+            self._blame.killed = True
             return replace(
                 KILLED,
                 output=streamed.output,

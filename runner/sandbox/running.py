@@ -37,6 +37,8 @@ from runner.sandbox.exec_io import (
 # After its input closes, the collector ends within its own grace (2 s); this is the most
 # the host waits for that, beyond which the exec is abandoned to the watchdog and ``gc``.
 FINISH_WAIT_S = 30.0
+# How every command ends in a sandbox whose container the watchdog killed (``DockerSandbox.run``).
+KILLED = ExecResult(exit_code=None, output=b"", output_truncated=False, timed_out=True)
 
 
 class DockerRunning:
@@ -96,15 +98,23 @@ class DockerRunning:
             self._failure = exc
 
     def finish(self) -> ExecResult:
-        """Close the command's input; wait for its end; how it ended."""
+        """Close the command's input; wait for its end; how it ended. Ended at once when its
+        container is already gone: lost (``SandboxLost``), or killed by the watchdog of a
+        command beside it (then a timeout, as every command of that sandbox)."""
         try:
             self._blame.begin()
         except SandboxLost:
-            self._watchdog.cancel()
-            with contextlib.suppress(OSError):
-                self._raw.shutdown(socket.SHUT_RDWR)  # the container is gone: no end to wait for
+            self._abandon()
             raise
+        if self._blame.killed:
+            self._abandon()
+            return KILLED
         return self._blame.judged(self._finish)
+
+    def _abandon(self) -> None:
+        self._watchdog.cancel()
+        with contextlib.suppress(OSError):
+            self._raw.shutdown(socket.SHUT_RDWR)  # the container is gone: no end to wait for
 
     def _finish(self) -> ExecResult:
         with contextlib.suppress(OSError):
