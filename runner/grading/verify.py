@@ -139,9 +139,8 @@ def verify(
     # Without a patch nothing runs between the layers: one copy, later entries win.
     sandbox.put_archive(WORKSPACE, owned_tar(first if patch else first + second))
     if patch:
-        # A copy-free workspace's size is its upper layer's: the tree itself is beside it.
-        lower = fixture.footprint if WORKSPACE in sandbox.prefilled else 0
-        problem = _apply(sandbox, place, settings, _footprint(first) - lower)
+        # A copy-free workspace's tmpfs holds the tree's pages as a copy's does (sandbox.overlay).
+        problem = _apply(sandbox, place, settings, _footprint(first))
         if problem is not None:
             return VerifyOutcome(False, reason=problem)
         sandbox.put_archive(WORKSPACE, owned_tar(second))

@@ -5,8 +5,8 @@ directory for agents that bring one. Each is a tmpfs volume of the engine's loca
 labelled for the reaper, sized and owned as the harness needs: a volume because
 ``put_archive`` cannot write into a read-only root or a plain tmpfs mount. ``/workspace``
 and ``/baseline`` are instead overlay views of their staged trees where views work here
-(``runner.sandbox.overlay``, probed by ``runner.sandbox.view_probe``): the same owner, mode
-and cap, nothing copied. ``SandboxMounts.remove`` undoes all of it and never raises.
+(``runner.sandbox.overlay``, probed by ``runner.sandbox.view_probe``): the same owner, mode,
+cap and room, no file's data copied. ``SandboxMounts.remove`` undoes all of it and never raises.
 """
 
 from __future__ import annotations
@@ -106,16 +106,17 @@ class SandboxMounts:
     def _view(
         self, target: str, uid: int, mode: int, labels: dict[str, str], digest: str
     ) -> Mount | None:
-        """``target`` as a view of its staged tree whose writes land on a tmpfs holding what
-        the tree leaves of the workspace cap, its top owned by ``uid`` with ``mode`` as the
-        volume it replaces; None (a volume to copy into, then) without a staged tree, where
-        views do not work, or for a tree larger than the cap."""
+        """``target`` as a view of its staged tree with the room of a copy in a volume of the
+        workspace cap (the tree's pages are charged to the view's own tmpfs of that cap,
+        ``runner.sandbox.overlay``), its top owned by ``uid`` with ``mode`` as the volume it
+        replaces; None (a volume to copy into, then) without a staged tree, where views do
+        not work, or for a tree larger than the cap."""
         size = self.spec.limits.workspace_bytes
         staged = self._staged_tree(target, labels, digest)
         if staged is None or staged.footprint >= size:
             return None
         try:
-            view = overlay.mount_view(staged.path, size - staged.footprint, uid, mode)
+            view = overlay.mount_view(staged.path, size, uid, mode)
         except OSError as exc:
             log.warning("copy-free %s of %s failed, copying: %s", target, staged.path, exc)
             return None
