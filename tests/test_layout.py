@@ -20,7 +20,7 @@ RUNNER = ROOT / "runner"
 # Bottom first. A module may import its own package's modules (no circle) and anything on
 # a lower floor; never a higher floor. Names are top-level modules or packages of runner.
 FLOORS: list[set[str]] = [
-    {"errors", "sizes", "atomic", "hashing", "bounded_json", "setup_signals", "gateway"},
+    {"errors", "sizes", "atomic", "hashing", "bounded_json", "setup_signals", "gateway", "pyparse"},
     {"telemetry", "bounded_input", "paths"},
     {"models"},
     {"evidence", "gitpatch"},

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from runner.fixtures.declared import TEST_FILE_PATTERNS, matches, test_files
+from runner.pyparse import LOCK
 
 _WORD = re.compile(r"[a-z][a-z0-9]*")
 # Words for names when the declared names give too few of their own.
@@ -104,7 +105,8 @@ def plant(
         if data is None:
             continue
         entries = [e for e in selected if e.split("::", 1)[0] == file]
-        files[file], made = _plant_file(file, data, entries, rng)
+        with LOCK:  # one parse at a time (runner.pyparse)
+            files[file], made = _plant_file(file, data, entries, rng)
         found += made
     narrowing = any(a in _NARROWING or a.startswith(("-k", "-m")) for a in pytest_args)
     named = [

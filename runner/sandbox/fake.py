@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Literal
 
 from runner.errors import SandboxError
+from runner.pyparse import LOCK
 from runner.sandbox.applied import applied_of_spec
 from runner.sandbox.base import (
     ExecRequest,
@@ -265,21 +266,27 @@ def _canaries(files: Mapping[str, bytes]) -> dict[str, bool]:
     stand-in for pytest; the canaries' shapes are ``runner.grading.canaries._source``)."""
     found: dict[str, bool] = {}
     for path, data in files.items():
-        if not path.endswith(".py"):
-            continue
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError):
-            continue
-        scopes: list[tuple[str, list[ast.stmt]]] = [("", tree.body)]
-        scopes += [(n.name, n.body) for n in tree.body if isinstance(n, ast.ClassDef)]
-        for owner, body in scopes:
-            for node in body:
-                if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
-                    fails = _run_alone(node)
-                    if fails is not None:
-                        middle = f"{owner}::" if owner else ""
-                        found[f"{path}::{middle}{node.name}"] = fails
+        if path.endswith(".py"):
+            with LOCK:  # one parse at a time (runner.pyparse)
+                found.update(_canaries_in(path, data))
+    return found
+
+
+def _canaries_in(path: str, data: bytes) -> dict[str, bool]:
+    found: dict[str, bool] = {}
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return found
+    scopes: list[tuple[str, list[ast.stmt]]] = [("", tree.body)]
+    scopes += [(n.name, n.body) for n in tree.body if isinstance(n, ast.ClassDef)]
+    for owner, body in scopes:
+        for node in body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                fails = _run_alone(node)
+                if fails is not None:
+                    middle = f"{owner}::" if owner else ""
+                    found[f"{path}::{middle}{node.name}"] = fails
     return found
 
 

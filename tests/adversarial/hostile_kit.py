@@ -7,11 +7,10 @@ from __future__ import annotations
 import gzip
 import io
 import os
-import resource
+import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -113,35 +112,44 @@ def in_process(*args: str) -> Outcome:
     return Outcome(code, err.getvalue())
 
 
+# A small launcher between the test process and the CLI: it forks (its own few MiB, not the
+# test worker's hundreds, which a fork from the worker would count as the child's peak) and
+# reports the CLI's exit and peak resident memory as ``wait4`` gives them.
+LAUNCHER = r"""
+import os, resource, sys
+pid = os.fork()
+if pid == 0:
+    limit = int(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+sys.stdout.write("%d %d\n" % (os.waitstatus_to_exitcode(status), usage.ru_maxrss))
+"""
+
+
 def limited(args: Sequence[str], limit: int = MEMORY_LIMIT, timeout_s: float = 120) -> Outcome:
     """The installed ``deltarun`` in a child whose address space is capped at ``limit``;
-    its exit code, stderr and peak resident memory (``wait4``)."""
-
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
+    its exit code, stderr and peak resident memory (``wait4``, in ``LAUNCHER``)."""
     with tempfile.TemporaryFile() as err:
         process = subprocess.Popen(
-            [str(DELTARUN), *args],
-            stdout=subprocess.DEVNULL,
+            [sys.executable, "-S", "-c", LAUNCHER, str(limit), str(DELTARUN), *args],
+            stdout=subprocess.PIPE,
             stderr=err,
-            preexec_fn=cap,
             env={**os.environ, "COLUMNS": "200"},
+            start_new_session=True,
         )
-        deadline = time.monotonic() + timeout_s
-        while True:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                process.kill()
-                os.wait4(process.pid, 0)
-                raise TimeoutError(f"deltarun {' '.join(args)} ran over {timeout_s}s")
-            time.sleep(0.02)
-        process.returncode = os.waitstatus_to_exitcode(status)
+        try:
+            out, _ = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise TimeoutError(f"deltarun {' '.join(args)} ran over {timeout_s}s") from None
         err.seek(0)
         text = err.read().decode("utf-8", "replace")
-    return Outcome(process.returncode, text, usage.ru_maxrss * 1024)
+    code, maxrss = (int(v) for v in out.split())
+    return Outcome(code, text, maxrss * 1024)
 
 
 def assert_refused(outcome: Outcome, code: int, *needles: str) -> str:
