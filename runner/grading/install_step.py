@@ -54,7 +54,7 @@ def install(
 ) -> Installed:
     """Run ``steps`` in ``sandbox`` as the test's uid under the guard (``home`` holds the
     harness's ``guard.py``), then make sure nothing of that uid is left alive."""
-    script = install_script(steps, ":")  # the guard sweeps when the script's shell exits
+    script = install_script(steps)  # the guard sweeps when the script's shell exits
     result = sandbox.run(
         ExecRequest(
             argv=["python3", "-I", "-S", f"{home}/guard.py", "run", "--", "sh", "-c", script],

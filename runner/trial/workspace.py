@@ -131,7 +131,7 @@ def install(sandbox: Sandbox, steps: list[str], timeout_s: float) -> str | None:
     still runs; the verify phase's own install decides)."""
     result = sandbox.run(
         ExecRequest(
-            argv=["sh", "-c", install_script(steps, "true")],
+            argv=["sh", "-c", install_script(steps)],
             env={**AGENT_ENV, **PIP_ENV},
             timeout_s=timeout_s,
             output_cap=1 << 16,
