@@ -157,6 +157,12 @@ def test_three_worker_containers_one_killed(
     records = ledger_lines(out)
     counts = Counter(r["job_id"] for r in records)
     assert len(counts) == JOBS and set(counts.values()) == {1}, counts
+    errors = [
+        (r["task_id"], r["arm"], r["worker"], r.get("error"))
+        for r in records
+        if r["outcome"] == "error"
+    ]
+    assert not errors, (errors, [cluster.logs(c)[-3000:] for c in cluster.containers[1:]])
     assert essence(out) == reference
     workers = {r["worker"] for r in records}
     assert len(workers) >= 2, workers  # the work really was spread over containers
