@@ -61,7 +61,7 @@ def test_the_environment_installs_the_pins_offline_and_checks_python() -> None:
     [
         ("acme/x:\n  '1': {instal: x}\n", "specs.yaml: acme/x 1: unknown key 'instal'"),
         ("acme/x:\n  '1': {pip_packages: [pytest-cov]}\n", "pip_packages must be exact pins"),
-        ("acme/x:\n  '1': {test_cmd: tox -e py}\n", "is not a pytest command"),
+        ("acme/x:\n  '1': {test_cmd: tox -e py}\n", "names no test runner deltarun knows"),
         ("acme/x:\n  '1': {python: '3'}\n", "python must be a version like 3.11"),
         ("acme/x:\n  '1': {env_vars: {'1X': a}}\n", "env_vars must map NAME"),
         ("acme:\n  '1': {}\n", "a repo is written owner/name"),

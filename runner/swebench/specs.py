@@ -12,7 +12,12 @@ key                 what deltarun does with it
                     installed into the environment image (offline, from the fetched wheels)
 ``python``          the Python the environment must have: checked when its image is built
 ``env_vars``        environment variables of the environment image (``ENV``)
-``test_cmd``        a pytest command: its options become the task's ``pytest_args``
+``test_cmd``        the command SWE-bench grades with; it names the task's test runner
+                    (``runner.grading.runners``): a pytest command (its options become the
+                    task's ``pytest_args``), Django's ``tests/runtests.py`` (its
+                    ``--settings`` kept), sympy's ``bin/test`` (``-C`` kept), or
+                    ``python -m unittest``; ``NAME=value`` words before it become the
+                    test's environment
 ==================  ============================================================================
 
 SWE-bench keys deltarun has no use for (``packages``, ``eval_commands``,
@@ -67,6 +72,9 @@ class Spec:
     python: str = ""
     env_vars: Mapping[str, str] = field(default_factory=dict)
     pytest_args: tuple[str, ...] = ()
+    test_runner: str = "pytest"
+    runner_args: tuple[str, ...] = ()
+    test_env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def needs_environment(self) -> bool:
@@ -153,12 +161,16 @@ def _spec(raw: dict[Any, Any], where: str, ignored: set[str]) -> Spec:
         raise UsageError(
             f"{where}: env_vars must map NAME to a value (one line, no control characters)"
         )
+    command = _test_command(raw.get("test_cmd"), where)
     return Spec(
         install=(*steps, *([install] if install else [])),
         pip_packages=tuple(pins),
         python=python,
         env_vars={k: str(v) for k, v in sorted(env.items())},
-        pytest_args=_pytest_args(raw.get("test_cmd"), where),
+        pytest_args=command.args if command.runner == "pytest" else (),
+        test_runner=command.runner,
+        runner_args=command.args if command.runner != "pytest" else (),
+        test_env=command.env,
     )
 
 
@@ -173,10 +185,27 @@ def _env_value(value: object) -> bool:
     return not CONTROL_RE.search(str(value))
 
 
-def _pytest_args(command: object, where: str) -> tuple[str, ...]:
-    """The options of a pytest ``test_cmd`` (``pytest -rA``, ``python -m pytest …``)."""
+@dataclass(frozen=True)
+class TestCommand:
+    """What a spec's ``test_cmd`` says: the runner, the options kept, the environment."""
+
+    runner: str = "pytest"
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+# Options of the project's runner the harness sets itself (selection, output, parallelism):
+# dropped from a test_cmd; every other option is kept for the runner.
+_DJANGO_OWN = ("--verbosity", "-v", "--parallel", "--noinput", "--no-input", "--timing")
+_SYMPY_KEPT = ("-C", "--no-cache")
+
+
+def _test_command(command: object, where: str) -> TestCommand:
+    """The runner and options of a ``test_cmd``: pytest (``pytest -rA``, ``python -m
+    pytest …``), Django's ``tests/runtests.py``, sympy's ``bin/test``, or ``python -m
+    unittest``. Leading ``NAME=value`` words are the test's environment."""
     if command is None:
-        return ()
+        return TestCommand()
     if not _command(command):
         raise UsageError(f"{where}: test_cmd must be one command on one line")
     assert isinstance(command, str)
@@ -184,14 +213,47 @@ def _pytest_args(command: object, where: str) -> tuple[str, ...]:
         words = shlex.split(command)
     except ValueError as exc:
         raise UsageError(f"{where}: test_cmd: {exc}") from exc
-    for start in range(len(words)):
-        if words[start] in ("pytest", "py.test") or words[start : start + 2] == ["-m", "pytest"]:
-            rest = words[start + (1 if words[start] != "-m" else 2) :]
-            return tuple(rest)  # options and their values; the harness adds the tests
+    env: dict[str, str] = {}
+    while words and "=" in words[0] and ENV_RE.fullmatch(words[0].split("=", 1)[0]):
+        name, value = words.pop(0).split("=", 1)
+        env[name] = value
+    for start, word in enumerate(words):
+        rest = words[start + 1 :]
+        if word in ("pytest", "py.test"):
+            return TestCommand("pytest", tuple(rest), env)
+        if words[start : start + 2] == ["-m", "pytest"]:
+            return TestCommand("pytest", tuple(words[start + 2 :]), env)
+        if word.endswith("runtests.py"):
+            return TestCommand("django", _django_options(rest), env)
+        if word == "bin/test" or word.endswith("/bin/test"):
+            return TestCommand("sympy", tuple(w for w in rest if w in _SYMPY_KEPT), env)
+        if words[start : start + 2] == ["-m", "unittest"]:
+            return TestCommand("unittest", (), env)
     raise UsageError(
-        f"{where}: test_cmd {excerpt(command)} is not a pytest command; deltarun grades the "
-        "declared tests with its own pytest (drop test_cmd, or give pytest's options)"
+        f"{where}: test_cmd {excerpt(command)} names no test runner deltarun knows; give a "
+        "pytest command, Django's tests/runtests.py, sympy's bin/test or python -m unittest"
     )
+
+
+def _django_options(words: list[str]) -> tuple[str, ...]:
+    """The options of a ``runtests.py`` command the harness keeps (``--settings=…``, …):
+    not the test labels, not the options it sets itself (``runner.grading.runners``)."""
+    kept: list[str] = []
+    skip_value = False
+    for word in words:
+        if skip_value:
+            skip_value = False
+            continue
+        name = word.split("=", 1)[0]
+        if name in _DJANGO_OWN:
+            skip_value = "=" not in word and name in ("--verbosity", "-v", "--parallel")
+            continue
+        if word == "--settings":
+            kept.append(word)
+            continue
+        if word.startswith("-") or (kept and kept[-1] == "--settings"):
+            kept.append(word)
+    return tuple(kept)
 
 
 def _env_quoted(value: str) -> str:
