@@ -155,7 +155,7 @@ def import_swebench(
         Option("--predictions", help="[NAME=]FILE: one patch arm per predictions file"),
     ] = None,
     control: Annotated[
-        str | None, Option("--control", help="The control arm: a predictions arm or 'empty'")
+        str | None, Option("--control", help="The control arm: a predictions arm or 'no-change'")
     ] = None,
     with_hints: Annotated[
         bool, Option("--with-hints", help="Append hints_text to the prompt")

@@ -48,6 +48,9 @@ from runner.swebench.scratch import Scratch
 from runner.swebench.specs import Specs
 
 ARM_RE = re.compile(r"[^A-Za-z0-9._-]+")
+# The arm deltarun adds that changes nothing; a user's arm may take any other name (a
+# predictions arm called "no-change" moves it to the next name free).
+NO_CHANGE = ("no-change", "deltarun-no-change", "deltarun-no-change-arm")
 TASK_YAML = YamlBounds(max_chars=1 << 20)  # a task folder's task.yaml: a few fields
 
 
@@ -63,7 +66,7 @@ class ImportOptions:
     with_hints: bool = False
     negatives: int = 0
     predictions: tuple[tuple[str, Path], ...] = ()  # (arm name, file)
-    control: str | None = None  # an arm name, or "empty"; default the first predictions
+    control: str | None = None  # an arm name, or no_change_arm(); default the first predictions
     timeout_s: float = 1800.0
     specs: Path | None = None  # per-repository specs (runner.swebench.specs)
 
@@ -226,10 +229,11 @@ def _write(
         (gold / f"{instance.instance_id}.diff").write_text(instance.patch, encoding="utf-8")
     counts = _write_arms(out, lines, predictions, instances)
     arms = list(predictions)
-    if control == "empty" or not arms:
-        arms.append("empty")
+    builtin = no_change_arm(arms)
+    if control == builtin or not arms:
+        arms.append(builtin)
     (out / "controls.yaml").write_text(
-        _controls(options, arms, control or "empty", largest), encoding="utf-8"
+        _controls(options, arms, control or builtin, largest, builtin), encoding="utf-8"
     )
     return Imported(
         out=out,
@@ -238,7 +242,7 @@ def _write(
         repositories=sorted(by_repo),
         environments=sorted(set(environments.values())),
         arms=arms,
-        control=control or "empty",
+        control=control or builtin,
         resolved_by_arm=counts,
     )
 
@@ -373,7 +377,7 @@ def _missing_module(seed: str, paths: set[str]) -> str:
 
 
 def _controls(
-    options: ImportOptions, arms: list[str], control: str, largest: tuple[int, int]
+    options: ImportOptions, arms: list[str], control: str, largest: tuple[int, int], builtin: str
 ) -> str:
     files, size = largest
     workspace_mb = max(512, -(-(size * 3) // (1 << 20)) + 256)
@@ -381,7 +385,7 @@ def _controls(
     for name in arms:
         agent: dict[str, Any] = (
             {"type": "scripted", "action": "noop"}
-            if name == "empty"
+            if name == builtin
             else {"type": "patch", "dir": f"predictions/{name}"}
         )
         entry: dict[str, Any] = {"name": name}
@@ -412,8 +416,8 @@ def _controls(
     }
     header = (
         "# Written by `deltarun import swebench`. Arms: one per predictions file (its\n"
-        "# patches under predictions/<arm>/), 'empty' makes no change. Gold patches are in\n"
-        "# gold/ for `deltarun validate`.\n"
+        f"# patches under predictions/<arm>/), {builtin!r} makes no change. Gold patches\n"
+        "# are in gold/ for `deltarun validate`.\n"
     )
     return header + yaml.safe_dump(document, sort_keys=False)
 
@@ -422,21 +426,31 @@ def _predictions(options: ImportOptions, instances: list[Instance]) -> dict[str,
     known = {i.instance_id for i in instances}
     found: dict[str, dict[str, str]] = {}
     for name, path in options.predictions:
-        if name in found or name == "empty":
+        if name in found:
             raise UserError(f"{path}: arm name {name!r} is taken; name it with NAME=FILE")
         found[name] = parse_predictions(read_text(path), str(path), known).patches
     return found
 
 
 def _control(options: ImportOptions, names: list[str]) -> str:
+    builtin = no_change_arm(names)
     if options.control is None:
-        return names[0] if names else "empty"
-    if options.control != "empty" and options.control not in names:
+        return names[0] if names else builtin
+    if options.control != builtin and options.control not in names:
         raise UserError(
             f"--control {options.control!r} is not an arm; choose one of "
-            f"{', '.join([*names, 'empty'])}"
+            f"{', '.join([*names, builtin])}"
         )
     return options.control
+
+
+def no_change_arm(names: list[str]) -> str:
+    """The name of deltarun's arm that makes no change: the first of ``NO_CHANGE`` that no
+    predictions arm takes (a user's arm may be called ``empty``, or even ``no-change``)."""
+    free = [name for name in NO_CHANGE if name not in names]
+    if not free:
+        raise UserError(f"arm names {', '.join(NO_CHANGE)} are all taken; rename one")
+    return free[0]
 
 
 def arm_for(spec: str) -> tuple[str, Path]:
