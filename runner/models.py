@@ -144,6 +144,18 @@ class RepoTask(_TaskBase):
         default_factory=list,
         description="Extra pytest options for hidden_tests (e.g. ['-p', 'asyncio']).",
     )
+    test_runner: Literal["pytest", "unittest", "django", "sympy"] = Field(
+        default="pytest",
+        description=(
+            "What runs hidden_tests (runner.grading.runners): pytest; unittest (python -m "
+            "unittest); django (the project's tests/runtests.py); sympy (sympy's own test "
+            "runner). Every runner's ids are written file::Class::test or file::test."
+        ),
+    )
+    runner_args: list[str] = Field(
+        default_factory=list,
+        description="Options for a runner other than pytest (django: ['--settings=test_sqlite']).",
+    )
     install: list[str] = Field(
         default_factory=list,
         description="Shell commands that install the project under test (e.g. 'python3 -m pip "
@@ -180,6 +192,7 @@ class RepoTask(_TaskBase):
             raise ValueError("pytest_args: an option holds a line break or a NUL")
         if self.pytest_args and self.hidden_tests is None:
             raise ValueError("'pytest_args' applies only with 'hidden_tests'")
+        self._runner_fields()
         if self.hidden is None and self.hidden_sha256:
             raise ValueError("'hidden_sha256' is set but 'hidden' is not")
         for name in ("repo_sha256", "hidden_sha256", "environment_sha256"):
@@ -189,6 +202,27 @@ class RepoTask(_TaskBase):
         self._fixture_pins()
         self._environment_pins()
         return self
+
+    def _runner_fields(self) -> None:
+        if self.test_runner == "pytest":
+            if self.runner_args:
+                raise ValueError("'runner_args' applies to test_runner unittest, django or sympy")
+            return
+        if self.hidden_tests is None:
+            raise ValueError(f"test_runner {self.test_runner!r} applies only with 'hidden_tests'")
+        if self.pytest_args:
+            raise ValueError(
+                f"'pytest_args' applies to pytest; test_runner is {self.test_runner!r} "
+                "(give its options as 'runner_args')"
+            )
+        for entry in self.hidden_tests:
+            if not entry.split("::", 1)[0].endswith(".py") or entry.count("::") > 2:
+                raise ValueError(
+                    f"hidden_tests: {entry!r}: under test_runner {self.test_runner!r} a test "
+                    "is written path/to/file.py::Class::test_x (or file.py::test_x, file.py)"
+                )
+        if any(_LINE_ENDS.search(arg) for arg in self.runner_args):
+            raise ValueError("runner_args: an option holds a line break or a NUL")
 
     def _fixture_pins(self) -> None:
         if self.repo_tree and not isinstance(self.repo, GitRepo):

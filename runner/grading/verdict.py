@@ -165,13 +165,15 @@ def grade(
     *,
     rootdir: str = "/workspace",
     overflowed: bool = False,
+    runner: str = "pytest",
 ) -> Verdict:
-    """The verdict on what the collector received after the test process ended."""
+    """The verdict on what the collector received after the test process ended
+    (``runner``: the task's test runner, as the reasons name it)."""
     records = read_channel(channel)
     if overflowed:
         return Verdict(False, f"the test process sent more than {CHANNEL_CAP} bytes of results")
     if not records.started:
-        return Verdict(False, f"the test process ended (exit {exit_code}) before pytest reported")
+        return Verdict(False, f"the test process ended (exit {exit_code}) before {runner} reported")
     outcomes = records.outcomes()
     items = records.items or []
     ran = [c for c in planted if c.nodeid in items]
@@ -179,7 +181,7 @@ def grade(
     if tampered is not None:
         return Verdict(False, f"test process tampered: {tampered}", tampered=True)
     if records.status is None:
-        return Verdict(False, f"the test process ended (exit {exit_code}) before pytest reported")
+        return Verdict(False, f"the test process ended (exit {exit_code}) before {runner} reported")
     canary_ids = {c.nodeid for c in planted}
     tests = {k: v for k, v in outcomes.items() if k not in canary_ids}
     executed = sum(1 for v in tests.values() if v != "skipped")
@@ -203,7 +205,7 @@ def grade(
         return Verdict(False, "no test ran", executed)
     expected = 1 if any(c.fail for c in ran) else 0
     if records.status != expected or exit_code != expected:
-        why = f"pytest exit status {records.status}, process exit {exit_code}"
+        why = f"{runner} exit status {records.status}, process exit {exit_code}"
         return Verdict(False, f"{why} (the harness expects {expected})", executed)
     return Verdict(True, None, executed)
 

@@ -47,6 +47,7 @@ from runner.fixtures.archives import Entry, Member, owned_tar
 from runner.fixtures.declared import runner_config, test_files
 from runner.fixtures.layout import import_roots
 from runner.fixtures.view import BLOCK, FixtureView, footprint
+from runner.grading import runners
 from runner.grading.canaries import Canary, Planted, canary_files, plant
 from runner.grading.install_step import install
 from runner.grading.verdict import CHANNEL_CAP, grade
@@ -178,8 +179,11 @@ def _plant(
         member = fixture.pristine.get(path)
         if path not in sources and member is not None and not member.is_dir:
             sources[path] = member.data
-    # -k or -m in the project's settings narrow by name, as on the command line.
+    # -k or -m in the project's settings narrow by name, as on the command line; another
+    # runner gets dotted labels, a canary's own among them unless an entry covers it.
     narrowing = [*task.pytest_args, *(["-k"] if _narrows(config) else [])]
+    if task.test_runner != "pytest":
+        narrowing = []
     return plant(task.hidden_tests, sources, rng or secrets.SystemRandom(), narrowing)
 
 
@@ -222,7 +226,7 @@ def _declared(
     assert task.hidden_tests is not None
     collector = sandbox.start(_collector_request(place, settings))
     try:
-        result = sandbox.run(_pytest_request(task, place, settings, planted.select))
+        result = sandbox.run(_runner_request(task, place, settings, planted.select))
     finally:
         channel = collector.finish()
     found = _found(result, settings, planted.canaries)
@@ -243,6 +247,7 @@ def _declared(
         result.exit_code,
         rootdir=WORKSPACE,
         overflowed=bool(account.get("truncated")),
+        runner=task.test_runner,
     )
     if verdict.passed:  # the status of the declared tests: the must-fail canaries aside
         found = replace(found, exit_code=0)
@@ -418,12 +423,36 @@ def _pytest_request(
     }
     # The sweep runs in the same exec, right after pytest: no process of the test's uid is
     # left to hold the channel open when the collector's account is read.
+    return _launch("run_pytest.py", spec, place, settings)
+
+
+def _runner_request(
+    task: RepoTask, place: _Place, settings: VerifySettings, select: Sequence[str]
+) -> ExecRequest:
+    """The declared tests under the task's runner (``runner.grading.runners``)."""
+    if task.test_runner == "pytest":
+        return _pytest_request(task, place, settings, select)
+    spec = runners.spec(
+        task,
+        select,
+        channel=place.channel,
+        rootdir=WORKSPACE,
+        paths=place.roots,
+        user_site=place.user_site,
+    )
+    return _launch(runners.launcher(task), spec, place, settings)
+
+
+def _launch(
+    launcher: str, spec: dict[str, object], place: _Place, settings: VerifySettings
+) -> ExecRequest:
+    """A launcher on its spec, as the test's uid; then the sweep (``_pytest_request``)."""
     home = place.home
     return ExecRequest(
         argv=[
             "sh",
             "-c",
-            f"python3 -B -s {home}/run_pytest.py; code=$?; "
+            f"python3 -B -s {home}/{launcher}; code=$?; "
             f"python3 -I -S {home}/guard.py sweep >/dev/null 2>&1; exit $code",
         ],
         env=_test_env(place),

@@ -15,10 +15,19 @@ from runner.fixtures import harness_git
 from runner.fixtures.archives import Entry, Member
 from runner.fixtures.declared import holds_declared
 from runner.fixtures.view import FixtureView
+from runner.grading.runners import harness_paths
 from runner.models import RepoTask
 from runner.sandbox_scripts import source
 
-SCRIPTS = ("run_pytest.py", "deltarun_results.py", "guard.py", "collector.py")
+SCRIPTS = (
+    "run_pytest.py",
+    "run_unittest.py",
+    "run_sympy.py",
+    "deltarun_results.py",
+    "deltarun_channel.py",
+    "guard.py",
+    "collector.py",
+)
 
 
 def dirs_of(paths: list[str]) -> list[str]:
@@ -67,7 +76,7 @@ def layer_two(
     declared = [
         m
         for path, m in sorted(fixture.pristine.items())
-        if path not in hidden_paths and holds_declared(path, task.hidden_tests or ())
+        if path not in hidden_paths and holds_declared(path, harness_paths(task))
     ]
     written = sorted([*declared, *hidden_files], key=lambda m: m.path)
     dirs = dirs_of([m.path for m in written]) + sorted(m.path for m in hidden if m.is_dir)

@@ -16,10 +16,12 @@ file each test module was imported from), ``report`` (one per test phase),
 later cannot change it. Stdlib and pytest only; works with pytest >= 6.
 """
 
-import json
 from typing import Any
 
 import pytest  # the image's: imported before the repository root is on the import path
+from deltarun_channel import Channel, connect
+
+__all__ = ["Channel", "Recorder", "connect"]
 
 
 def _selected(nodeid: str, entries: "list[str]") -> bool:
@@ -28,22 +30,6 @@ def _selected(nodeid: str, entries: "list[str]") -> bool:
         if nodeid == entry or nodeid.startswith(entry + "::") or nodeid.startswith(entry + "/"):
             return True
     return False
-
-
-class Channel:
-    """Write-only records to the harness's collector."""
-
-    def __init__(self, sock: Any) -> None:
-        self.sock = sock
-
-    def send(self, record: "dict[str, Any]") -> None:
-        # A newline before as well as after: a partial line someone else wrote on the
-        # channel ends there, and never swallows the harness's record.
-        data = ("\n" + json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
-        try:
-            self.sock.sendall(data)
-        except OSError:
-            pass  # the collector is gone: the harness sees the missing records
 
 
 def _phase_outcome(report: Any) -> str:
@@ -100,22 +86,3 @@ class Recorder:
 
     def pytest_sessionfinish(self, session: Any, exitstatus: Any) -> None:
         self.channel.send({"t": "finish", "status": int(exitstatus)})
-
-
-def connect(path: str, wait_s: float = 30.0) -> Channel:
-    """The channel to the collector, which may still be starting: retried for a while."""
-    import socket
-    import time
-
-    deadline = time.monotonic() + wait_s
-    while True:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.connect(path)
-            sock.shutdown(socket.SHUT_RD)
-            return Channel(sock)
-        except OSError:
-            sock.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)

@@ -39,6 +39,7 @@ from runner.gitpatch import PatchError
 from runner.grading.image_facts import image_facts, module_names
 from runner.grading.metrics import BUILTIN, Metric, score_answer
 from runner.grading.policy import Ground, Screened, screen
+from runner.grading.runners import harness_paths
 from runner.grading.verify import VerifyOutcome, VerifySettings, sandbox_bytes, verify
 from runner.hashing import sha256_bytes
 from runner.models import (
@@ -114,7 +115,7 @@ class TrialEnv:
             lambda: self.inputs.fixture(task),
             self.staging,
             caps,
-            tuple(task.hidden_tests or ()),
+            harness_paths(task),
         )
 
 
@@ -399,7 +400,7 @@ def _screen(
         module_names=module_names(env.sandboxes, probe, image_id),
         forbidden=tuple(env.controls.tools.forbidden_paths),
         patterns=tuple(env.controls.tools.grading_paths),
-        declared=tuple(task.hidden_tests or ()),
+        declared=harness_paths(task),
     )
     try:
         return screen(patch, ground)
