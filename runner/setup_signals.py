@@ -7,6 +7,8 @@ scored, so that ``deltarun validate`` (``runner.grading.validation``) and the re
 
 from __future__ import annotations
 
+import re
+
 NO_TEST_RAN = "no-test-ran"
 NO_OUTPUT = "no-recorded-output"
 # What a patch arm's agent logs when its directory has nothing for the task.
@@ -31,11 +33,17 @@ _SETUP_LINES = (
      "needs to the environment, or an install step"),
     ("ImportError while importing test module", "a test module does not import: add what "
      "it needs to the environment, or an install step"),
-    ("install step", "the install step failed: run it by hand in the image (offline) and "
-     "fix the step or the environment"),
     ("ERROR collecting", "collection failed: run the declared tests by hand in the image"),
     ("INTERNALERROR", "pytest crashed before the tests ran: check the plugins and settings"),
 )  # fmt: skip
+INSTALL_FIX = (
+    "the install step failed: run it by hand in the image (offline) and fix the step or "
+    "the environment"
+)
+# The reasons of an install step that failed (runner.fixtures.install.failure,
+# runner.grading.install_step): only these say the install step failed.
+_INSTALL_FAILED = re.compile(r"\Ainstall step `.*?` failed \((exit -?\d+|exit None|timed out)\)")
+_INSTALL_BROKE = "failed during the install step"
 # The plugins behind options test settings often carry (prefix of the option -> package).
 _PLUGIN_OPTIONS = (
     ("--cov", "pytest-cov"),
@@ -72,7 +80,21 @@ def setup_failure(reason: str | None, log: str) -> str | None:
     log and the fix to try; None otherwise (tests ran, or nothing says why not)."""
     if not reason or not any(marker in reason for marker in _NEVER_RAN):
         return None
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    failed = _INSTALL_FAILED.match(reason)
+    if failed is not None or _INSTALL_BROKE in reason:
+        # The install step's own reason (its step and the tail of its own output), never
+        # the test log: a canary's failure there is the harness's, not the install's.
+        said = reason
+        if failed is not None:
+            last = reason[failed.end() :].removeprefix(": ").split(" | ")[-1].strip()
+            said = failed.group(0) + (f": {last}" if last else "")
+        return f"{said[:200]} -> {INSTALL_FIX}"
+    # The harness's own lines (the install step's echoes) are not the setup's errors.
+    lines = [
+        line.strip()
+        for line in log.splitlines()
+        if line.strip() and not line.startswith("[deltarun]")
+    ]
     for line in lines:
         if "unrecognized arguments:" in line:
             return _unrecognized(line)
@@ -105,10 +127,15 @@ def _plugin_of(option: str) -> str | None:
 
 
 def _first_error(lines: list[str], found: str) -> str:
-    """The most telling line near ``found``: the first ``E   ...Error`` line, else it."""
-    for line in lines:
-        if line.startswith("E ") and ("Error" in line or "error" in line):
-            return line.removeprefix("E").strip()
+    """The most telling line near ``found``: the first ``E   ...Error`` line from it on,
+    else it. A failed assertion is a test's outcome (a must-fail canary's, say), never
+    what broke the setup, so it is passed over."""
+    start = lines.index(found) if found in lines else 0
+    for line in lines[start:]:
+        text = line.removeprefix("E").strip()
+        error = line.startswith("E ") and ("Error" in line or "error" in line)
+        if error and not text.startswith(("AssertionError", "assert ")):
+            return text
     return found
 
 
