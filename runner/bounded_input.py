@@ -26,12 +26,17 @@ refusal is one short line. JSON has ``runner.bounded_json``; this module holds t
     Messages that quote input quote a bounded prefix; the command line prints every
     message through ``one_line``, so no input can make an error longer than
     ``MAX_MESSAGE`` characters, or more than one line, or a terminal escape.
+``without_escapes``
+    Foreign output (a Docker build's log, a subprocess's) without its terminal escape
+    sequences (colours, titles, cursor moves): ``one_line`` drops them whole rather than
+    showing their bytes escaped, so a quoted log reads as its text.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,11 +194,30 @@ def excerpt(value: object, limit: int = MAX_QUOTE) -> str:
     return f"a {type(value).__name__}"
 
 
+# ECMA-48's sequences: CSI (ESC [ or the 8-bit 0x9b, parameters, intermediates, a final
+# byte), OSC, DCS, SOS, PM and APC strings (ended by BEL or ST, or unended), and the
+# two-byte escapes (ESC and one byte 0x20-0x7e).
+_ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -~]?"
+)
+
+
+def without_escapes(text: str) -> str:
+    """``text`` without terminal escape sequences (a lone ESC goes too); other control
+    characters stay, for ``one_line`` to show escaped."""
+    if "\x1b" not in text and not any("\x90" <= ch <= "\x9f" for ch in text):
+        return text
+    return _ESCAPES.sub("", text)
+
+
 def one_line(message: str, limit: int = MAX_MESSAGE) -> str:
-    """``message`` as one printable line of at most ``limit`` characters: every character
-    that is not printable (line breaks, terminal escapes, lone surrogates) shown escaped,
-    and a long message cut in the middle, keeping its start (what and where) and its end
-    (the fix)."""
+    """``message`` as one printable line of at most ``limit`` characters: terminal escape
+    sequences dropped (``without_escapes``), every other character that is not printable
+    (line breaks, lone surrogates) shown escaped, and a long message cut in the middle,
+    keeping its start (what and where) and its end (the fix)."""
+    message = without_escapes(message)
     if len(message) <= limit:
         text = _printable(message)
         if len(text) <= limit:

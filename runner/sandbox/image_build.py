@@ -16,6 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 import docker
 import docker.errors
 
+from runner.bounded_input import without_escapes
 from runner.errors import SandboxError, UserError
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandboxFactory
@@ -136,14 +137,17 @@ def _follow(event: Any, tail: deque[str], log: Callable[[str], None]) -> str | N
         return None
     text = event.get("stream")
     if isinstance(text, str):
-        for line in text.splitlines():
+        # The build's own output (a RUN step's colours, a title) reaches the terminal
+        # with -v and the error line with the tail: never as escape sequences.
+        for line in without_escapes(text).splitlines():
             if line.strip():
                 log(line.rstrip())
                 if not line.lstrip().startswith(_PLUMBING):
                     tail.append(line.strip())
     if "error" in event or "errorDetail" in event:
         detail = event.get("errorDetail") or {}
-        message = str(detail.get("message") or event.get("error") or "build failed").strip()
+        message = str(detail.get("message") or event.get("error") or "build failed")
+        message = without_escapes(message).strip()
         raise ImageBuildFailed([*tail, message.replace("\n", " ")])
     aux = event.get("aux")
     if isinstance(aux, dict) and isinstance(aux.get("ID"), str):
