@@ -38,7 +38,7 @@ import yaml
 from runner.bounded_input import YamlBounds, load_yaml
 from runner.bounded_json import BoundsError, loads_bounded
 from runner.errors import UserError
-from runner.fixtures.archives import build_tar
+from runner.fixtures.archives import build_tar, read_members
 from runner.paths import inside, under
 from runner.swebench.environments import SANDBOX_IMAGE, make_environments, read_specs, read_text
 from runner.swebench.instances import Instance, instance_of, parse_instances
@@ -46,6 +46,7 @@ from runner.swebench.predictions import parse_predictions
 from runner.swebench.rows import LINE_BOUNDS
 from runner.swebench.scratch import Scratch
 from runner.swebench.specs import Specs
+from runner.swebench.test_ids import declare
 
 ARM_RE = re.compile(r"[^A-Za-z0-9._-]+")
 # The arm deltarun adds that changes nothing; a user's arm may take any other name (a
@@ -215,6 +216,14 @@ def _write(
             line["install"] = list(spec.install)
         if spec is not None and spec.pytest_args:
             line["pytest_args"] = list(spec.pytest_args)
+        declare(
+            line,
+            spec.test_runner if spec is not None else "pytest",
+            spec.runner_args if spec is not None else (),
+            read_members(suite / "hidden" / f"{instance.instance_id}.tar"),
+            instance.tests,
+            f"{options.instances}: {instance.instance_id}",
+        )
         lines.append(line)
     negatives = _negatives(options, instances, fixtures, environments, clones, trees)
     lines += negatives

@@ -134,10 +134,17 @@ def _tests(value: Any, where: str) -> tuple[str, ...]:
             raise UserError(
                 f"{where}: {excerpt(test)} is not a test id like tests/test_x.py::test_y"
             )
+    return tuple(value)
+
+
+def check_pytest_ids(ids: tuple[str, ...], where: str) -> None:
+    """Ids of an instance graded by pytest must be pytest's (another runner's ids are
+    read by ``runner.swebench.test_ids`` against the test patch's files)."""
+    for test in ids:
         path = test.split("::", 1)[0]
         if not (path.endswith(".py") or "::" in test):
             raise UserError(
                 f"{where}: {excerpt(test)} is not a pytest test id (path/to/test_x.py::test_y); "
-                "only pytest-based repositories can be imported so far"
+                "give the repository's specs (--specs) with its test_cmd (Django's "
+                "tests/runtests.py, sympy's bin/test, python -m unittest) for another runner"
             )
-    return tuple(value)
