@@ -134,10 +134,24 @@ def import_swebench(
     instances: Annotated[
         Path, Argument(help="Instances: JSON Lines / JSON array, or a tasks/<id>/ layout folder")
     ],
-    repos: Annotated[
-        Path, Option("--repos", help="Local clones: DIR/<owner>__<name> or DIR/<owner>/<name>")
-    ],
     out_dir: Annotated[Path, Option("--out", help="A new directory for the suite")],
+    repos: Annotated[
+        Path | None,
+        Option("--repos", help="Local clones: DIR/<owner>__<name> or DIR/<owner>/<name>"),
+    ] = None,
+    instance_image: Annotated[
+        str | None,
+        Option(
+            "--instance-image",
+            help="Each instance's image, instead of --repos: a reference template with "
+            "{instance_id} {swebench_id} {repo} {version}, or 'swebench' / 'epoch' (their "
+            "published layouts); pulled when absent, its repository taken out as the fixture, "
+            "adapted by deltarun's layer and run as the task's sandbox",
+        ),
+    ] = None,
+    instance_repo: Annotated[
+        str, Option("--instance-repo", help="The repository's path in the instance images")
+    ] = "/testbed",
     environment: Annotated[
         str | None, Option("--environment", help="Every task in environments/NAME/")
     ] = None,
@@ -194,6 +208,8 @@ def import_swebench(
         predictions=tuple(arm_for(spec) for spec in predictions or []),
         control=control,
         timeout_s=timeout_s,
+        instance_image=instance_image,
+        instance_repo=instance_repo,
     )
     with c.Shown() as events:
         tell = partial(err.print, highlight=False)

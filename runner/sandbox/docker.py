@@ -55,9 +55,11 @@ from runner.sandbox.base import (
 from runner.sandbox.blame import Blame
 from runner.sandbox.engine import API_ERRORS, image_id
 from runner.sandbox.exec_io import Verdict, stream_exec
+from runner.sandbox.image_env import ImagePaths, in_environment
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 from runner.sandbox.model_gateway import ModelGateway, open_gateway
 from runner.sandbox.mounts import SandboxMounts
+from runner.sandbox.preflight import check_harness
 from runner.sandbox.running import KILLED, DockerRunning, Ended
 from runner.sandbox.view_probe import views_work
 
@@ -69,19 +71,6 @@ AGENT_PATH = "/usr/local/bin:/usr/bin:/bin"  # the agent's PATH (runner.agents.b
 KILL_GRACE_S = 2.0
 WATCHDOG_GRACE_S = 10.0
 REMOVE_ATTEMPTS = 5
-SETUID_SHOWN = 3
-# What the harness needs in an image, one line per thing missing, then "setuid <path>" for
-# the first setuid/setgid files of the image's own filesystem (-xdev: not the tmpfs mounts).
-HARNESS_CHECK = (
-    "command -v timeout >/dev/null || echo 'coreutils timeout'; "
-    "command -v git >/dev/null || echo git; "
-    "command -v python3 >/dev/null || echo python3; "
-    "command -v sh >/dev/null || echo sh; "
-    "command -v find >/dev/null || echo find; "
-    "[ \"$(id -u agent 2>/dev/null)\" = 1000 ] || echo 'an agent user with uid 1000'; "
-    f"find / -xdev -perm /6000 -type f 2>/dev/null | head -n {SETUID_SHOWN + 1} "
-    '| while read -r path; do echo "setuid $path"; done; true'
-)
 
 
 class DockerSandboxFactory:
@@ -93,6 +82,7 @@ class DockerSandboxFactory:
         self._live: set[str] = set()
         self._lock = threading.Lock()
         self._image_ids: dict[str, str] = {}
+        self.paths = ImagePaths(client)  # image ID -> its environment's PATH
         self._views: dict[str | None, bool] = {}  # OCI runtime -> copy-free workspaces work
         self._probe_lock = threading.Lock()
 
@@ -141,7 +131,7 @@ class DockerSandboxFactory:
         Returns those of ``commands`` the agent's PATH does not find in the image."""
         try:
             with self.open(spec) as sandbox:
-                self._check_harness(spec, sandbox)
+                check_harness(self.client, sandbox.container, spec.image, sandbox.path)
                 if not commands:
                     return []
                 found = sandbox.run(
@@ -160,37 +150,6 @@ class DockerSandboxFactory:
                 f"runtime.model_network ({spec.model_access.egress_network!r}) and run "
                 "`make images` for deltarun/model-proxy"
             ) from exc
-
-    def _check_harness(self, spec: SandboxSpec, sandbox: DockerSandbox) -> None:
-        """The image has sh, coreutils timeout, git, python3 (the harness's guard and pytest
-        launcher run with it) and the agent user (uid 1000), and no setuid or setgid file
-        (nothing in a sandbox may raise its privileges; the first few are named)."""
-        try:
-            exec_id = self.client.exec_create(sandbox.container, ["sh", "-c", HARNESS_CHECK])["Id"]
-            out = self.client.exec_start(exec_id)
-            code = self.client.exec_inspect(exec_id).get("ExitCode")
-        except API_ERRORS as exc:
-            raise UserError(
-                f"sandbox image {spec.image!r} cannot run the harness ({exc}); it needs sh, "
-                "coreutils timeout, git, python3 and an agent user with uid 1000: build it from "
-                "worker_images/python"
-            ) from exc
-        lines = out.decode("utf-8", "replace").strip().splitlines() if out else []
-        setuid = [line.removeprefix("setuid ") for line in lines if line.startswith("setuid ")]
-        missing = [line for line in lines if not line.startswith("setuid ")]
-        if code != 0 and not missing:
-            missing = ["a working sh"]
-        problems = [f"lacks {', '.join(missing)}"] if missing else []
-        if setuid:
-            shown = ", ".join(setuid[:SETUID_SHOWN])
-            more = " and more" if len(setuid) > SETUID_SHOWN else ""
-            problems.append(f"has setuid/setgid files ({shown}{more})")
-        if problems:
-            raise UserError(
-                f"sandbox image {spec.image!r} {'; '.join(problems)}; build it from "
-                "worker_images/python (`make images`), which has the harness's tools and strips "
-                "setuid bits, or fix the image"
-            )
 
     def kill_all(self) -> None:
         """Kill every live sandbox of this factory (Ctrl-C); their sessions remove them."""
@@ -357,6 +316,7 @@ class DockerSandbox:
         prefilled: frozenset[str] = frozenset(),
     ) -> None:
         self.factory = factory
+        self._path = factory.paths.of(digest)  # the image's environment, first on PATH
         self._prefilled = prefilled
         self._applied = dict(applied or {})  # what the engine reports (runner.sandbox.applied)
         self.client = factory.client
@@ -383,6 +343,10 @@ class DockerSandbox:
     @property
     def image_digest(self) -> str:
         return self._digest
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        return self._path
 
     @property
     def applied(self) -> Mapping[str, object]:
@@ -433,6 +397,7 @@ class DockerSandbox:
         return self._blame.judged(lambda: self._run(request))
 
     def _run(self, request: ExecRequest) -> ExecResult:
+        request = in_environment(request, self._path)
         timeout = max(1.0, request.timeout_s)
         argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{timeout:.3f}", *request.argv]
         started = time.monotonic()
@@ -467,6 +432,7 @@ class DockerSandbox:
         self._blame.begin(request)
         if self._killed:
             return Ended(KILLED)
+        request = in_environment(request, self._path)
         timeout = max(1.0, request.timeout_s)
         argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{timeout:.3f}", *request.argv]
         deadline = timeout + KILL_GRACE_S + WATCHDOG_GRACE_S

@@ -39,8 +39,9 @@ from runner.bounded_input import YamlBounds, load_yaml
 from runner.bounded_json import BoundsError, loads_bounded
 from runner.errors import UserError
 from runner.fixtures.archives import build_tar, read_members
-from runner.paths import inside, under
+from runner.paths import inside
 from runner.swebench.environments import SANDBOX_IMAGE, make_environments, read_specs, read_text
+from runner.swebench.from_images import FromImages, set_images, sources
 from runner.swebench.instances import Instance, instance_of, parse_instances
 from runner.swebench.predictions import parse_predictions
 from runner.swebench.rows import LINE_BOUNDS
@@ -60,7 +61,7 @@ class ImportOptions:
     """What ``deltarun import swebench`` was asked to do."""
 
     instances: Path
-    repos: Path
+    repos: Path | None  # None with instance_image: the repositories come out of the images
     out: Path
     environment: str | None = None
     dockerfile_template: Path | None = None
@@ -70,6 +71,8 @@ class ImportOptions:
     control: str | None = None  # an arm name, or no_change_arm(); default the first predictions
     timeout_s: float = 1800.0
     specs: Path | None = None  # per-repository specs (runner.swebench.specs)
+    instance_image: str | None = None  # a template (runner.swebench.from_images)
+    instance_repo: str = "/testbed"  # the repository's path in an instance image
 
 
 @dataclass
@@ -161,17 +164,18 @@ def import_swebench(options: ImportOptions, say: Callable[[str], None]) -> Impor
     if options.negatives < 0 or options.negatives > len(instances):
         raise UserError(f"--negatives must be between 0 and {len(instances)} (the instances)")
     specs = read_specs(options.specs, instances, say)
-    clones = {i.repo: _clone_of(options.repos, i, options.instances) for i in instances}
-    options.out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=options.out.parent, prefix=f".{options.out.name}.part-"))
-    try:
-        result = _write(options, instances, clones, predictions, control, work, say, specs)
-        if options.out.exists():
-            options.out.rmdir()
-        os.replace(work, options.out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    with tempfile.TemporaryDirectory(prefix="deltarun-instances-") as held:
+        taken = sources(options, instances, specs, Path(held), say)
+        options.out.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=options.out.parent, prefix=f".{options.out.name}.part-"))
+        try:
+            result = _write(options, instances, taken, predictions, control, work, say, specs)
+            if options.out.exists():
+                options.out.rmdir()
+            os.replace(work, options.out)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
     result.out = options.out
     return result
 
@@ -179,7 +183,7 @@ def import_swebench(options: ImportOptions, say: Callable[[str], None]) -> Impor
 def _write(
     options: ImportOptions,
     instances: list[Instance],
-    clones: dict[str, Path],
+    taken: FromImages,
     predictions: dict[str, dict[str, str]],
     control: str,
     out: Path,
@@ -201,9 +205,12 @@ def _write(
     by_repo: dict[str, list[Instance]] = {}
     for instance in instances:
         by_repo.setdefault(instance.repo, []).append(instance)
-    environments = make_environments(
-        options.environment, options.dockerfile_template, instances, suite, specs, say
-    )
+    clones = taken.clones
+    environments = {}
+    if options.instance_image is None:
+        environments = make_environments(
+            options.environment, options.dockerfile_template, instances, suite, specs, say
+        )
     for repo, group in sorted(by_repo.items()):
         say(f"import: {repo}: {len(group)} instances from {clones[repo]}")
         trees[repo] = {}
@@ -227,6 +234,7 @@ def _write(
         lines.append(line)
     negatives = _negatives(options, instances, fixtures, environments, clones, trees)
     lines += negatives
+    set_images(lines, taken.images)
     lines.sort(key=lambda line: str(line["id"]))
     (suite / "tasks.jsonl").write_text(
         "".join(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n" for line in lines),
@@ -484,18 +492,3 @@ def _arm_name(raw: str) -> str:
 
 def _bundle_name(repo: str) -> str:
     return repo.replace("/", "__") + ".bundle"
-
-
-def _clone_of(repos: Path, instance: Instance, source: Path) -> Path:
-    """The local clone of an instance's ``repo`` under ``--repos`` (``owner/name`` is a
-    string of the instances file: one that climbs out with ``..`` is refused)."""
-    owner, name = instance.repo.split("/", 1)
-    where = f"{source}: instance {instance.instance_id!r}"
-    for relative in (f"{owner}__{name}", f"{owner}/{name}"):
-        candidate = under(repos, relative, file=where, field="repo")
-        if (candidate / ".git").exists() or (candidate / "objects").is_dir():
-            return candidate
-    raise UserError(
-        f"instance {instance.instance_id!r}: repository {instance.repo} not found under "
-        f"{repos} (looked for {owner}__{name}/ and {owner}/{name}/); clone it there"
-    )

@@ -1,0 +1,181 @@
+"""``deltarun import swebench --instance-image TEMPLATE``: each instance's image (SWE-bench's
+``sweb.eval.x86_64.<id>``, Epoch AI's, a team's own) is both where its fixture comes from
+and where its trials run.
+
+For each instance: the image named by the template (``runner.sandbox.instance_layer``:
+``{instance_id}``, ``{swebench_id}``, ``{repo}``, ``{version}``, or the layouts
+``swebench`` and ``epoch``), pulled when absent; its repository's ``.git`` taken out (the
+importer makes the fixture at ``base_commit`` from it as from a local clone, so no clone
+is needed); deltarun's layer built over it and checked by the sandbox preflight; the
+task runs on the adapted image (``image``, its local tag, pinned by ID when the run
+starts).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from runner.config.model import Runtime
+from runner.errors import UserError
+from runner.paths import under
+from runner.sandbox.engine import connect
+from runner.sandbox.image_build import DockerImageBuilder
+from runner.sandbox.instance_images import InstanceImages
+from runner.sandbox.instance_layer import reference_of
+from runner.swebench.instances import Instance
+from runner.swebench.specs import Specs
+
+_GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    "LC_ALL": "C",
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+}
+
+
+@dataclass
+class FromImages:
+    """What the images gave: a git directory per repository (every image's objects, by
+    alternates) and the adapted image's tag per instance."""
+
+    clones: dict[str, Path] = field(default_factory=dict)
+    images: dict[str, str] = field(default_factory=dict)
+
+
+class Asked(Protocol):
+    """What ``sources`` reads of the import's options (``importer.ImportOptions``)."""
+
+    @property
+    def instances(self) -> Path: ...
+    @property
+    def repos(self) -> Path | None: ...
+    @property
+    def environment(self) -> str | None: ...
+    @property
+    def dockerfile_template(self) -> Path | None: ...
+    @property
+    def instance_image(self) -> str | None: ...
+    @property
+    def instance_repo(self) -> str: ...
+
+
+def sources(
+    options: Asked,
+    instances: list[Instance],
+    specs: Specs,
+    held: Path,
+    say: Callable[[str], None],
+) -> FromImages:
+    """Each repository's clone: the local one under ``--repos``, or taken out of the
+    instance images (``--instance-image``, the repository at ``--instance-repo`` in them),
+    with each instance's adapted image."""
+    if options.instance_image is None:
+        repos = options.repos
+        if repos is None:
+            raise UserError("give --repos DIR (local clones) or --instance-image TEMPLATE")
+        return FromImages({i.repo: _clone_of(repos, i, options.instances) for i in instances})
+    if options.environment is not None or options.dockerfile_template is not None:
+        raise UserError(
+            "--instance-image: the instance image is the environment; give no --environment "
+            "or --dockerfile-template"
+        )
+    return take_instances(
+        options.instance_image, options.instance_repo, instances, specs, held, say
+    )
+
+
+def _clone_of(repos: Path, instance: Instance, source: Path) -> Path:
+    """The local clone of an instance's ``repo`` under ``--repos`` (``owner/name`` is a
+    string of the instances file: one that climbs out with ``..`` is refused)."""
+    owner, name = instance.repo.split("/", 1)
+    where = f"{source}: instance {instance.instance_id!r}"
+    for relative in (f"{owner}__{name}", f"{owner}/{name}"):
+        candidate = under(repos, relative, file=where, field="repo")
+        if (candidate / ".git").exists() or (candidate / "objects").is_dir():
+            return candidate
+    raise UserError(
+        f"instance {instance.instance_id!r}: repository {instance.repo} not found under "
+        f"{repos} (looked for {owner}__{name}/ and {owner}/{name}/); clone it there"
+    )
+
+
+def take_instances(
+    template: str,
+    repo_path: str,
+    instances: list[Instance],
+    specs: Specs,
+    scratch: Path,
+    say: Callable[[str], None],
+) -> FromImages:
+    """Every instance's image present, its ``.git`` taken out under ``scratch`` and its
+    adapted image built (or reused); see the module docstring."""
+    for instance in instances:
+        spec = specs.of(instance.repo, instance.version)
+        if spec is not None and spec.needs_environment:
+            say(
+                f"warning: {instance.repo} {instance.version}: the instance image is the "
+                "environment; the spec's pip_packages, python and env_vars are not applied"
+            )
+            break
+    client = connect(api_timeout_s=3600)
+    images = InstanceImages(client, say)
+    builder = DockerImageBuilder(client)
+    runtime = Runtime()
+    found = FromImages()
+    objects: dict[str, list[Path]] = {}
+    for number, instance in enumerate(instances):
+        reference = reference_of(template, instance.instance_id, instance.repo, instance.version)
+        source = images.present(reference)
+        path = images.environment(source)
+        git = images.take_git(source, repo_path, scratch / f"image-{number}")
+        objects.setdefault(instance.repo, []).append(git / "objects")
+        adapted = images.adapt(
+            reference,
+            source,
+            instance.instance_id,
+            repo_path,
+            path,
+            lambda image: builder.preflight(image, runtime),
+        )
+        found.images[instance.instance_id] = adapted.tag
+        environment = ":".join(path) or "the image's PATH"
+        say(
+            f"import: {instance.instance_id}: {reference} ({source[:19]}) -> {adapted.tag}"
+            f"{' (reused)' if adapted.reused else ''}; environment {environment}"
+        )
+    for number, (repo, dirs) in enumerate(sorted(objects.items())):
+        found.clones[repo] = _joined(scratch / f"repo-{number}.git", dirs)
+    return found
+
+
+def _joined(bare: Path, objects: list[Path]) -> Path:
+    """A bare repository reading every image's objects (alternates): one clone per
+    repository, whichever image holds an instance's base commit."""
+    try:
+        subprocess.run(
+            ["git", "init", "-q", "--bare", str(bare)],
+            env=_GIT_ENV,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UserError(f"git init of the images' repository failed: {exc}") from exc
+    alternates = "".join(f"{d.resolve()}\n" for d in objects)
+    (bare / "objects" / "info" / "alternates").write_text(alternates, encoding="utf-8")
+    return bare
+
+
+def set_images(lines: list[dict[str, Any]], images: dict[str, str]) -> None:
+    """Each task line of an instance (and its negative control) runs on its adapted image."""
+    for line in lines:
+        task_id = str(line["id"])
+        source = task_id.removesuffix(".negative")
+        if source in images:
+            line["image"] = images[source]
