@@ -6,7 +6,7 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from runner.fixtures.archives import ArchiveCaps, Member, build_tar
+from runner.fixtures.archives import SANDBOX_MTIME, ArchiveCaps, Member, build_tar
 from runner.fixtures.cache import CacheDir
 from runner.fixtures.declared import runner_config
 from runner.fixtures.staging import StagedFixture, Staging
@@ -83,7 +83,7 @@ def test_a_staged_fixture_is_read_once_per_machine_then_never(tmp_path: Path) ->
     assert again.baseline_tar(("secret",)) == kit
     assert again_load.calls == 0, "a trial with everything staged reads no member"
     assert isinstance(verify_tar, Path) and verify_tar.read_bytes() == build_tar(
-        members(), uid=AGENT_UID, gid=AGENT_UID
+        members(), uid=AGENT_UID, gid=AGENT_UID, mtime=SANDBOX_MTIME
     )
 
 
