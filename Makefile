@@ -43,6 +43,10 @@ docker:  ## install (Debian docker.io) and start the Docker engine when it is mi
 images: docker  ## build the sandbox images (idempotent, fast when present)
 	@bash scripts/build-images.sh
 
+python-bases: docker  ## sandbox images on Debian bullseye (Python 3.9) and trixie (3.13), for specs that pin those
+	@bash scripts/build-python-base.sh bullseye
+	@bash scripts/build-python-base.sh trixie
+
 worker-images: $(STAMP) images  ## build the worker, Redis and registry images used by compose.yaml
 	@bash scripts/build-worker-images.sh
 

@@ -33,7 +33,7 @@ from runner.sandbox.instance_layer import (
     reference_of,
     with_path,
 )
-from tests.conftest import IN_CI, run_cli
+from tests.conftest import IN_CI, path_lock, run_cli
 from tests.test_registry import RegistryServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,10 +133,11 @@ def _build_base() -> None:
 @pytest.fixture(scope="module")
 def instance_image(docker_api: Any) -> str:
     """The instance-layout image (the engine's build cache keeps it between sessions)."""
-    try:
-        docker_api.inspect_image(BASE)
-    except docker.errors.ImageNotFound:
-        _build_base()
+    with path_lock("bullseye-base"):  # one debootstrap, whichever worker comes first
+        try:
+            docker_api.inspect_image(BASE)
+        except docker.errors.ImageNotFound:
+            _build_base()
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as archive:
         archive.add(CONTEXT, arcname=".")

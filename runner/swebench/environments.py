@@ -12,11 +12,40 @@ from pathlib import Path
 from runner.bounded_input import read_capped
 from runner.errors import UsageError, UserError
 from runner.swebench.instances import Instance
+from runner.swebench.pins import pin_specs
 from runner.swebench.rows import DOCUMENT_BOUNDS
 from runner.swebench.specs import SPECS_MAX_BYTES, Spec, Specs, dockerfile, parse_specs
 from runner.swebench.wheels import fetch_wheels
 
 SANDBOX_IMAGE = "deltarun/sandbox-python:bookworm"
+# The sandbox image on the Debian release whose python3 is a spec's ``python``
+# (``make python-bases`` builds the other two); any other Python: an instance image.
+PYTHON_BASES = {
+    "3.9": "deltarun/sandbox-python:bullseye",
+    "3.11": SANDBOX_IMAGE,
+    "3.13": "deltarun/sandbox-python:trixie",
+}
+
+
+def suite_image(instances: list[Instance], specs: Specs, from_specs: bool = True) -> str:
+    """The sandbox base of an import (``runtime.image``, on which ``deltarun build`` builds
+    every environment): the one whose Debian release has the Python the specs pin, the
+    bookworm one (3.11) when they pin none, or another (its build then names the version
+    found). One suite has one base: specs pinning two of these Pythons are refused."""
+    pinned = {
+        spec.python
+        for i in instances
+        if (spec := specs.of(i.repo, i.version)) is not None and spec.python in PYTHON_BASES
+    }
+    if not from_specs or not pinned:
+        return SANDBOX_IMAGE
+    if len(pinned) > 1:
+        raise UserError(
+            f"the specs pin Python {' and '.join(sorted(pinned))}: one suite's environments are "
+            "built on one base image; import each Python's instances into a suite of its own, "
+            "or give --instance-image"
+        )
+    return PYTHON_BASES[pinned.pop()]
 
 
 def read_specs(path: Path | None, instances: list[Instance], say: Callable[[str], None]) -> Specs:
@@ -31,7 +60,7 @@ def read_specs(path: Path | None, instances: list[Instance], say: Callable[[str]
     used = {(i.repo, i.version) for i in instances}
     for repo, version in sorted(set(specs.by_key) - used):
         say(f"warning: {path}: {repo} {version}: no instance uses this spec")
-    return specs
+    return pin_specs(specs, used, str(path), say)  # unpinned pip_packages, pinned now
 
 
 def make_environments(
@@ -48,6 +77,9 @@ def make_environments(
     if environment is not None:
         return {i.instance_id: environment for i in instances}
     found: dict[str, str] = {}
+    base = suite_image(instances, specs)
+    if base != SANDBOX_IMAGE:
+        say(f"import: environments are built on {base} (`make python-bases` builds it)")
     made: dict[str, str] = {}  # environment name -> Dockerfile text
     wheels: dict[str, Spec] = {}  # environment name -> the spec whose pins it installs
     for instance in instances:
@@ -55,7 +87,7 @@ def make_environments(
         spec = specs.of(instance.repo, instance.version)
         from_specs = text is None and template is None
         if from_specs and spec is not None and spec.needs_environment:
-            text = dockerfile(spec, SANDBOX_IMAGE, bool(spec.pip_packages))
+            text = dockerfile(spec, base, bool(spec.pip_packages))
             if spec.pip_packages:
                 wheels[environment_name(instance)] = spec
         if text is None and template is not None:

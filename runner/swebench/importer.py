@@ -40,7 +40,7 @@ from runner.bounded_json import BoundsError, loads_bounded
 from runner.errors import UserError
 from runner.fixtures.archives import build_tar, read_members
 from runner.paths import inside
-from runner.swebench.environments import SANDBOX_IMAGE, make_environments, read_specs, read_text
+from runner.swebench.environments import make_environments, read_specs, read_text, suite_image
 from runner.swebench.from_images import FromImages, set_images, sources
 from runner.swebench.instances import Instance, instance_of, parse_instances
 from runner.swebench.predictions import parse_predictions
@@ -205,16 +205,15 @@ def _write(
     by_repo: dict[str, list[Instance]] = {}
     for instance in instances:
         by_repo.setdefault(instance.repo, []).append(instance)
-    clones = taken.clones
     environments = {}
     if options.instance_image is None:
         environments = make_environments(
             options.environment, options.dockerfile_template, instances, suite, specs, say
         )
     for repo, group in sorted(by_repo.items()):
-        say(f"import: {repo}: {len(group)} instances from {clones[repo]}")
+        say(f"import: {repo}: {len(group)} instances from {taken.clones[repo]}")
         trees[repo] = {}
-        found = _write_repo(suite, repo, group, clones[repo], trees[repo], fixtures)
+        found = _write_repo(suite, repo, group, taken.clones[repo], trees[repo], fixtures)
         largest = max(largest, found)
     for instance in instances:
         line = _task_line(instance, fixtures[instance.instance_id], options, environments)
@@ -232,7 +231,7 @@ def _write(
             f"{options.instances}: {instance.instance_id}",
         )
         lines.append(line)
-    negatives = _negatives(options, instances, fixtures, environments, clones, trees)
+    negatives = _negatives(options, instances, fixtures, environments, taken.clones, trees)
     lines += negatives
     set_images(lines, taken.images)
     lines.sort(key=lambda line: str(line["id"]))
@@ -249,8 +248,9 @@ def _write(
     builtin = no_change_arm(arms)
     if control == builtin or not arms:
         arms.append(builtin)
+    image = suite_image(instances, specs, options.instance_image is None)
     (out / "controls.yaml").write_text(
-        _controls(options, arms, control or builtin, largest, builtin), encoding="utf-8"
+        _controls(options, arms, control or builtin, largest, builtin, image), encoding="utf-8"
     )
     return Imported(
         out=out,
@@ -394,7 +394,12 @@ def _missing_module(seed: str, paths: set[str]) -> str:
 
 
 def _controls(
-    options: ImportOptions, arms: list[str], control: str, largest: tuple[int, int], builtin: str
+    options: ImportOptions,
+    arms: list[str],
+    control: str,
+    largest: tuple[int, int],
+    builtin: str,
+    image: str,
 ) -> str:
     files, size = largest
     workspace_mb = max(512, -(-(size * 3) // (1 << 20)) + 256)
@@ -421,7 +426,7 @@ def _controls(
             "verify_timeout_s": options.timeout_s,
             "limits": {"memory": "4g", "cpus": 1.0, "pids": 512, "workspace": f"{workspace_mb}m"},
             "network": "none",
-            "image": SANDBOX_IMAGE,
+            "image": image,
             "archive": {
                 "max_members": max(20_000, files * 2),
                 "max_member_bytes": "64m",
