@@ -49,7 +49,8 @@ def build(
 
     Each image is built on the sandbox base (runtime.image of the controls, else
     deltarun/sandbox-python:bookworm) passed as --build-arg BASE, tagged
-    deltarun-env/<name>:<context digest>, and checked against the sandbox contract.
+    deltarun-env/<name>:<context digest>, and checked against the sandbox contract. With
+    controls of channel: scored, every other image the run uses is pinned under images:.
     """
     from runner.suite.workflows import build_steps
 
@@ -57,6 +58,10 @@ def build(
         raise UsageError(f"--network {network!r}: choose default (the engine's) or none")
     steps = build_steps(target, rebuild, network, verbose, err.is_terminal, c.Lines().note)
     say(steps, markup=False)
+    if target.suffix in (".yaml", ".yml"):  # a scored run's images, pinned under images:
+        from runner.run.image_pins import engine_image_ids, pin_run_images
+
+        say(pin_run_images(target, engine_image_ids()), markup=False)
     if target.suffix in (".yaml", ".yml"):  # controls: its installed agents too
         from runner.run.agent_build import build_agents
 

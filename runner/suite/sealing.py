@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +206,68 @@ def _check_rewrite(
             f"{source}: suite.sha256: cannot rewrite this file without losing a comment or "
             f"changing a value; set 'sha256: {digest}' under 'suite:' by hand"
         )
+
+
+def pin_images(text: str, pins: Mapping[str, str], source: str = "controls.yaml") -> str:
+    """Return controls YAML ``text`` with ``images.<reference>`` set to each of ``pins``
+    (reference -> ``sha256:`` image ID), the mapping added at the end when absent.
+
+    Returns ``text`` itself when every pin is already there. Other pins, comments, key
+    order, quoting and style are kept, as ``pin_suite_digest`` keeps them; one
+    ``UserError`` line naming ``source`` when ``images`` is not a mapping or the file cannot
+    be rewritten without losing a comment or changing another value."""
+    original = text
+    crlf = "\r\n" in text
+    text = text.replace("\r\n", "\n")
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    text = text[len(bom) :]
+    match = _PREAMBLE.match(text)
+    preamble = match.group(0) if match else ""
+    body = text[len(preamble) :]
+    rt = YAML(typ="rt")
+    rt.preserve_quotes = True
+    rt.width = sys.maxsize  # never fold a long line
+    try:
+        data = rt.load(body)
+    except RuamelYAMLError as exc:
+        raise _invalid_yaml(source, text, exc, preamble.count("\n")) from exc
+    if not isinstance(data, CommentedMap):
+        raise UserError(f"{source}: must be a YAML mapping with protocol_id, suite and arms")
+    images = data.get("images")
+    if images is not None and not isinstance(images, CommentedMap):
+        raise UserError(f"{source}: images: must map each image reference to sha256:<image ID>")
+    if images is not None and all(images.get(ref) == pin for ref, pin in pins.items()):
+        return original
+    mapping, sequence, offset = _indentation(data, body.split("\n"))
+    rt.indent(mapping=mapping, sequence=sequence, offset=offset)
+    if images is None:
+        images = data["images"] = CommentedMap()
+    for ref, pin in sorted(pins.items()):
+        images[ref] = None  # drop an old scalar's quoting: an ID is written plain
+        images[ref] = pin
+    buffer = io.StringIO()
+    rt.dump(data, buffer)
+    pinned = bom + preamble + buffer.getvalue()
+    if not text.endswith("\n"):
+        pinned = pinned.rstrip("\n")
+    try:
+        expected: Any = yaml.safe_load(bom + text)
+        expected["images"] = {**(expected.get("images") or {}), **pins}
+        same = bool(yaml.safe_load(pinned) == expected)
+    except (yaml.YAMLError, TypeError, AttributeError):
+        same = False
+    if not same or _comments(pinned) != _comments(bom + text):
+        first = min(pins.items())
+        raise UserError(
+            f"{source}: images: cannot rewrite this file without losing a comment or changing "
+            f"a value; add 'images: {{{first[0]}: {first[1]}}}' (and the other pins) by hand"
+        )
+    return pinned.replace("\n", "\r\n") if crlf else pinned
+
+
+def write_controls(path: Path, text: str) -> None:
+    """Replace the controls file ``path`` with ``text`` atomically."""
+    _write_atomic(path, text)
 
 
 def _write_atomic(path: Path, text: str) -> None:
