@@ -333,3 +333,42 @@ def test_an_environment_directory_that_leads_where_a_sandbox_writes_is_refused(
             DockerSandboxFactory(docker_api).preflight(_spec(image))
     finally:
         docker_api.remove_image(image, force=True)
+
+
+@pytest.mark.docker
+def test_a_repository_is_taken_out_of_one_image_for_all_its_instances(
+    docker_api: Any, instance_image: str, tmp_path: Path
+) -> None:
+    """Two instances at one base commit: one image's .git serves both (a large repository
+    is not copied out once per instance), and each gets its adapted image."""
+    from runner.swebench.from_images import take_instances
+    from runner.swebench.instances import Instance
+    from runner.swebench.specs import Specs
+
+    head = _head_of(docker_api, "deltarun-test/instance-bullseye:tinycalc")
+    instances = [
+        Instance(
+            f"tinycalc__tinycalc-{n}", "tinycalc/tinycalc", head, "", "", "x", "", "0.1", (), ()
+        )
+        for n in (1, 2)
+    ]
+    said: list[str] = []
+    found = take_instances(
+        "deltarun-test/instance-bullseye:tinycalc",
+        "/testbed",
+        instances,
+        Specs({}),
+        tmp_path,
+        said.append,
+    )
+    assert [line for line in said if ".git taken out" in line] == [
+        f"import: tinycalc/tinycalc: /testbed/.git taken out of {instance_image[:19]}"
+    ]
+    assert sorted(found.images) == ["tinycalc__tinycalc-1", "tinycalc__tinycalc-2"]
+    clone = found.clones["tinycalc/tinycalc"]
+    shown = subprocess.run(
+        ["git", "--git-dir", str(clone), "rev-parse", f"{head}^{{tree}}"],
+        capture_output=True,
+        text=True,
+    )
+    assert shown.returncode == 0 and len(shown.stdout.strip()) == 40, shown.stderr

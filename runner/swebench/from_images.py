@@ -128,13 +128,18 @@ def take_instances(
     builder = DockerImageBuilder(client)
     runtime = Runtime()
     found = FromImages()
-    objects: dict[str, list[Path]] = {}
     for number, instance in enumerate(instances):
         reference = reference_of(template, instance.instance_id, instance.repo, instance.version)
         source = images.present(reference)
         path = images.environment(source)
-        git = images.take_git(source, repo_path, scratch / f"image-{number}")
-        objects.setdefault(instance.repo, []).append(git / "objects")
+        if instance.repo not in found.clones:
+            found.clones[instance.repo] = _git(scratch / f"repo-{len(found.clones)}.git")
+        clone = found.clones[instance.repo]
+        if not _has_commit(clone, instance.base_commit):  # else another image's .git has it
+            git = images.take_git(source, repo_path, scratch / f"image-{number}")
+            say(f"import: {instance.repo}: {repo_path}/.git taken out of {source[:19]}")
+            with (clone / "objects" / "info" / "alternates").open("a", encoding="utf-8") as alt:
+                alt.write(f"{(git / 'objects').resolve()}\n")
         adapted = images.adapt(
             reference,
             source,
@@ -149,14 +154,13 @@ def take_instances(
             f"import: {instance.instance_id}: {reference} ({source[:19]}) -> {adapted.tag}"
             f"{' (reused)' if adapted.reused else ''}; environment {environment}"
         )
-    for number, (repo, dirs) in enumerate(sorted(objects.items())):
-        found.clones[repo] = _joined(scratch / f"repo-{number}.git", dirs)
     return found
 
 
-def _joined(bare: Path, objects: list[Path]) -> Path:
-    """A bare repository reading every image's objects (alternates): one clone per
-    repository, whichever image holds an instance's base commit."""
+def _git(bare: Path) -> Path:
+    """A new bare repository, reading the objects of every image's
+    ``.git`` added to its alternates: one clone per repository, whichever image holds an
+    instance's base commit."""
     try:
         subprocess.run(
             ["git", "init", "-q", "--bare", str(bare)],
@@ -167,9 +171,23 @@ def _joined(bare: Path, objects: list[Path]) -> Path:
         )
     except (OSError, subprocess.SubprocessError) as exc:
         raise UserError(f"git init of the images' repository failed: {exc}") from exc
-    alternates = "".join(f"{d.resolve()}\n" for d in objects)
-    (bare / "objects" / "info" / "alternates").write_text(alternates, encoding="utf-8")
+    (bare / "objects" / "info" / "alternates").touch()
     return bare
+
+
+def _has_commit(bare: Path, commit: str) -> bool:
+    """Whether the images' objects read so far hold ``commit`` (a large repository's
+    ``.git`` is taken out of one image, not of each of its instances')."""
+    try:
+        done = subprocess.run(
+            ["git", "--git-dir", str(bare), "cat-file", "-e", f"{commit}^{{commit}}"],
+            env=_GIT_ENV,
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UserError(f"git cat-file in the images' repository failed: {exc}") from exc
+    return done.returncode == 0
 
 
 def set_images(lines: list[dict[str, Any]], images: dict[str, str]) -> None:
