@@ -60,7 +60,7 @@ def test_the_environment_installs_the_pins_offline_and_checks_python() -> None:
     ("text", "message"),
     [
         ("acme/x:\n  '1': {instal: x}\n", "specs.yaml: acme/x 1: unknown key 'instal'"),
-        ("acme/x:\n  '1': {pip_packages: [pytest-cov]}\n", "pip_packages must be exact pins"),
+        ("acme/x:\n  '1': {pip_packages: ['-e .']}\n", "pip_packages: '-e .' is not a requirement"),
         ("acme/x:\n  '1': {test_cmd: tox -e py}\n", "names no test runner deltarun knows"),
         ("acme/x:\n  '1': {python: '3'}\n", "python must be a version like 3.11"),
         ("acme/x:\n  '1': {env_vars: {'1X': a}}\n", "env_vars must map NAME"),

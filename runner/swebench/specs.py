@@ -8,8 +8,11 @@ key                 what deltarun does with it
 ``install``         the task's install step (after ``pre_install``): run offline as the
                     agent's uid in both sandboxes (``RepoTask.install``)
 ``pre_install``     steps run before ``install`` (a list, or one command)
-``pip_packages``    exact pins fetched on this machine with pip for the image's Python and
-                    installed into the environment image (offline, from the fetched wheels)
+``pip_packages``    requirements fetched on this machine with pip for the image's Python and
+                    installed into the environment image (offline, from the fetched wheels):
+                    exact pins (``name==1.2``), or a name with or without a version range
+                    (``name``, ``name>=1.2,<2``), which the import pins once, to the version
+                    pip finds then, with a warning (``runner.swebench.pins``)
 ``python``          the Python the environment must have: checked when its image is built
 ``env_vars``        environment variables of the environment image (``ENV``)
 ``test_cmd``        the command SWE-bench grades with; it names the task's test runner
@@ -53,6 +56,13 @@ IGNORED = (
 # Matched whole (``fullmatch``, ``\A``/``\Z``): ``$`` also matches before a final newline,
 # and each of these values is written into the environment's Dockerfile.
 PIN_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+\Z")
+# A requirement the import pins (runner.swebench.pins): a name, its extras, and a version
+# range of PEP 440 comparisons, with no space, URL, path, marker or option (it reaches pip's
+# command line and a Dockerfile).
+_CLAUSE = r"(~=|==|!=|<=|>=|<|>)[A-Za-z0-9.*+!_-]+"
+REQUIREMENT_RE = re.compile(
+    rf"\A(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?)({_CLAUSE}(,{_CLAUSE})*)?\Z"
+)
 ENV_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 PYTHON_RE = re.compile(r"\A3\.\d{1,2}\Z")
 # A line break or a NUL ends a command early wherever it lands (a Dockerfile line, a shell
@@ -75,6 +85,11 @@ class Spec:
     test_runner: str = "pytest"
     runner_args: tuple[str, ...] = ()
     test_env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def unpinned(self) -> tuple[str, ...]:
+        """The ``pip_packages`` that are not exact pins: the import pins them."""
+        return tuple(p for p in self.pip_packages if not PIN_RE.fullmatch(p))
 
     @property
     def needs_environment(self) -> bool:
@@ -142,11 +157,16 @@ def _spec(raw: dict[Any, Any], where: str, ignored: set[str]) -> Spec:
     if install is not None and not _command(install):
         raise UsageError(f"{where}: install must be one shell command on one line")
     pins = raw.get("pip_packages") or []
-    if not isinstance(pins, list) or not all(
-        isinstance(p, str) and PIN_RE.fullmatch(p) for p in pins
-    ):
+    bad = (
+        [p for p in pins if not (isinstance(p, str) and REQUIREMENT_RE.fullmatch(p))]
+        if isinstance(pins, list)
+        else [pins]
+    )
+    if bad:
         raise UsageError(
-            f"{where}: pip_packages must be exact pins (name==version), e.g. pytest-cov==5.0.0"
+            f"{where}: pip_packages: {excerpt(bad[0])} is not a requirement deltarun takes; give "
+            "each as name==version (pytest-cov==5.0.0), or a name with an optional version "
+            "range (pytest-cov, pytest-cov>=5,<6), without spaces, URLs, paths or options"
         )
     python = raw.get("python") or ""
     if python and not (isinstance(python, str) and PYTHON_RE.fullmatch(python)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from runner.agents.installed.fetch import Target, platform_flags
@@ -15,28 +15,52 @@ from runner.swebench.specs import Spec
 
 DEFAULT_PYTHON = (3, 11)  # the sandbox image's (Debian bookworm)
 GLIBC = (2, 36)  # Debian bookworm's
+# The glibc of the Debian release whose python3 is that Python (the sandbox bases):
+# a wheel for a newer glibc would not install there.
+GLIBC_OF = {(3, 9): (2, 31), (3, 11): GLIBC, (3, 13): (2, 41)}
 FETCH_TIMEOUT_S = 900.0
+
+
+def python_of(spec: Spec) -> tuple[int, int]:
+    """The Python the environment image runs: the spec's ``python``, else the sandbox's."""
+    if not spec.python:
+        return DEFAULT_PYTHON
+    major, minor = (int(part) for part in spec.python.split("."))
+    return major, minor
 
 
 def fetch_wheels(spec: Spec, into: Path, say: Callable[[str], None]) -> None:
     """Download exactly the pinned wheels (no dependencies: the pins are the whole list)."""
-    major, minor = (int(p) for p in spec.python.split(".")) if spec.python else DEFAULT_PYTHON
-    flags = platform_flags(Target((major, minor), GLIBC))
+    major, minor = python_of(spec)
     into.mkdir(parents=True, exist_ok=True)
     say(f"import: fetching {' '.join(spec.pip_packages)} for Python {major}.{minor}")
+    done = download(spec.pip_packages, into, (major, minor))
+    if done.returncode != 0:
+        raise UserError(
+            f"pip could not fetch {' '.join(spec.pip_packages)} for Python {major}.{minor}: "
+            f"{last_line(done.stderr)}"
+        )
+
+
+def download(
+    requirements: Sequence[str], into: Path, python: tuple[int, int]
+) -> subprocess.CompletedProcess[str]:
+    """``pip download --no-deps`` of ``requirements`` into ``into``: wheels only, for
+    CPython ``python`` on the glibc of its sandbox base (``GLIBC_OF``)."""
+    flags = platform_flags(Target(python, GLIBC_OF.get(python, GLIBC)))
     argv = [
         sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "download",
-        "--no-deps", "-d", str(into), *flags, *spec.pip_packages,
+        "--no-deps", "-d", str(into), *flags, *requirements,
     ]  # fmt: skip
     try:
-        done = subprocess.run(
+        return subprocess.run(
             argv, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, check=False
         )
     except subprocess.TimeoutExpired as exc:
-        raise UserError(f"pip download {' '.join(spec.pip_packages)} took too long") from exc
-    if done.returncode != 0:
-        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()] or ["?"]
-        raise UserError(
-            f"pip could not fetch {' '.join(spec.pip_packages)} for Python {major}.{minor}: "
-            f"{lines[-1][:300]}"
-        )
+        raise UserError(f"pip download {' '.join(requirements)} took too long") from exc
+
+
+def last_line(stderr: str) -> str:
+    """pip's last word (the error it ended on), at most 300 characters."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()] or ["?"]
+    return lines[-1][:300]
