@@ -217,7 +217,7 @@ def test_the_image_as_shipped_breaks_the_contract_and_the_adapted_one_keeps_it(
     factory.preflight(_spec(adapted.tag))
     script = (
         'python3 -c "import sys, tinycalc; print(sys.prefix, sys.version_info[:2], '
-        'tinycalc.__file__)"; readlink /testbed; id -un; '
+        'tinycalc.__file__)"; readlink /testbed; id -un; echo "$TINYCALC_HOME"; '
         "find / -xdev -perm /6000 -type f 2>/dev/null | wc -l"
     )
     with factory.open(_spec(adapted.tag)) as sandbox:
@@ -238,7 +238,8 @@ def test_the_image_as_shipped_breaks_the_contract_and_the_adapted_one_keeps_it(
         # /testbed, which leads to the workspace.
         assert lines[:3] == ["/opt/miniconda3/envs/testbed", "(3,", "9)"], lines
         assert lines[3] == "/testbed/src/tinycalc/__init__.py"
-        assert lines[4:] == ["/workspace", who, "0"]
+        # The image's own ENV reaches every command.
+        assert lines[4:] == ["/workspace", who, "/testbed", "0"]
 
 
 @pytest.mark.docker
