@@ -18,7 +18,7 @@ import yaml
 from runner.errors import UserError
 from runner.swebench.environments import PYTHON_BASES, SANDBOX_IMAGE, suite_image
 from runner.swebench.instances import Instance
-from runner.swebench.specs import Spec, Specs
+from runner.swebench.specs import Spec, Specs, dockerfile
 from tests.conftest import IN_CI, path_lock, run_cli
 from tests.test_instance_images import GOLD, TEST_PATCH
 
@@ -51,6 +51,14 @@ def test_the_specs_python_picks_the_base_and_one_suite_has_one() -> None:
     assert suite_image([a], Specs({("o/a", "1"): Spec(python="3.8")})) == SANDBOX_IMAGE
     with pytest.raises(UserError, match=r"the specs pin Python 3\.13 and 3\.9"):
         suite_image([a, b], specs)
+
+
+def test_pins_install_with_any_pip() -> None:
+    """bullseye's pip 20.3 has no --break-system-packages: given only to a pip that has it."""
+    text = dockerfile(Spec(pip_packages=("six==1.16.0",), python="3.9"), BULLSEYE, True)
+    assert text.startswith(f"FROM {BULLSEYE}\n")
+    assert "grep -q -e --break-system-packages; then set -- --break-system-packages" in text
+    assert '"$@" --no-compile' in text
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +150,70 @@ def test_a_spec_pinning_python_39_builds_on_bullseye_and_grades(
     assert ran.returncode == 0, ran.stderr
     trials = [json.loads(line) for line in (tmp_path / "run" / "trials.jsonl").open()]
     assert {t["arm"]: t["outcome"] for t in trials} == {"nothing": "miss", "gold": "success"}
+
+
+def _wheel(into: Path) -> None:
+    """A pure-Python wheel made here, with no network: tinyw 1.0."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {
+        "tinyw/__init__.py": b"X = 1\n",
+        "tinyw-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinyw\nVersion: 1.0\n",
+        "tinyw-1.0.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+        record.append(f"{name},sha256={digest.decode()},{len(data)}")
+    record.append("tinyw-1.0.dist-info/RECORD,,")
+    into.mkdir(parents=True)
+    with zipfile.ZipFile(into / "tinyw-1.0-py3-none-any.whl", "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+        archive.writestr("tinyw-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("python", ["3.9", "3.11"])
+def test_pinned_wheels_install_offline_with_each_bases_pip(
+    docker_api: Any, bullseye: str, python: str, tmp_path: Path
+) -> None:
+    """bullseye's pip 20.3 (no --break-system-packages) and bookworm's 23 (which needs it)
+    both install the fetched wheels with no network."""
+    import io
+    import tarfile
+
+    base = PYTHON_BASES[python]
+    _wheel(tmp_path / "wheels")
+    (tmp_path / "Dockerfile").write_text(
+        dockerfile(Spec(pip_packages=("tinyw==1.0",), python=python), base, True)
+    )
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as archive:
+        archive.add(tmp_path / "Dockerfile", arcname="Dockerfile")
+        archive.add(tmp_path / "wheels", arcname="wheels")
+    context.seek(0)
+    image, log = "", []
+    for event in docker_api.build(
+        fileobj=context, custom_context=True, network_mode="none", rm=True, forcerm=True,
+        decode=True, labels={"deltarun.test.python-bases": tmp_path.name},
+    ):  # fmt: skip
+        log.append(str(event.get("stream") or event.get("error") or ""))
+        image = (event.get("aux") or {}).get("ID", image)
+    assert image, "".join(log)
+    try:
+        container = docker_api.create_container(
+            image, ["python3", "-c", "import tinyw; print(tinyw.X)"], network_disabled=True
+        )
+        try:
+            docker_api.start(container)
+            assert docker_api.wait(container, timeout=60)["StatusCode"] == 0
+            assert docker_api.logs(container).strip() == b"1"
+        finally:
+            docker_api.remove_container(container, force=True)
+    finally:
+        docker_api.remove_image(image, force=True)

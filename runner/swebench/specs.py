@@ -296,10 +296,13 @@ def dockerfile(spec: Spec, base: str, wheels: bool) -> str:
         )
     if wheels:
         pins = " ".join(shlex.quote(p) for p in spec.pip_packages)
+        # pip before 23.0.1 (bullseye's 20.3) has no --break-system-packages, nor needs it.
         lines += [
             "COPY wheels/ /tmp/deltarun-wheels/",
-            "RUN python3 -m pip install --no-index --find-links /tmp/deltarun-wheels "
-            f"--break-system-packages --no-compile --disable-pip-version-check {pins} "
+            "RUN if python3 -m pip install --help | grep -q -e --break-system-packages; then "
+            "set -- --break-system-packages; fi; "
+            'python3 -m pip install --no-index --find-links /tmp/deltarun-wheels "$@" '
+            f"--no-compile --disable-pip-version-check {pins} "
             "&& rm -rf /tmp/deltarun-wheels",
         ]
     # Docker's ENV reads a double-quoted value with backslash escapes and expands $NAME:
