@@ -33,7 +33,7 @@ from runner.sandbox.instance_layer import (
     reference_of,
     with_path,
 )
-from tests.conftest import IN_CI, path_lock, run_cli
+from tests.conftest import IN_CI, leftover_sandboxes, path_lock, run_cli
 from tests.test_registry import RegistryServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -286,6 +286,7 @@ def test_an_instance_image_imports_validates_and_grades(
     )  # fmt: skip
     assert imported.returncode == 0, imported.stderr
     assert "pulling " in imported.stderr
+    assert leftover_sandboxes(docker_api, owner=imported.owner) == ([], [])
     task = json.loads((out / "suite" / "tasks.jsonl").read_text())
     assert task["image"].startswith("deltarun-instance/tinycalc-tinycalc-1:")
     assert f"base:{base_commit}" in task["tags"]

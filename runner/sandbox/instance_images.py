@@ -14,6 +14,7 @@ import io
 import os
 import tarfile
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from runner.sandbox.instance_layer import (
     digest_of,
     environment_path,
 )
+from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 
 GIT_CAP = 8 << 30  # the largest .git taken out of an image (Django's is ~0.3 GiB)
 _CHUNK = 1 << 20
@@ -205,7 +207,13 @@ class _Created:
                 command=["true"],
                 entrypoint=[],
                 network_disabled=True,
-                labels={"deltarun.run": "import", "deltarun.job": "instance-image"},
+                labels={  # what `deltarun gc` reads, should this process die first
+                    f"{LABEL_PREFIX}run": "import",
+                    f"{LABEL_PREFIX}job": "instance-image",
+                    f"{LABEL_PREFIX}pid": process_identity(os.getpid()),
+                    f"{LABEL_PREFIX}host": host_identity(),
+                    f"{LABEL_PREFIX}deadline": str(int(time.time()) + 3600),
+                },
             )
         except API_ERRORS as exc:
             raise InfraError(f"Docker failed to open image {self.image_id[:19]}: {exc}") from exc
