@@ -67,7 +67,7 @@ def _is_subsequence(original: list[bytes], planted: list[bytes]) -> bool:
     return all(any(line == other for other in lines) for line in original)
 
 
-def test_two_canaries_per_file_of_the_files_shape_with_their_expected_outcomes() -> None:
+def test_three_canaries_per_file_of_the_files_shape_with_their_expected_outcomes() -> None:
     found = plant(
         ["tests/test_a.py::test_add", "tests/test_b.py::TestAdd::test_add_one"],
         {"tests/test_a.py": FUNCTIONS, "tests/test_b.py": UNITTEST},
@@ -76,7 +76,9 @@ def test_two_canaries_per_file_of_the_files_shape_with_their_expected_outcomes()
     assert sorted((c.file, c.fail) for c in found.canaries) == [
         ("tests/test_a.py", False),
         ("tests/test_a.py", True),
+        ("tests/test_a.py", True),
         ("tests/test_b.py", False),
+        ("tests/test_b.py", True),
         ("tests/test_b.py", True),
     ]
     for canary in found.canaries:
@@ -88,6 +90,16 @@ def test_two_canaries_per_file_of_the_files_shape_with_their_expected_outcomes()
     assert all(c.owner == "" for c in functions)
     assert all(c.owner == "TestAdd" for c in methods)
     assert b"self.assertEqual(" in found.files["tests/test_b.py"].split(b"def test_add_one")[0]
+    # a must-fail canary is the last test of its place (the module, the class)
+    for file in ("tests/test_a.py", "tests/test_b.py"):
+        tree = ast.parse(found.files[file])
+        body = (
+            tree.body
+            if file.endswith("a.py")
+            else next(n for n in tree.body if isinstance(n, ast.ClassDef)).body
+        )
+        last = [n.name for n in body if isinstance(n, ast.FunctionDef)][-1]
+        assert any(c.name == last and c.fail for c in found.canaries), (file, last)
     # the future import and the docstring stay first
     assert found.files["tests/test_a.py"].startswith(FUNCTIONS[:60])
 
@@ -124,7 +136,7 @@ def test_a_file_python_cannot_parse_gets_them_at_its_end() -> None:
     broken = b"def test_add(:\n    pass"
     found = plant(["t/test_a.py::test_add"], {"t/test_a.py": broken}, random.Random(1))
     assert found.files["t/test_a.py"].startswith(broken + b"\n")
-    assert len(found.canaries) == 2
+    assert len(found.canaries) == 3
 
 
 NAMES = st.sampled_from(["add", "parse", "dates", "total", "empty", "Case"])

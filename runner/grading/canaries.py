@@ -3,13 +3,14 @@ must fail, told apart from the declared tests only outside the test process. Pur
 
 In each file that holds declared tests (a declared ``.py`` file, or a test module under
 a declared directory) the harness writes, into its root-owned copy in the verify
-sandbox, one test that must pass and one that must fail. They are source text in the
+sandbox, one test that must pass and two that must fail. They are source text in the
 file on disk, in the shape of the file's own tests:
 
-- *where*: at a random statement boundary among the file's tests (after any docstring
-  and ``from __future__`` import), as a method of a class whose tests are declared
-  (with ``self.assertEqual`` in a ``unittest`` class, ``assert`` elsewhere) or at module
-  level when the declared tests are functions;
+- *where*: the must-pass and the first must-fail at random statement boundaries among
+  the file's tests (after any docstring and ``from __future__`` import), the second
+  must-fail after the last test of the same place; as methods of a class whose tests
+  are declared (with ``self.assertEqual`` in a ``unittest`` class, ``assert``
+  elsewhere) or at module level when the declared tests are functions;
 - *named* from the words of the file's declared test names, in their style, never a
   name the file already uses;
 - *selected* like the declared tests: when a declared entry already names the canary
@@ -17,11 +18,14 @@ file on disk, in the shape of the file's own tests:
   declared ones in the selection the plugin gets, one list, in sorted order.
 
 So nothing code in the test process can observe (the file on disk, the module's
-attributes, collection order, the plugin's selection) says which tests are canaries:
-only the host knows, and it reads the outcomes from the collector after the process
-ended (``runner.grading.verdict.grade``). A rewrite that flips outcomes it cannot tell
-apart flips a must-fail canary too. What still tells them apart, and what it needs,
-is in docs/verdicts-and-sandbox.md ("What remains the operator's job").
+attributes, the plugin's selection) tells the random two from the declared tests: only
+the host knows, and it reads the outcomes from the collector after the process ended
+(``runner.grading.verdict.grade``). A rewrite that flips outcomes it cannot tell apart
+flips a must-fail canary too. The last test of a place is always a must-fail canary:
+a rewrite switched on part-way through the session, which leaves what ran before it
+honest, still meets that one; a rewrite that spares it still meets the random one.
+What still tells canaries apart, and what it needs, is in docs/verdicts-and-sandbox.md
+("What remains the operator's job").
 
 A file Python cannot parse here gets its canaries at its end, at module level.
 """
@@ -152,8 +156,13 @@ def _plant_file(
     words = _words(entries) or _words_in(data)
     inserts: dict[int, list[bytes]] = {}
     made: list[Canary] = []
-    for fail in (False, True):
-        gap = rng.choice(gaps)
+    # One must-pass and one must-fail at random places; one more must-fail after the last
+    # test of its place (the module, or the declared class), so a rewrite switched on
+    # part-way through the session (``docs/verdicts-and-sandbox.md``, the order) meets one.
+    owner = rng.choice(gaps).owner
+    last = max((g for g in gaps if g.owner == owner), key=lambda g: (g.line, g.last))
+    for fail, chosen in ((False, None), (True, None), (True, last)):
+        gap = chosen or rng.choice(gaps)
         name = _name(words, taken, rng, style)
         taken.add(name.encode())
         made.append(Canary(file, name, fail, gap.owner))

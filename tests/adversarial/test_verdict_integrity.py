@@ -158,6 +158,24 @@ CANARY_ATTACKS: dict[str, tuple[str, str]] = {
         "Function.runtest replaced by a no-op at import",
         "import _pytest.python\n_pytest.python.Function.runtest = lambda self: None",
     ),
+    "a report hook switched on by the code under test": (
+        "the first call of add() registers a makereport hook that passes every later report",
+        "import gc as _gc, pytest as _pytest\n"
+        "class _PassLater:\n"
+        "    @_pytest.hookimpl(hookwrapper=True)\n"
+        "    def pytest_runtest_makereport(self, item, call):\n"
+        "        outcome = yield\n"
+        "        report = outcome.get_result()\n"
+        "        report.outcome, report.longrepr = 'passed', None\n"
+        "_add = add\n"
+        "def add(a, b):\n"
+        "    for _o in _gc.get_objects():\n"
+        "        if type(_o).__name__ == 'Config' and hasattr(_o, 'pluginmanager'):\n"
+        "            if not _o.pluginmanager.has_plugin('pass-later'):\n"
+        "                _o.pluginmanager.register(_PassLater(), 'pass-later')\n"
+        "            break\n"
+        "    return _add(a, b)",
+    ),
     "a report hook registered with pytest": (
         "a makereport hookwrapper registered at import marks every report passed",
         "import gc, pytest\n"
