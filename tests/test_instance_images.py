@@ -212,7 +212,7 @@ def test_the_image_as_shipped_breaks_the_contract_and_the_adapted_one_keeps_it(
         INSTANCE,
         "/testbed",
         path,
-        lambda image: factory.preflight(_spec(image)) and None,
+        lambda image: _check(factory, image),
     )
     factory.preflight(_spec(adapted.tag))
     script = (
@@ -374,3 +374,42 @@ def test_a_repository_is_taken_out_of_one_image_for_all_its_instances(
         text=True,
     )
     assert shown.returncode == 0 and len(shown.stdout.strip()) == 40, shown.stderr
+
+
+def _derived(api: Any, base: str, lines: str) -> str:
+    dockerfile = f"FROM {base}\n{lines}\nLABEL deltarun.test.instance={uuid.uuid4().hex}\n"
+    image = ""
+    for event in api.build(fileobj=io.BytesIO(dockerfile.encode()), rm=True, decode=True):
+        assert "error" not in event, event
+        image = (event.get("aux") or {}).get("ID", image)
+    return image
+
+
+@pytest.mark.docker
+def test_an_entrypoint_is_dropped_and_a_volume_refused(
+    docker_api: Any, instance_image: str
+) -> None:
+    """The sandbox starts its own command, whatever ENTRYPOINT the image has; a VOLUME (no
+    layer can undo it) would be a writable place outside the workspace: refused."""
+    factory = DockerSandboxFactory(docker_api)
+    images = InstanceImages(docker_api, say=lambda line: None)
+    wrapped = _derived(docker_api, instance_image, 'ENTRYPOINT ["/bin/false"]')
+    volume = _derived(docker_api, instance_image, "VOLUME /data")
+    adapted = None
+    try:
+        adapted = images.adapt(
+            "x/wrapped:1", wrapped, "wrapped-1", "/testbed", (), lambda i: _check(factory, i)
+        )
+        with pytest.raises(UserError, match="declares VOLUME /data"):
+            images.environment(volume)
+    finally:
+        for image in (adapted.tag if adapted else None, wrapped, volume):
+            try:
+                if image:
+                    docker_api.remove_image(image, force=True)
+            except docker.errors.ImageNotFound:
+                pass  # an untagged parent goes with its child
+
+
+def _check(factory: DockerSandboxFactory, image: str) -> None:
+    factory.preflight(_spec(image))

@@ -82,8 +82,15 @@ class InstanceImages:
         return str(found["Id"])
 
     def environment(self, image_id: str) -> tuple[str, ...]:
-        """The directories of the image's environment (``instance_layer.environment_path``)."""
+        """The directories of the image's environment (``instance_layer.environment_path``);
+        an image that declares a volume is refused."""
         info = self._inspect(image_id) or {}
+        volumes = sorted((info.get("Config") or {}).get("Volumes") or {})
+        if volumes:  # a layer cannot undo VOLUME, and each would be writable in a sandbox
+            raise UserError(
+                f"image {image_id[:19]} declares VOLUME {', '.join(volumes[:3])}: a sandbox's "
+                "root is read-only and a volume would not be; build the image without it"
+            )
         env = (info.get("Config") or {}).get("Env") or []
         path = next((e.split("=", 1)[1] for e in env if e.startswith("PATH=")), "")
         has_conda = self._exists(image_id, f"{SWEBENCH_ENV}/conda-meta/history")

@@ -204,6 +204,9 @@ def adapter_dockerfile(source_id: str, reference: str, repo: str, path: tuple[st
                 "RUN " + "; \\\n    ".join(steps),
                 "ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/home/agent LANG=C.UTF-8",
                 f"LABEL {label_line}",
+                # The sandbox starts its own command: no entrypoint of the image's wraps it.
+                "ENTRYPOINT []",
+                'CMD ["/bin/sh"]',
                 f"WORKDIR {WORKSPACE}",
                 "USER agent",
             ]
