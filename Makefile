@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis registry compose certs gvisor chromium images worker-images examples demo pack30 envdemo swebench test adversarial adversarial-copy adversarial-gvisor lint bench gc clean
+.PHONY: help setup docker redis registry compose certs gvisor chromium images python-bases worker-images examples demo pack30 envdemo swebench test adversarial adversarial-copy adversarial-gvisor lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'

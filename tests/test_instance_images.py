@@ -413,3 +413,30 @@ def test_an_entrypoint_is_dropped_and_a_volume_refused(
 
 def _check(factory: DockerSandboxFactory, image: str) -> None:
     factory.preflight(_spec(image))
+
+
+def test_the_import_needs_clones_or_images_and_images_are_the_environment(
+    tmp_path: Path,
+) -> None:
+    row = {
+        "instance_id": INSTANCE,
+        "repo": "tinycalc/tinycalc",
+        "base_commit": "0" * 40,
+        "problem_statement": "x",
+        "patch": GOLD,
+        "test_patch": TEST_PATCH,
+        "FAIL_TO_PASS": ["tests/test_calc.py::test_clamp_high"],
+        "PASS_TO_PASS": [],
+    }
+    (tmp_path / "i.jsonl").write_text(json.dumps(row) + "\n")
+    neither = run_cli("import", "swebench", str(tmp_path / "i.jsonl"), "--out", str(tmp_path / "a"))
+    assert neither.returncode == 1, neither.stderr
+    assert "give --repos DIR (local clones) or --instance-image TEMPLATE" in neither.stderr
+    both = run_cli(
+        "import", "swebench", str(tmp_path / "i.jsonl"), "--out", str(tmp_path / "b"),
+        "--instance-image", "swebench", "--environment", "env",
+    )  # fmt: skip
+    assert both.returncode == 1, both.stderr
+    assert "the instance image is the environment" in both.stderr
+    assert len(both.stderr.strip().splitlines()) == 1 and "Traceback" not in both.stderr
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
