@@ -212,6 +212,16 @@ def without_escapes(text: str) -> str:
     return _ESCAPES.sub("", text)
 
 
+def terminal_text(text: str) -> str:
+    """``text`` as deltarun prints it: terminal escape sequences dropped, every other
+    character that is not printable but a line break or a tab shown escaped (``\\r``,
+    ``\\x07``), so foreign output quoted in a line cannot move the cursor or rewrite it."""
+    text = without_escapes(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else repr(ch)[1:-1] for ch in text)
+
+
 def one_line(message: str, limit: int = MAX_MESSAGE) -> str:
     """``message`` as one printable line of at most ``limit`` characters: terminal escape
     sequences dropped (``without_escapes``), every other character that is not printable

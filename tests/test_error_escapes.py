@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -57,3 +58,20 @@ def test_a_failed_build_prints_its_log_without_escapes(tmp_path: Path, docker_ap
     verbose = run_cli("build", "-v", str(controls))
     assert verbose.returncode == 1
     assert "boom in red" in verbose.stderr and "\x1b" not in verbose.stderr
+
+
+def test_lines_on_stdout_and_stderr_are_printed_as_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A parametrised test id's brackets are not markup, a ``:name:`` is not an emoji, a
+    colour is dropped and a carriage return shown escaped, on both consoles."""
+    from runner.cli import common
+
+    line = "tests/t.py::test_x[abc] \x1b[31mfailed\x1b[0m :smile: [bold]x[/bold]\rover"
+    expected = "tests/t.py::test_x[abc] failed :smile: [bold]x[/bold]\\rover"
+    common.say([line])
+    common.tell(line)
+    common.Lines().note(line)
+    found = capsys.readouterr()
+    assert found.out == expected + "\n"
+    assert found.err == (expected + "\n") * 2

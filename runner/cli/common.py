@@ -19,6 +19,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from runner.bounded_input import terminal_text
+
 if TYPE_CHECKING:
     from runner.distributed.credentials import Broker
     from runner.models import Trial
@@ -33,6 +35,13 @@ app = typer.Typer(
 )
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
+
+
+def tell(line: str) -> None:
+    """One line on stderr as written: foreign text in it (a test id's ``[param]``, a
+    build's colours, a ``:name:``) is neither markup, an emoji code nor an escape
+    (``bounded_input.terminal_text``)."""
+    err.print(terminal_text(line), highlight=False, markup=False, emoji=False)
 
 
 def _print_version(value: bool) -> None:
@@ -95,10 +104,10 @@ JobKeyFile = Annotated[
 ]
 
 
-def say(lines: Iterable[str], markup: bool = True) -> None:
-    """Lines on stdout, each as it comes."""
+def say(lines: Iterable[str], markup: bool = False) -> None:
+    """Lines on stdout, each as it comes, as written (``tell``)."""
     for line in lines:
-        out.print(line, highlight=False, markup=markup)
+        out.print(terminal_text(line), highlight=False, markup=markup, emoji=False)
 
 
 class Shown:
@@ -121,7 +130,7 @@ class Shown:
         self.progress.stop()
 
     def note(self, line: str) -> None:
-        self.progress.console.print(line, highlight=False, markup=False)
+        self.progress.console.print(terminal_text(line), highlight=False, markup=False, emoji=False)
 
     def started(self, prepared: PreparedRun, recording: Recording, total: int) -> None:
         from runner.run.service import describe
@@ -138,21 +147,20 @@ class Shown:
             self.progress.update(self.bar, advance=1, description=describe(self.arms, recording))
         if not self.tty:
             extra = f" ({trial.error})" if trial.error else ""
-            err.print(
+            tell(
                 f"[{recording.recorded}/{total}] {trial.arm} {trial.task_id}: "
-                f"{trial.outcome.value} {trial.wall_s:.1f}s{extra}",
-                highlight=False,
+                f"{trial.outcome.value} {trial.wall_s:.1f}s{extra}"
             )
 
     def setup_warning(self, text: str) -> None:
-        self.progress.console.print(f"setup warning: {text}", highlight=False)
+        self.note(f"setup warning: {text}")
 
 
 class Lines:
     """Notes as plain lines on stderr (commands without a progress bar)."""
 
     def note(self, line: str) -> None:
-        err.print(line, highlight=False, markup=False)
+        tell(line)
 
 
 def broker_of(

@@ -3,7 +3,6 @@ schema."""
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -29,7 +28,7 @@ def seal(
     """Check every task and archive, write their digests, print the suite digest."""
     from runner.suite.workflows import seal_steps
 
-    say(seal_steps(target, strip_top_folder, err.print))
+    say(seal_steps(target, strip_top_folder, c.tell))
 
 
 @app.command()
@@ -77,7 +76,7 @@ def init(
     build_suite.py (no make) that tars src/ correctly. Builds and seals it."""
     from runner.suite.workflows import init_steps
 
-    say(init_steps(directory, err.print))
+    say(init_steps(directory, c.tell))
 
 
 @app.command()
@@ -116,7 +115,7 @@ def validate(
             target, gold, repeats, service, parallel=parallel, broker=found, job_key=key
         )
     say(done.table())
-    err.print(f"wrote {done.path} (sha256 {done.sha256})")
+    c.tell(f"wrote {done.path} (sha256 {done.sha256})")
     done.require_valid()
 
 
@@ -217,8 +216,7 @@ def import_swebench(
         instance_repo=instance_repo,
     )
     with c.Shown() as events:
-        tell = partial(err.print, highlight=False)
-        steps = import_suite(options, validate_n, parallel, RunService(events), tell)
+        steps = import_suite(options, validate_n, parallel, RunService(events), c.tell)
     say(steps)
 
 
@@ -257,7 +255,7 @@ def import_seed000(
     from runner.seedkits.workflow import import_seed000 as run_import
 
     request = ImportRequest(out_dir, tuple(arms or ()), tuple(commands or ()), image)
-    say(run_import(protocol, tasks, request, partial(err.print, highlight=False, markup=False)))
+    say(run_import(protocol, tasks, request, c.tell))
 
 
 @import_app.command("seed004")
@@ -281,7 +279,7 @@ def import_seed004(
     from runner.seedkits.workflow import import_seed004 as run_import
 
     request = ImportRequest(out_dir, tuple(arms or ()), tuple(commands or ()), image, control)
-    say(run_import(kit, request, partial(err.print, highlight=False, markup=False)))
+    say(run_import(kit, request, c.tell))
 
 
 @app.command()
