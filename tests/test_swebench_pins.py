@@ -70,11 +70,9 @@ acme/other:
 
 
 def test_unpinned_requirements_are_pinned_once_with_a_warning_each(wheels: dict[str, str]) -> None:
-    specs = parse_specs(SPECS, "specs.yaml")
+    specs = parse_specs(SPECS, "s.yaml")
     said: list[str] = []
-    pinned = pin_specs(
-        specs, [("acme/textkit", "1.0"), ("acme/other", "2.0")], "s.yaml", said.append
-    )
+    pinned = pin_specs(specs, [("acme/textkit", "1.0"), ("acme/other", "2.0")], said.append)
     spec = pinned.of("acme/textkit", "1.0")
     assert spec is not None
     # 3.16.0 needs Python 3.12: the newest for the environment's 3.11 is 3.15.0.
@@ -94,7 +92,7 @@ def test_unpinned_requirements_are_pinned_once_with_a_warning_each(wheels: dict[
         "specs file to keep it",
     ]
     # A spec no instance uses is not resolved.
-    assert pin_specs(specs, [], "s.yaml", said.append).of("acme/other", "2.0") == specs.of(
+    assert pin_specs(specs, [], said.append).of("acme/other", "2.0") == specs.of(
         "acme/other", "2.0"
     )
 
@@ -102,7 +100,7 @@ def test_unpinned_requirements_are_pinned_once_with_a_warning_each(wheels: dict[
 def test_a_requirement_pip_cannot_meet_is_one_line_with_the_fix(wheels: dict[str, str]) -> None:
     specs = parse_specs("acme/x:\n  '1': {pip_packages: ['ranged>=3']}\n", "specs.yaml")
     with pytest.raises(UserError) as info:
-        pin_specs(specs, [("acme/x", "1")], "specs.yaml", lambda _line: None)
+        pin_specs(specs, [("acme/x", "1")], lambda _line: None)
     message = str(info.value)
     assert message.startswith("specs.yaml: acme/x 1: pip_packages 'ranged>=3': pip found no ")
     assert message.endswith(
@@ -148,7 +146,16 @@ def test_import_writes_the_pins_into_the_suite(
         "flake8_comprehensions-3.15.0-py3-none-any.whl",
         "ranged-1.5-py3-none-any.whl",
     ]
+    # A Dockerfile template makes the environment: the specs' packages are not used, so
+    # not resolved (a missing one stops nothing).
     specs.write_text("acme/textkit:\n  '1.0': {pip_packages: [missing-package]}\n")
+    template = tmp_path / "template" / "Dockerfile"
+    template.parent.mkdir()
+    template.write_text("ARG BASE\nFROM ${BASE}\n")
+    args = import_args(dataset, tmp_path / "u", "--specs", str(specs))
+    templated = run_cli(*args, "--dockerfile-template", str(template), env=wheels)
+    assert templated.returncode == 0, templated.stderr
+    assert "missing-package" not in templated.stderr
     failed = run_cli(*import_args(dataset, tmp_path / "t", "--specs", str(specs)), env=wheels)
     assert failed.returncode == 1
     lines = [line for line in failed.stderr.splitlines() if line.strip()]

@@ -60,7 +60,7 @@ def read_specs(path: Path | None, instances: list[Instance], say: Callable[[str]
     used = {(i.repo, i.version) for i in instances}
     for repo, version in sorted(set(specs.by_key) - used):
         say(f"warning: {path}: {repo} {version}: no instance uses this spec")
-    return pin_specs(specs, used, str(path), say)  # unpinned pip_packages, pinned now
+    return specs
 
 
 def make_environments(
@@ -76,6 +76,12 @@ def make_environments(
     none otherwise."""
     if environment is not None:
         return {i.instance_id: environment for i in instances}
+    # Unpinned pip_packages of the specs an environment is made from, pinned now (a spec
+    # whose instances have a Dockerfile of their own or the template installs nothing).
+    if template is None:
+        specs = pin_specs(
+            specs, {(i.repo, i.version) for i in instances if i.dockerfile is None}, say
+        )
     found: dict[str, str] = {}
     base = suite_image(instances, specs)
     if base != SANDBOX_IMAGE:

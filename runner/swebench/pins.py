@@ -27,9 +27,7 @@ _WHEEL = re.compile(r"\A(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]
 _VERSION = re.compile(r"\A[A-Za-z0-9.+!_]+\Z")
 
 
-def pin_specs(
-    specs: Specs, used: Iterable[tuple[str, str]], source: str, say: Callable[[str], None]
-) -> Specs:
+def pin_specs(specs: Specs, used: Iterable[tuple[str, str]], say: Callable[[str], None]) -> Specs:
     """``specs`` with every requirement of the specs ``used`` (repo, version) that is not
     an exact pin replaced by the pin pip resolves now; one warning per requirement pinned."""
     by_key = dict(specs.by_key)
@@ -39,7 +37,7 @@ def pin_specs(
         if not spec.unpinned:
             continue
         python = python_of(spec)
-        where = f"{source}: {key[0]} {key[1]}"
+        where = f"{specs.source}: {key[0]} {key[1]}"
         pins = []
         for requirement in spec.pip_packages:
             if PIN_RE.fullmatch(requirement):
@@ -55,7 +53,7 @@ def pin_specs(
             )
             pins.append(pin)
         by_key[key] = replace(spec, pip_packages=tuple(pins))
-    return Specs(by_key, specs.warnings)
+    return Specs(by_key, specs.warnings, specs.source)
 
 
 def resolve(requirement: str, python: tuple[int, int], where: str) -> str:

@@ -102,6 +102,7 @@ class Specs:
 
     by_key: Mapping[tuple[str, str], Spec]
     warnings: tuple[str, ...] = ()
+    source: str = ""  # the file, for messages
 
     def of(self, repo: str, version: str) -> Spec | None:
         return self.by_key.get((repo, version))
@@ -135,7 +136,7 @@ def parse_specs(text: str, source: str) -> Specs:
         f"{source}: {key} is a SWE-bench key deltarun does not use; ignored"
         for key in sorted(ignored)
     )
-    return Specs(found, warnings)
+    return Specs(found, warnings, source)
 
 
 def _spec(raw: dict[Any, Any], where: str, ignored: set[str]) -> Spec:
