@@ -17,6 +17,15 @@ esac
 BASE_TAG="deltarun/base:$SUITE"
 PY_TAG="deltarun/sandbox-python:$SUITE"
 
+if ! command -v debootstrap >/dev/null 2>&1 && ! docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+    else
+        echo "build-python-base.sh: debootstrap is needed to build $BASE_TAG; install it" >&2
+        exit 1
+    fi
+fi
 DEBIAN_SUITE="$SUITE" bash worker_images/base/build-base.sh "$BASE_TAG" >/dev/null
 want="$( (sha256sum worker_images/python/Dockerfile; docker image inspect -f '{{.Id}}' "$BASE_TAG") | sha256sum | cut -c1-64)"
 have="$(docker image inspect -f '{{ index .Config.Labels "deltarun.dockerfile" }}' "$PY_TAG" 2>/dev/null || true)"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import subprocess
 import tarfile
@@ -117,11 +116,11 @@ def test_the_layer_adds_the_agent_strips_setuid_and_links_the_repository() -> No
 
 
 def _build_base() -> None:
-    """Debian bullseye's base (about 2 minutes the first time; its label keeps it)."""
-    script = ROOT / "worker_images" / "base" / "build-base.sh"
-    env = {**os.environ, "DEBIAN_SUITE": "bullseye"}
+    """Debian bullseye's base (about 2 minutes the first time; its label keeps it), with
+    the sandbox image on it (``make python-bases``)."""
+    script = ROOT / "scripts" / "build-python-base.sh"
     done = subprocess.run(
-        ["bash", str(script), BASE], env=env, capture_output=True, text=True, timeout=1200
+        ["bash", str(script), "bullseye"], capture_output=True, text=True, timeout=1200
     )
     if done.returncode != 0:
         message = f"building {BASE} failed: {done.stderr[-2000:]}"
