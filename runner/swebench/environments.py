@@ -76,12 +76,8 @@ def make_environments(
     none otherwise."""
     if environment is not None:
         return {i.instance_id: environment for i in instances}
-    # Unpinned pip_packages of the specs an environment is made from, pinned now (a spec
-    # whose instances have a Dockerfile of their own or the template installs nothing).
-    if template is None:
-        specs = pin_specs(
-            specs, {(i.repo, i.version) for i in instances if i.dockerfile is None}, say
-        )
+    if template is None:  # unpinned pip_packages of the specs environments are made from
+        specs = pin_specs(specs, _made_from_specs(instances), say)
     found: dict[str, str] = {}
     base = suite_image(instances, specs)
     if base != SANDBOX_IMAGE:
@@ -127,6 +123,12 @@ def make_environments(
                     copy = shutil.copytree if extra.is_dir() else shutil.copy2
                     copy(extra, context / extra.name)
     return found
+
+
+def _made_from_specs(instances: list[Instance]) -> set[tuple[str, str]]:
+    """The (repo, version) of the instances whose environment the specs make: not those
+    with a Dockerfile of their own (a task folder's), whose specs install nothing."""
+    return {(i.repo, i.version) for i in instances if i.dockerfile is None}
 
 
 def environment_name(instance: Instance) -> str:
