@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Protocol
 
 from runner import telemetry
@@ -110,13 +111,8 @@ class TrialEnv:
         caps = self.controls.runtime.archive_caps
         if not isinstance(task, RepoTask):
             return StagedFixture(None, lambda: [], None, caps)
-        return StagedFixture(
-            fixture_key(task),
-            lambda: self.inputs.fixture(task),
-            self.staging,
-            caps,
-            harness_paths(task),
-        )
+        load = partial(self.inputs.fixture, task)
+        return StagedFixture(fixture_key(task), load, self.staging, caps, harness_paths(task))
 
 
 def limits_of(controls: Controls) -> Limits:
