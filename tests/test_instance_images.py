@@ -28,6 +28,7 @@ from runner.sandbox.instance_layer import (
     PATH_LABEL,
     adapter_dockerfile,
     environment_path,
+    left_out,
     path_of_label,
     reference_of,
     with_path,
@@ -93,6 +94,9 @@ def test_the_environment_is_the_images_own_path_never_where_a_sandbox_writes() -
     standard = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     assert environment_path(standard, True) == ("/opt/miniconda3/envs/testbed/bin",)
     assert environment_path("/opt/venv/bin:" + standard, False) == ("/opt/venv/bin",)
+    odd = "/home/u/.local/bin:bin:/opt/venv/bin/:/tmp/x:/opt/venv/bin:" + standard
+    assert environment_path(odd, False) == ("/opt/venv/bin",)
+    assert left_out(odd) == ("/home/u/.local/bin", "bin", "/tmp/x")
     for bad in ("/workspace/bin", "/tmp/x", "/home/agent/.local/bin", "relative", "/a/../tmp"):
         with pytest.raises(UserError, match="cannot be on a sandbox's PATH"):
             path_of_label(f"/opt/env/bin:{bad}")

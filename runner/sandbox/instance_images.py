@@ -35,6 +35,7 @@ from runner.sandbox.instance_layer import (
     check_repo_path,
     digest_of,
     environment_path,
+    left_out,
 )
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 
@@ -94,6 +95,11 @@ class InstanceImages:
         env = (info.get("Config") or {}).get("Env") or []
         path = next((e.split("=", 1)[1] for e in env if e.startswith("PATH=")), "")
         has_conda = self._exists(image_id, f"{SWEBENCH_ENV}/conda-meta/history")
+        for entry in left_out(path):
+            self.say(
+                f"warning: image {image_id[:19]}: {entry!r} of its PATH is left out (relative, "
+                "or where a sandbox writes)"
+            )
         return environment_path(path, has_conda)
 
     def take_git(self, image_id: str, repo: str, dest: Path, cap: int = GIT_CAP) -> Path:

@@ -104,24 +104,39 @@ def digest_of(reference: str) -> str | None:
 
 def environment_path(image_path: str, has_swebench_env: bool) -> tuple[str, ...]:
     """The directories of an image's environment, in order: SWE-bench's conda environment
-    when the image has it, then what its ``ENV PATH`` adds to a standard one."""
+    when the image has it, then what its ``ENV PATH`` adds to a standard one, less those
+    no sandbox may have on its PATH (``left_out``)."""
     found: list[str] = [f"{SWEBENCH_ENV}/bin"] if has_swebench_env else []
-    for entry in image_path.split(":"):
-        entry = posixpath.normpath(entry) if entry else ""
-        if entry and entry not in STANDARD_PATH and entry not in found:
+    for entry in (_normal(e) for e in image_path.split(":") if e):
+        if entry not in STANDARD_PATH and entry not in found and not _unsafe(entry):
             found.append(entry)
-    return tuple(check_path(found, "the image's PATH"))
+    return tuple(found)
+
+
+def left_out(image_path: str) -> tuple[str, ...]:
+    """The entries of an image's ``ENV PATH`` that ``environment_path`` leaves out: relative,
+    not normalised, or where a sandbox writes."""
+    return tuple(e for e in image_path.split(":") if e and _unsafe(_normal(e)))
+
+
+def _normal(entry: str) -> str:
+    """An absolute entry normalised (``/opt/env/bin/`` is ``/opt/env/bin``)."""
+    return posixpath.normpath(entry) if entry.startswith("/") else entry
+
+
+def _unsafe(entry: str) -> bool:
+    return (
+        not _PATH_ENTRY_RE.fullmatch(entry)
+        or posixpath.normpath(entry) != entry
+        or any(entry == w or entry.startswith(w + "/") for w in WRITABLE)
+    )
 
 
 def check_path(entries: list[str] | tuple[str, ...], where: str) -> list[str]:
     """Each entry an absolute, normalised directory outside every place a sandbox may
     write (``WRITABLE``); one line naming the first that is not."""
     for entry in entries:
-        if (
-            not _PATH_ENTRY_RE.fullmatch(entry)
-            or posixpath.normpath(entry) != entry
-            or any(entry == w or entry.startswith(w + "/") for w in WRITABLE)
-        ):
+        if _unsafe(entry):
             raise UserError(
                 f"{where}: {entry!r} cannot be on a sandbox's PATH (an absolute, normalised "
                 f"directory outside {', '.join(WRITABLE)})"
