@@ -443,3 +443,15 @@ def test_the_import_needs_clones_or_images_and_images_are_the_environment(
     assert "the instance image is the environment" in both.stderr
     assert len(both.stderr.strip().splitlines()) == 1 and "Traceback" not in both.stderr
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_an_instances_negative_control_runs_on_its_image() -> None:
+    from runner.swebench.from_images import set_images
+
+    lines: list[dict[str, Any]] = [{"id": "a__b-1"}, {"id": "a__b-1.negative"}, {"id": "c"}]
+    set_images(lines, {"a__b-1": "deltarun-instance/a-b-1:0123"})
+    assert [line.get("image") for line in lines] == [
+        "deltarun-instance/a-b-1:0123",
+        "deltarun-instance/a-b-1:0123",
+        None,
+    ]
