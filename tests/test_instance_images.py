@@ -405,6 +405,8 @@ def test_an_entrypoint_is_dropped_and_a_volume_refused(
         )
         with pytest.raises(UserError, match="declares VOLUME /data"):
             images.environment(volume)
+        with pytest.raises(UserError, match="declares VOLUME /data"):
+            images.adapt("x/volume:1", volume, "volume-1", "/testbed", (), lambda i: None)
     finally:
         for image in (adapted.tag if adapted else None, wrapped, volume):
             try:

@@ -85,13 +85,7 @@ class InstanceImages:
     def environment(self, image_id: str) -> tuple[str, ...]:
         """The directories of the image's environment (``instance_layer.environment_path``);
         an image that declares a volume is refused."""
-        info = self._inspect(image_id) or {}
-        volumes = sorted((info.get("Config") or {}).get("Volumes") or {})
-        if volumes:  # a layer cannot undo VOLUME, and each would be writable in a sandbox
-            raise UserError(
-                f"image {image_id[:19]} declares VOLUME {', '.join(volumes[:3])}: a sandbox's "
-                "root is read-only and a volume would not be; build the image without it"
-            )
+        info = self._without_volumes(image_id)
         env = (info.get("Config") or {}).get("Env") or []
         path = next((e.split("=", 1)[1] for e in env if e.startswith("PATH=")), "")
         has_conda = self._exists(image_id, f"{SWEBENCH_ENV}/conda-meta/history")
@@ -138,6 +132,7 @@ class InstanceImages:
     ) -> Adapted:
         """deltarun's layer over ``source_id``, built offline (or the tag reused), checked
         by ``preflight`` (the sandbox contract) and tagged."""
+        self._without_volumes(source_id)
         text = adapter_dockerfile(source_id, reference, repo, path)
         tag = adapted_tag(instance_id, text)
         have = self._inspect(tag)
@@ -166,6 +161,18 @@ class InstanceImages:
             ) from exc
         builder.tag(image, tag)
         return Adapted(reference, source_id, tag, image, path, False)
+
+    def _without_volumes(self, image_id: str) -> dict[str, Any]:
+        """The image's inspection; one line when it declares a volume: no layer can undo
+        VOLUME, and each would be a writable place beside a sandbox's read-only root."""
+        info = self._inspect(image_id) or {}
+        volumes = sorted((info.get("Config") or {}).get("Volumes") or {})
+        if volumes:
+            raise UserError(
+                f"image {image_id[:19]} declares VOLUME {', '.join(volumes[:3])}: a sandbox's "
+                "root is read-only and a volume would not be; build the image without it"
+            )
+        return info
 
     def _inspect(self, name: str) -> dict[str, Any] | None:
         try:
