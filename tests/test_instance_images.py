@@ -208,7 +208,7 @@ def test_the_image_as_shipped_breaks_the_contract_and_the_adapted_one_keeps_it(
     assert "setuid/setgid files" in str(refused.value)
     images = InstanceImages(docker_api, say=lambda line: None)
     path = images.environment(instance_image)
-    assert path == ("/opt/miniconda3/envs/testbed/bin",)  # from its conda-meta, not ENV PATH
+    assert path == ("/opt/miniconda3/envs/testbed/bin",)  # its bin/python, not ENV PATH
     adapted = images.adapt(
         "deltarun-test/instance-bullseye:tinycalc",
         instance_image,

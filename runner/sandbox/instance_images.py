@@ -88,7 +88,8 @@ class InstanceImages:
         info = self._without_volumes(image_id)
         env = (info.get("Config") or {}).get("Env") or []
         path = next((e.split("=", 1)[1] for e in env if e.startswith("PATH=")), "")
-        has_conda = self._exists(image_id, f"{SWEBENCH_ENV}/conda-meta/history")
+        # A conda environment (or a venv) at SWE-bench's path, activated or not.
+        has_conda = self._exists(image_id, f"{SWEBENCH_ENV}/bin/python")
         for entry in left_out(path):
             self.say(
                 f"warning: image {image_id[:19]}: {entry!r} of its PATH is left out (relative, "

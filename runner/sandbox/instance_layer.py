@@ -104,8 +104,8 @@ def digest_of(reference: str) -> str | None:
 
 def environment_path(image_path: str, has_swebench_env: bool) -> tuple[str, ...]:
     """The directories of an image's environment, in order: SWE-bench's conda environment
-    when the image has it, then what its ``ENV PATH`` adds to a standard one, less those
-    no sandbox may have on its PATH (``left_out``)."""
+    when the image has one there (its ``bin/python``), then what its ``ENV PATH`` adds to a
+    standard one, less those no sandbox may have on its PATH (``left_out``)."""
     found: list[str] = [f"{SWEBENCH_ENV}/bin"] if has_swebench_env else []
     for entry in (_normal(e) for e in image_path.split(":") if e):
         if entry not in STANDARD_PATH and entry not in found and not _unsafe(entry):
