@@ -281,18 +281,36 @@ def test_an_instance_image_imports_validates_and_grades(
     for name, patch in (("nothing", ""), ("gold", GOLD)):
         prediction = {"instance_id": INSTANCE, "model_name_or_path": name, "model_patch": patch}
         (tmp_path / f"{name}.jsonl").write_text(json.dumps(prediction) + "\n")
+    # SWE-bench's spec shape: the image has the project installed already (here in a venv,
+    # where a user-scheme install could not even run), so its install step is not run.
+    (tmp_path / "specs.json").write_text(
+        json.dumps(
+            {
+                "tinycalc/tinycalc": {
+                    "0.1": {
+                        "install": "python -m pip install -e . --no-deps --no-build-isolation",
+                        "test_cmd": "pytest -rA",
+                    }
+                }
+            }
+        )
+    )
     out = tmp_path / "suite"
     imported = run_cli(
         "import", "swebench", str(tmp_path / "instances.jsonl"), "--out", str(out),
         "--instance-image", template, "--predictions", f"nothing={tmp_path / 'nothing.jsonl'}",
         "--predictions", f"gold={tmp_path / 'gold.jsonl'}", "--validate", "1", "--timeout", "120",
+        "--specs", str(tmp_path / "specs.json"),
     )  # fmt: skip
     assert imported.returncode == 0, imported.stderr
     assert "pulling " in imported.stderr
+    assert "the spec's install, pip_packages, python and env_vars are not applied" in (
+        imported.stderr
+    )
     assert leftover_sandboxes(docker_api, owner=imported.owner) == ([], [])
     task = json.loads((out / "suite" / "tasks.jsonl").read_text())
     assert task["image"].startswith("deltarun-instance/tinycalc-tinycalc-1:")
-    assert f"base:{base_commit}" in task["tags"]
+    assert f"base:{base_commit}" in task["tags"] and "install" not in task
     validation = json.loads((out / "suite" / "validation.json").read_text())
     assert [t["verdict"] for t in validation["tasks"]] == ["valid"], validation
     ran = run_cli("run", str(out / "controls.yaml"), "--out", str(tmp_path / "run"))

@@ -117,10 +117,12 @@ def take_instances(
     adapted image built (or reused); see the module docstring."""
     for instance in instances:
         spec = specs.of(instance.repo, instance.version)
-        if spec is not None and spec.needs_environment:
+        if spec is not None and (spec.needs_environment or spec.install):
             say(
                 f"warning: {instance.repo} {instance.version}: the instance image is the "
-                "environment; the spec's pip_packages, python and env_vars are not applied"
+                "environment, its project already installed (SWE-bench's evaluation does not "
+                "install again); the spec's install, pip_packages, python and env_vars are "
+                "not applied"
             )
             break
     client = connect(api_timeout_s=3600)

@@ -218,7 +218,7 @@ def _write(
     for instance in instances:
         line = _task_line(instance, fixtures[instance.instance_id], options, environments)
         spec = specs.of(instance.repo, instance.version)
-        if spec is not None and spec.install:
+        if spec is not None and spec.install and options.instance_image is None:
             line["install"] = list(spec.install)
         if spec is not None and spec.pytest_args:
             line["pytest_args"] = list(spec.pytest_args)
