@@ -259,12 +259,18 @@ def test_a_digest_the_registry_does_not_hold_is_refused(
 
 
 @pytest.mark.docker
+@pytest.mark.parametrize("tree", ["commit", "image"])
 def test_an_instance_image_imports_validates_and_grades(
-    docker_api: Any, served: tuple[str, str], tmp_path: Path
+    docker_api: Any, served: tuple[str, str], tmp_path: Path, tree: str
 ) -> None:
-    """Pulled from the registry, the fixture taken out of the image (no clone), the gold
-    patch valid, an empty prediction a miss and gold a success in a real run."""
+    """Pulled from the registry, the fixture taken out of the image (no clone; its git tree
+    at base_commit, or the repository as the image has it), the gold patch valid, an empty
+    prediction a miss and gold a success in a real run."""
     template, _digest = served
+    try:  # absent here under its registry name, whichever test pulled it before
+        docker_api.remove_image(reference_of(template, INSTANCE, "tinycalc/tinycalc", "0.1"))
+    except docker.errors.ImageNotFound:
+        pass
     base_commit = _head_of(docker_api, "deltarun-test/instance-bullseye:tinycalc")
     row = {
         "instance_id": INSTANCE,
@@ -300,7 +306,7 @@ def test_an_instance_image_imports_validates_and_grades(
         "import", "swebench", str(tmp_path / "instances.jsonl"), "--out", str(out),
         "--instance-image", template, "--predictions", f"nothing={tmp_path / 'nothing.jsonl'}",
         "--predictions", f"gold={tmp_path / 'gold.jsonl'}", "--validate", "1", "--timeout", "120",
-        "--specs", str(tmp_path / "specs.json"),
+        "--specs", str(tmp_path / "specs.json"), "--instance-tree", tree,
     )  # fmt: skip
     assert imported.returncode == 0, imported.stderr
     assert "pulling " in imported.stderr
@@ -310,7 +316,8 @@ def test_an_instance_image_imports_validates_and_grades(
     assert leftover_sandboxes(docker_api, owner=imported.owner) == ([], [])
     task = json.loads((out / "suite" / "tasks.jsonl").read_text())
     assert task["image"].startswith("deltarun-instance/tinycalc-tinycalc-1:")
-    assert f"base:{base_commit}" in task["tags"] and "install" not in task
+    assert "install" not in task
+    assert (f"base:{base_commit}" in task["tags"]) == (tree == "commit"), task["tags"]
     validation = json.loads((out / "suite" / "validation.json").read_text())
     assert [t["verdict"] for t in validation["tasks"]] == ["valid"], validation
     ran = run_cli("run", str(out / "controls.yaml"), "--out", str(tmp_path / "run"))
@@ -377,8 +384,7 @@ def test_a_repository_is_taken_out_of_one_image_for_all_its_instances(
     ]
     said: list[str] = []
     found = take_instances(
-        "deltarun-test/instance-bullseye:tinycalc",
-        "/testbed",
+        ("deltarun-test/instance-bullseye:tinycalc", "/testbed", "commit"),
         instances,
         Specs({}),
         tmp_path,
@@ -475,3 +481,37 @@ def test_an_instances_negative_control_runs_on_its_image() -> None:
         "deltarun-instance/a-b-1:0123",
         None,
     ]
+
+
+@pytest.mark.docker
+def test_the_image_tree_is_the_repository_as_the_image_has_it(
+    docker_api: Any, instance_image: str, tmp_path: Path
+) -> None:
+    """--instance-tree image: the fixture holds what the image's set-up wrote in place (an
+    ignored version file here; compiled extensions, egg-info elsewhere), not .git; commit:
+    the git tree at base_commit, without it."""
+    from runner.swebench.from_images import take_instances
+    from runner.swebench.instances import Instance
+    from runner.swebench.specs import Specs
+
+    head = _head_of(docker_api, "deltarun-test/instance-bullseye:tinycalc")
+    listed = {}
+    for tree in ("commit", "image"):
+        instance = Instance(INSTANCE, "tinycalc/tinycalc", head, "", "", "x", "", "0.1", (), ())
+        found = take_instances(
+            ("deltarun-test/instance-bullseye:tinycalc", "/testbed", tree),
+            [instance],
+            Specs({}),
+            tmp_path / tree,
+            lambda line: None,
+        )
+        (imported,) = found.instances
+        shown = subprocess.run(
+            ["git", "--git-dir", str(found.clones["tinycalc/tinycalc"]), "ls-tree", "-r",
+             "--name-only", imported.base_commit],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        listed[tree] = set(shown.stdout.split())
+        assert (imported.base_commit == head) == (tree == "commit")
+    assert listed["image"] - listed["commit"] == {"src/tinycalc/_version.py"}
+    assert not any(".git/" in name or "__pycache__" in name for name in listed["image"])

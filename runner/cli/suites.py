@@ -156,6 +156,14 @@ def import_swebench(
     instance_repo: Annotated[
         str, Option("--instance-repo", help="The repository's path in the instance images")
     ] = "/testbed",
+    instance_tree: Annotated[
+        str,
+        Option(
+            "--instance-tree",
+            help="The fixture from an instance image: commit (its git tree at base_commit) or "
+            "image (the repository as the image has it: untracked and built files too)",
+        ),
+    ] = "commit",
     environment: Annotated[
         str | None, Option("--environment", help="Every task in environments/NAME/")
     ] = None,
@@ -214,6 +222,7 @@ def import_swebench(
         timeout_s=timeout_s,
         instance_image=instance_image,
         instance_repo=instance_repo,
+        instance_tree=instance_tree,
     )
     with c.Shown() as events:
         steps = import_suite(options, validate_n, parallel, RunService(events), c.tell)

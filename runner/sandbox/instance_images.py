@@ -15,10 +15,11 @@ import os
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import docker
 import docker.errors
@@ -99,28 +100,32 @@ class InstanceImages:
 
     def take_git(self, image_id: str, repo: str, dest: Path, cap: int = GIT_CAP) -> Path:
         """Write the image's ``<repo>/.git`` into ``dest`` (a new directory); its path."""
-        check_repo_path(repo)
+        with self.spooled(image_id, f"{check_repo_path(repo)}/.git", cap) as spool:
+            _write_tree(spool, dest, f"image {image_id[:19]} {repo}/.git")
+        return dest / ".git"
+
+    @contextmanager
+    def spooled(self, image_id: str, path: str, cap: int = GIT_CAP) -> Iterator[IO[bytes]]:
+        """The engine's tar of ``path`` in the image, in a temporary file (at most ``cap``
+        bytes), read from a container that is created and never started."""
         with self._container(image_id) as container, tempfile.TemporaryFile() as spool:
             try:
-                stream, _stat = self.client.get_archive(container, f"{repo}/.git")
+                stream, _stat = self.client.get_archive(container, path)
                 size = 0
                 for chunk in stream:
                     size += len(chunk)
                     if size > cap:
-                        raise UserError(
-                            f"image {image_id[:19]}: {repo}/.git is over {cap >> 20} MiB"
-                        )
+                        raise UserError(f"image {image_id[:19]}: {path} is over {cap >> 20} MiB")
                     spool.write(chunk)
             except docker.errors.NotFound:
                 raise UserError(
-                    f"image {image_id[:19]}: {repo}/.git not found; the instance image must hold "
-                    f"the repository as a git checkout at {repo}"
+                    f"image {image_id[:19]}: {path} not found; the instance image must hold "
+                    "the repository as a git checkout there"
                 ) from None
             except API_ERRORS as exc:
-                raise InfraError(f"reading {repo}/.git of image {image_id[:19]}: {exc}") from exc
+                raise InfraError(f"reading {path} of image {image_id[:19]}: {exc}") from exc
             spool.seek(0)
-            _write_tree(spool, dest, f"image {image_id[:19]} {repo}/.git")
-        return dest / ".git"
+            yield spool
 
     def adapt(
         self,

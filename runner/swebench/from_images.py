@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,9 +27,11 @@ from runner.sandbox.engine import connect
 from runner.sandbox.image_build import DockerImageBuilder
 from runner.sandbox.instance_images import InstanceImages
 from runner.sandbox.instance_layer import reference_of
+from runner.swebench.image_tree import commit_tree
 from runner.swebench.instances import Instance
 from runner.swebench.specs import Specs
 
+TREES = ("commit", "image")  # --instance-tree
 _GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_CONFIG_GLOBAL": os.devnull,
@@ -46,6 +48,9 @@ class FromImages:
 
     clones: dict[str, Path] = field(default_factory=dict)
     images: dict[str, str] = field(default_factory=dict)
+    # The instances as imported: with the image's working tree, each base_commit is the
+    # commit of that tree (``runner.swebench.image_tree``).
+    instances: list[Instance] = field(default_factory=list)
 
 
 class Asked(Protocol):
@@ -63,6 +68,8 @@ class Asked(Protocol):
     def instance_image(self) -> str | None: ...
     @property
     def instance_repo(self) -> str: ...
+    @property
+    def instance_tree(self) -> str: ...
 
 
 def sources(
@@ -79,15 +86,17 @@ def sources(
         repos = options.repos
         if repos is None:
             raise UserError("give --repos DIR (local clones) or --instance-image TEMPLATE")
-        return FromImages({i.repo: _clone_of(repos, i, options.instances) for i in instances})
+        clones = {i.repo: _clone_of(repos, i, options.instances) for i in instances}
+        return FromImages(clones, instances=list(instances))
     if options.environment is not None or options.dockerfile_template is not None:
         raise UserError(
             "--instance-image: the instance image is the environment; give no --environment "
             "or --dockerfile-template"
         )
-    return take_instances(
-        options.instance_image, options.instance_repo, instances, specs, held, say
-    )
+    if options.instance_tree not in TREES:
+        raise UserError(f"--instance-tree {options.instance_tree!r}: choose commit or image")
+    image = (options.instance_image, options.instance_repo, options.instance_tree)
+    return take_instances(image, instances, specs, held, say)
 
 
 def _clone_of(repos: Path, instance: Instance, source: Path) -> Path:
@@ -106,15 +115,17 @@ def _clone_of(repos: Path, instance: Instance, source: Path) -> Path:
 
 
 def take_instances(
-    template: str,
-    repo_path: str,
+    image: tuple[str, str, str],
     instances: list[Instance],
     specs: Specs,
     scratch: Path,
     say: Callable[[str], None],
 ) -> FromImages:
-    """Every instance's image present, its ``.git`` taken out under ``scratch`` and its
-    adapted image built (or reused); see the module docstring."""
+    """Every instance's image present (``image``: the template, the repository's path in
+    it, and which tree: ``commit``, its ``.git`` at base_commit, taken out under
+    ``scratch``; ``image``, its working tree) and its adapted image built (or reused); see
+    the module docstring."""
+    template, repo_path, tree = image
     for instance in instances:
         spec = specs.of(instance.repo, instance.version)
         if spec is not None and (spec.needs_environment or spec.install):
@@ -136,12 +147,8 @@ def take_instances(
         path = images.environment(source)
         if instance.repo not in found.clones:
             found.clones[instance.repo] = _git(scratch / f"repo-{len(found.clones)}.git")
-        clone = found.clones[instance.repo]
-        if not _has_commit(clone, instance.base_commit):  # else another image's .git has it
-            git = images.take_git(source, repo_path, scratch / f"image-{number}")
-            say(f"import: {instance.repo}: {repo_path}/.git taken out of {source[:19]}")
-            with (clone / "objects" / "info" / "alternates").open("a", encoding="utf-8") as alt:
-                alt.write(f"{(git / 'objects').resolve()}\n")
+        where = (images, source, reference, repo_path, scratch / f"image-{number}")
+        instance = _fixture(where, tree, instance, found.clones[instance.repo], say)
         adapted = images.adapt(
             reference,
             source,
@@ -151,12 +158,39 @@ def take_instances(
             lambda image: builder.preflight(image, runtime),
         )
         found.images[instance.instance_id] = adapted.tag
+        found.instances.append(instance)
         environment = ":".join(path) or "the image's PATH"
         say(
             f"import: {instance.instance_id}: {reference} ({source[:19]}) -> {adapted.tag}"
             f"{' (reused)' if adapted.reused else ''}; environment {environment}"
         )
     return found
+
+
+def _fixture(
+    where: tuple[InstanceImages, str, str, str, Path],
+    tree: str,
+    instance: Instance,
+    clone: Path,
+    say: Callable[[str], None],
+) -> Instance:
+    """The instance with its fixture's commit in ``clone``: the image's working tree as
+    one commit (``tree`` image; the instance's base_commit becomes it), or its base_commit
+    read from the image's ``.git`` (``commit``; skipped when another image's has it)."""
+    images, source, reference, repo_path, scratch = where
+    if tree == "image":
+        with images.spooled(source, repo_path) as spool:
+            message = f"deltarun import: {repo_path} of {reference} ({instance.base_commit})\n"
+            ref = f"refs/deltarun/{scratch.name}"
+            commit = commit_tree(spool, clone, ref, message, f"image {source[:19]}")
+        say(f"import: {instance.instance_id}: {repo_path} as the image has it: {commit}")
+        return replace(instance, base_commit=commit)
+    if not _has_commit(clone, instance.base_commit):
+        git = images.take_git(source, repo_path, scratch)
+        say(f"import: {instance.repo}: {repo_path}/.git taken out of {source[:19]}")
+        with (clone / "objects" / "info" / "alternates").open("a", encoding="utf-8") as alt:
+            alt.write(f"{(git / 'objects').resolve()}\n")
+    return instance
 
 
 def _git(bare: Path) -> Path:

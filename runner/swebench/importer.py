@@ -73,6 +73,7 @@ class ImportOptions:
     specs: Path | None = None  # per-repository specs (runner.swebench.specs)
     instance_image: str | None = None  # a template (runner.swebench.from_images)
     instance_repo: str = "/testbed"  # the repository's path in an instance image
+    instance_tree: str = "commit"  # its git tree at base_commit, or "image": as it is there
 
 
 @dataclass
@@ -169,7 +170,7 @@ def import_swebench(options: ImportOptions, say: Callable[[str], None]) -> Impor
         options.out.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(dir=options.out.parent, prefix=f".{options.out.name}.part-"))
         try:
-            result = _write(options, instances, taken, predictions, control, work, say, specs)
+            result = _write(options, taken, predictions, control, work, say, specs)
             if options.out.exists():
                 options.out.rmdir()
             os.replace(work, options.out)
@@ -182,7 +183,6 @@ def import_swebench(options: ImportOptions, say: Callable[[str], None]) -> Impor
 
 def _write(
     options: ImportOptions,
-    instances: list[Instance],
     taken: FromImages,
     predictions: dict[str, dict[str, str]],
     control: str,
@@ -195,7 +195,7 @@ def _write(
 
     Longer than the house's ~60 lines on purpose: one step per part of the suite, in the
     order each needs the last."""
-    suite = out / "suite"
+    suite, instances = out / "suite", taken.instances
     for folder in ("repos", "hidden"):
         (suite / folder).mkdir(parents=True)
     lines: list[dict[str, Any]] = []
