@@ -495,7 +495,7 @@ def test_the_image_tree_is_the_repository_as_the_image_has_it(
     from runner.swebench.specs import Specs
 
     head = _head_of(docker_api, "deltarun-test/instance-bullseye:tinycalc")
-    listed = {}
+    listed, said = {}, []
     for tree in ("commit", "image"):
         instance = Instance(INSTANCE, "tinycalc/tinycalc", head, "", "", "x", "", "0.1", (), ())
         found = take_instances(
@@ -503,7 +503,7 @@ def test_the_image_tree_is_the_repository_as_the_image_has_it(
             [instance],
             Specs({}),
             tmp_path / tree,
-            lambda line: None,
+            said.append,
         )
         (imported,) = found.instances
         shown = subprocess.run(
@@ -514,4 +514,6 @@ def test_the_image_tree_is_the_repository_as_the_image_has_it(
         listed[tree] = set(shown.stdout.split())
         assert (imported.base_commit == head) == (tree == "commit")
     assert listed["image"] - listed["commit"] == {"src/tinycalc/_version.py"}
+    # A git-tree fixture takes no link: the untracked one is left out, and said.
+    assert f"warning: {INSTANCE}: 1 symbolic link(s) left out of the fixture" in "".join(said)
     assert not any(".git/" in name or "__pycache__" in name for name in listed["image"])

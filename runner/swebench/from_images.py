@@ -182,8 +182,14 @@ def _fixture(
         with images.spooled(source, repo_path) as spool:
             message = f"deltarun import: {repo_path} of {reference} ({instance.base_commit})\n"
             ref = f"refs/deltarun/{scratch.name}"
-            commit = commit_tree(spool, clone, ref, message, f"image {source[:19]}")
+            commit, links = commit_tree(spool, clone, ref, message, f"image {source[:19]}")
         say(f"import: {instance.instance_id}: {repo_path} as the image has it: {commit}")
+        if links:
+            shown = ", ".join(links[:3]) + (" and more" if len(links) > 3 else "")
+            say(
+                f"warning: {instance.instance_id}: {len(links)} symbolic link(s) left out of "
+                f"the fixture, which takes regular files only: {shown}"
+            )
         return replace(instance, base_commit=commit)
     if not _has_commit(clone, instance.base_commit):
         git = images.take_git(source, repo_path, scratch)

@@ -3,8 +3,9 @@ working tree: tracked, untracked and ignored files, what the image's set-up buil
 edited in place included) made into one commit of a bare repository, from the engine's
 tar of the directory, through ``git fast-import``: nothing is written to disk as a file.
 
-Left out: ``.git`` and every ``__pycache__`` directory; devices and fifos. Symbolic links
-are kept as links (git stores their target), regular files with their executable bit.
+Left out: ``.git`` and every ``__pycache__`` directory; devices and fifos; symbolic links,
+which a git-tree fixture refuses (``runner.fixtures.gitfixture``), each named. Regular files
+keep their executable bit.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ _COMMITTER = b"committer deltarun import <import@deltarun.invalid> 0 +0000\n"
 _CHUNK = 1 << 20
 
 
-def commit_tree(spool: IO[bytes], bare: Path, ref: str, message: str, where: str) -> str:
+def commit_tree(
+    spool: IO[bytes], bare: Path, ref: str, message: str, where: str
+) -> tuple[str, list[str]]:
     """The tar in ``spool`` (one top folder, the repository's) as the commit ``ref`` of
-    ``bare``; its id."""
+    ``bare``: its id, and the symbolic links left out."""
     env = {
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
@@ -36,8 +39,9 @@ def commit_tree(spool: IO[bytes], bare: Path, ref: str, message: str, where: str
         argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
     ) as git:
         assert git.stdin is not None
+        links: list[str] = []
         try:
-            _stream(spool, git.stdin, ref, message, where)
+            _stream(spool, git.stdin, ref, message, where, links)
             git.stdin.close()
         except BrokenPipeError:
             pass
@@ -54,10 +58,12 @@ def commit_tree(spool: IO[bytes], bare: Path, ref: str, message: str, where: str
     )
     if done.returncode != 0:
         raise UserError(f"{where}: the commit of the image's tree is missing")
-    return done.stdout.strip()
+    return done.stdout.strip(), links
 
 
-def _stream(spool: IO[bytes], out: IO[bytes], ref: str, message: str, where: str) -> None:
+def _stream(
+    spool: IO[bytes], out: IO[bytes], ref: str, message: str, where: str, links: list[str]
+) -> None:
     body = message.encode("utf-8")
     out.write(f"commit {ref}\n".encode() + _COMMITTER + f"data {len(body)}\n".encode() + body)
     out.write(b"\n")
@@ -67,9 +73,7 @@ def _stream(spool: IO[bytes], out: IO[bytes], ref: str, message: str, where: str
             if path is None:
                 continue
             if info.issym():
-                target = os.fsencode(info.linkname)
-                out.write(b"M 120000 inline " + _quoted(path) + b"\n")
-                out.write(f"data {len(target)}\n".encode() + target + b"\n")
+                links.append(os.fsdecode(path))
             elif info.isreg() or info.islnk():
                 source = archive.extractfile(info)
                 if source is None:
