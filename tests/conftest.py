@@ -65,7 +65,10 @@ def path_lock(name: str) -> Iterator[None]:
 # Makefile's --maxschedchunk=1 hands tests out one by one in this order), so that parallel
 # workers start them at once instead of ending on them.
 SLOW_FIRST = (
+    "test_instance_images.py",  # builds the bullseye base (debootstrap) once for the others
     "test_realprojects.py",
+    "test_python_bases.py",
+    "test_field_shapes.py",
     "test_installed_e2e.py",
     "test_quickstart.py",
     "test_validate.py",
