@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from runner.fixtures import gitobjects
-from runner.fixtures.archives import Member
+from runner.fixtures.archives import SANDBOX_MTIME, Member
 from runner.fixtures.cache import CacheDir
 from runner.fixtures.staging import Staging
 from runner.sandbox.base import AGENT_UID
@@ -48,7 +48,8 @@ def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
 
 
 def write_tree(root: Path, exclude: tuple[str, ...] = ()) -> None:
-    """The files as the workspace tar leaves them: modes 0644/0755, modification time 0."""
+    """The files as the workspace tar leaves them: modes 0644/0755, modification time
+    ``SANDBOX_MTIME``."""
     for path, data in FILES.items():
         if any(path == e or path.startswith(e + "/") for e in exclude):
             continue
@@ -56,7 +57,7 @@ def write_tree(root: Path, exclude: tuple[str, ...] = ()) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         target.chmod(0o755 if path in EXECUTABLE else 0o644)
-        os.utime(target, (0, 0))
+        os.utime(target, (SANDBOX_MTIME, SANDBOX_MTIME))
 
 
 def test_the_snapshot_tree_is_the_tree_git_add_gives(tmp_path: Path) -> None:

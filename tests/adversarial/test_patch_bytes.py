@@ -18,6 +18,7 @@ import pytest
 
 from runner import gitpatch
 from runner.config.loader import load_controls
+from runner.fixtures.archives import SANDBOX_MTIME
 from runner.fixtures.inputs import LocalInputs
 from runner.hashing import sha256_bytes
 from runner.models import Outcome, RepoTask
@@ -111,7 +112,7 @@ def test_a_change_hidden_from_the_stat_check_only_costs_the_agent(
     not read whole). An agent that edits a file and puts its size and time back keeps
     the edit out of its patch; what is not in the patch is never verified, so the same
     fix that passes when left alone is a miss when hidden, never a pass."""
-    hide = "touch -d @0 calc/__init__.py\n"
+    hide = f"touch -d @{SANDBOX_MTIME} calc/__init__.py\n"
     controls = make_suite(
         tmp_path,
         [repo_task("t1")],
