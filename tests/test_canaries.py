@@ -176,3 +176,26 @@ def test_planting_keeps_the_file_and_its_lines_and_the_outcomes_hold(
     for canary in found.canaries:
         assert _run(planted, canary) is canary.fail
         assert canary.name not in names
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32))
+def test_under_unittest_a_must_fail_canary_runs_last_in_its_class(seed: int) -> None:
+    """unittest's loader runs a class's tests in name order: with ``by_name`` one must-fail
+    canary sorts after every test of its class, the declared ones and the other canaries."""
+    zeta = UNITTEST + b"\n    def test_zeta(self):\n        self.assertTrue(True)\n"
+    found = plant(
+        ["tests/test_b.py::TestAdd::test_add_one"],
+        {"tests/test_b.py": zeta},
+        random.Random(seed),
+        by_name=True,
+    )
+    tree = ast.parse(found.files["tests/test_b.py"])
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
+    names = sorted(
+        n.name for n in cls.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")
+    )
+    last = next(c for c in found.canaries if c.name == names[-1])
+    assert last.fail and last.owner == "TestAdd", names
+    for canary in found.canaries:
+        assert _run(found.files["tests/test_b.py"], canary) is canary.fail

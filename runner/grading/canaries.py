@@ -98,10 +98,12 @@ def plant(
     sources: Mapping[str, bytes],
     rng: random.Random,
     pytest_args: Sequence[str] = (),
+    by_name: bool = False,
 ) -> Planted:
     """A must-pass and a must-fail canary in each file of ``canary_files`` that ``sources``
     holds (the bytes the verify sandbox will have at that path). ``rng`` should be
-    unpredictable to the agent (``secrets.SystemRandom``)."""
+    unpredictable to the agent (``secrets.SystemRandom``); ``by_name``: the runner runs a
+    class's tests in name order (unittest, Django), so the last must-fail sorts last."""
     files: dict[str, bytes] = {}
     found: list[Canary] = []
     for file in canary_files(selected, sources):
@@ -110,7 +112,7 @@ def plant(
             continue
         entries = [e for e in selected if e.split("::", 1)[0] == file]
         with LOCK:  # one parse at a time (runner.pyparse)
-            files[file], made = _plant_file(file, data, entries, rng)
+            files[file], made = _plant_file(file, data, entries, rng, by_name)
         found += made
     narrowing = any(a in _NARROWING or a.startswith(("-k", "-m")) for a in pytest_args)
     named = [
@@ -141,7 +143,7 @@ class _Gap:
 
 
 def _plant_file(
-    file: str, data: bytes, entries: list[str], rng: random.Random
+    file: str, data: bytes, entries: list[str], rng: random.Random, by_name: bool = False
 ) -> tuple[bytes, list[Canary]]:
     lines = data.splitlines(keepends=True)
     tree = _parse(data)
@@ -164,6 +166,8 @@ def _plant_file(
     for fail, chosen in ((False, None), (True, None), (True, last)):
         gap = chosen or rng.choice(gaps)
         name = _name(words, taken, rng, style)
+        if chosen is not None and by_name:  # unittest runs a class's tests in name order
+            name = _last_by_name(name, tree, gap.owner, made, rng, words)
         taken.add(name.encode())
         made.append(Canary(file, name, fail, gap.owner))
         text = _source(name, fail, gap, unit, rng)
@@ -174,6 +178,33 @@ def _plant_file(
         if index < len(lines):
             out.append(lines[index])
     return b"".join(out), made
+
+
+def _last_by_name(
+    name: str,
+    tree: ast.Module | None,
+    owner: str,
+    made: list[Canary],
+    rng: random.Random,
+    words: list[str],
+) -> str:
+    """``name``, or a name that sorts after every test of ``owner`` (the class's own and
+    the canaries already in it): where tests run in name order (unittest's loader sorts a
+    class's methods), the last test of the place is the one that sorts last."""
+    body: list[ast.stmt] = []
+    if tree is not None:
+        body = tree.body
+        if owner:
+            classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner]
+            body = classes[0].body if classes else []
+    names = [n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    names += [c.name for c in made if c.owner == owner]
+    highest = max((n for n in names if n.startswith("test")), default="")
+    if name > highest:
+        return name
+    extra = rng.choice(words or list(_FALLBACK_WORDS))
+    # An extension of the highest name sorts after it, and no test has it.
+    return f"{highest}_{extra}" if "_" in highest else f"{highest}{extra.capitalize()}"
 
 
 def _parse(data: bytes) -> ast.Module | None:

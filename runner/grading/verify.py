@@ -184,7 +184,8 @@ def _plant(
     narrowing = [*task.pytest_args, *(["-k"] if _narrows(config) else [])]
     if task.test_runner != "pytest":
         narrowing = []
-    return plant(task.hidden_tests, sources, rng or secrets.SystemRandom(), narrowing)
+    by_name = task.test_runner in ("unittest", "django")  # a class's tests in name order
+    return plant(task.hidden_tests, sources, rng or secrets.SystemRandom(), narrowing, by_name)
 
 
 def _narrows(config: bytes) -> bool:
