@@ -12,6 +12,7 @@ import io
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,49 @@ def _comments(text: str) -> list[str]:
     return sorted(m.group(1).rstrip() for line in text.splitlines() if (m := _COMMENT.search(line)))
 
 
+@dataclass
+class _RoundTrip:
+    """A controls file loaded for a rewrite that keeps its comments, order, quoting and
+    style: the byte-order mark, line ends and the preamble before the YAML are put back."""
+
+    text: str  # the file with "\n" line ends, its byte-order mark kept
+    crlf: bool
+    bom: str
+    preamble: str
+    rt: YAML
+    data: Any
+
+    @classmethod
+    def load(cls, text: str, source: str) -> _RoundTrip:
+        crlf = "\r\n" in text
+        text = text.replace("\r\n", "\n")
+        bom = "\ufeff" if text.startswith("\ufeff") else ""
+        match = _PREAMBLE.match(text[len(bom) :])
+        preamble = match.group(0) if match else ""
+        body = text[len(bom) + len(preamble) :]
+        rt = YAML(typ="rt")
+        rt.preserve_quotes = True
+        rt.width = sys.maxsize  # never fold a long line
+        try:
+            data = rt.load(body)
+        except RuamelYAMLError as exc:
+            raise _invalid_yaml(source, text[len(bom) :], exc, preamble.count("\n")) from exc
+        if isinstance(data, CommentedMap):  # the file's own indentation, for the dump
+            mapping, sequence, offset = _indentation(data, body.split("\n"))
+            rt.indent(mapping=mapping, sequence=sequence, offset=offset)
+        return cls(text, crlf, bom, preamble, rt, data)
+
+    def dump(self) -> str:
+        """The data as YAML in the file's own indentation, "\n" line ends."""
+        buffer = io.StringIO()
+        self.rt.dump(self.data, buffer)
+        pinned = self.bom + self.preamble + buffer.getvalue()
+        return pinned if self.text.endswith("\n") else pinned.rstrip("\n")
+
+    def line_ends(self, pinned: str) -> str:
+        return pinned.replace("\n", "\r\n") if self.crlf else pinned
+
+
 def pin_suite_digest(
     text: str, digest: str, source: str = "controls.yaml", validation: str | None = None
 ) -> str:
@@ -140,21 +184,8 @@ def pin_suite_digest(
     is not YAML, has no ``suite`` mapping, or cannot be rewritten without losing a
     comment or changing a value.
     """
-    original = text
-    crlf = "\r\n" in text
-    text = text.replace("\r\n", "\n")
-    bom = "\ufeff" if text.startswith("\ufeff") else ""
-    text = text[len(bom) :]
-    match = _PREAMBLE.match(text)
-    preamble = match.group(0) if match else ""
-    body = text[len(preamble) :]
-    rt = YAML(typ="rt")
-    rt.preserve_quotes = True
-    rt.width = sys.maxsize  # never fold a long line
-    try:
-        data = rt.load(body)
-    except RuamelYAMLError as exc:
-        raise _invalid_yaml(source, text, exc, preamble.count("\n")) from exc
+    doc = _RoundTrip.load(text, source)
+    data = doc.data
     suite = data.get("suite") if isinstance(data, CommentedMap) else None
     if not isinstance(suite, CommentedMap):
         raise UserError(
@@ -164,9 +195,7 @@ def pin_suite_digest(
     if suite.get("sha256") == digest and (
         validation is None or suite.get("validation") == validation
     ):
-        return original
-    mapping, sequence, offset = _indentation(data, body.split("\n"))
-    rt.indent(mapping=mapping, sequence=sequence, offset=offset)
+        return text
     if "sha256" in suite:
         suite["sha256"] = None  # drop the old scalar's quoting: a digest is written plain
         suite["sha256"] = digest
@@ -180,13 +209,9 @@ def pin_suite_digest(
             suite["validation"] = validation
         else:
             _insert_after(suite, "sha256", "validation", validation)
-    buffer = io.StringIO()
-    rt.dump(data, buffer)
-    pinned = bom + preamble + buffer.getvalue()
-    if not text.endswith("\n"):
-        pinned = pinned.rstrip("\n")
-    _check_rewrite(bom + text, pinned, digest, source, validation)
-    return pinned.replace("\n", "\r\n") if crlf else pinned
+    pinned = doc.dump()
+    _check_rewrite(doc.text, pinned, digest, source, validation)
+    return doc.line_ends(pinned)
 
 
 def _check_rewrite(
@@ -216,53 +241,34 @@ def pin_images(text: str, pins: Mapping[str, str], source: str = "controls.yaml"
     order, quoting and style are kept, as ``pin_suite_digest`` keeps them; one
     ``UserError`` line naming ``source`` when ``images`` is not a mapping or the file cannot
     be rewritten without losing a comment or changing another value."""
-    original = text
-    crlf = "\r\n" in text
-    text = text.replace("\r\n", "\n")
-    bom = "\ufeff" if text.startswith("\ufeff") else ""
-    text = text[len(bom) :]
-    match = _PREAMBLE.match(text)
-    preamble = match.group(0) if match else ""
-    body = text[len(preamble) :]
-    rt = YAML(typ="rt")
-    rt.preserve_quotes = True
-    rt.width = sys.maxsize  # never fold a long line
-    try:
-        data = rt.load(body)
-    except RuamelYAMLError as exc:
-        raise _invalid_yaml(source, text, exc, preamble.count("\n")) from exc
+    doc = _RoundTrip.load(text, source)
+    data = doc.data
     if not isinstance(data, CommentedMap):
         raise UserError(f"{source}: must be a YAML mapping with protocol_id, suite and arms")
     images = data.get("images")
     if images is not None and not isinstance(images, CommentedMap):
         raise UserError(f"{source}: images: must map each image reference to sha256:<image ID>")
     if images is not None and all(images.get(ref) == pin for ref, pin in pins.items()):
-        return original
-    mapping, sequence, offset = _indentation(data, body.split("\n"))
-    rt.indent(mapping=mapping, sequence=sequence, offset=offset)
+        return text
     if images is None:
         images = data["images"] = CommentedMap()
     for ref, pin in sorted(pins.items()):
         images[ref] = None  # drop an old scalar's quoting: an ID is written plain
         images[ref] = pin
-    buffer = io.StringIO()
-    rt.dump(data, buffer)
-    pinned = bom + preamble + buffer.getvalue()
-    if not text.endswith("\n"):
-        pinned = pinned.rstrip("\n")
+    pinned = doc.dump()
     try:
-        expected: Any = yaml.safe_load(bom + text)
+        expected: Any = yaml.safe_load(doc.text)
         expected["images"] = {**(expected.get("images") or {}), **pins}
         same = bool(yaml.safe_load(pinned) == expected)
     except (yaml.YAMLError, TypeError, AttributeError):
         same = False
-    if not same or _comments(pinned) != _comments(bom + text):
+    if not same or _comments(pinned) != _comments(doc.text):
         first = min(pins.items())
         raise UserError(
             f"{source}: images: cannot rewrite this file without losing a comment or changing "
             f"a value; add 'images: {{{first[0]}: {first[1]}}}' (and the other pins) by hand"
         )
-    return pinned.replace("\n", "\r\n") if crlf else pinned
+    return doc.line_ends(pinned)
 
 
 def write_controls(path: Path, text: str) -> None:
