@@ -138,3 +138,24 @@ def test_unittest_patches_that_rewrite_outcomes_never_pass(tmp_path: Path) -> No
     status = found[("forge-status", "gold")]
     assert status["outcome"] == "miss", status
     assert "unittest exit status 0" in (status["reason"] or ""), status["reason"]
+
+
+def test_a_failed_set_up_class_is_an_error_of_its_tests_only(tmp_path: Path) -> None:
+    """unittest reports a failed ``setUpClass`` once, on a holder named after the class, and
+    never runs the class's tests: the launcher reports each of them as an error, and no
+    test of another class whose dotted name merely ends the same way."""
+    hidden = {
+        "tests/test_hidden.py": UNIT_HIDDEN["tests/test_hidden.py"]
+        + (
+            "\n\nclass BrokenAddTests(unittest.TestCase):\n"
+            "    @classmethod\n    def setUpClass(cls):\n        raise RuntimeError('no fixture')\n\n"
+            "    def test_add(self):\n        self.assertEqual(add(1, 1), 2)\n"
+        )
+    }
+    declared = [*DECLARED, "tests/test_hidden.py::BrokenAddTests::test_add"]
+    controls = suite(tmp_path, [unittest_task("u3", hidden_tests=declared)], hidden)
+    gold = trials(tmp_path, controls)[("u3", "gold")]
+    assert gold["outcome"] == "miss", gold["reason"]
+    assert gold["reason"] == (
+        "1 test(s) failed or errored, first tests/test_hidden.py::BrokenAddTests::test_add"
+    ), gold["reason"]

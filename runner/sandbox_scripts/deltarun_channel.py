@@ -1,9 +1,11 @@
-"""The write-only channel from a test process to the harness's collector. Stdlib only;
-Python >= 3.6. Used by every launcher (``run_pytest.py`` through the plugin,
-``run_unittest.py``, ``run_sympy.py``): each record is one JSON line on a socket whose one
-reader is ``collector.py``, of another uid."""
+"""The write-only channel from a test process to the harness's collector, and what every
+launcher (``run_pytest.py``, ``run_unittest.py``, ``run_sympy.py``) does the same way:
+read its spec, connect, say ``start``, and the one selection rule. Each record is one
+JSON line on a socket whose one reader is ``collector.py``, of another uid. Stdlib only;
+Python >= 3.6."""
 
 import json
+import sys
 from typing import Any
 
 
@@ -40,3 +42,37 @@ def connect(path: str, wait_s: float = 30.0) -> Channel:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+def start() -> "tuple[dict[str, Any], Channel]":
+    """The launcher's spec, read whole from standard input and then closed, and the
+    channel, on which ``start`` is said before any code of the workspace is imported."""
+    spec = json.loads(sys.stdin.read())
+    sys.stdin.close()
+    channel = connect(spec["channel"])
+    channel.send({"t": "start"})
+    return spec, channel
+
+
+def add_user_site(spec: "dict[str, Any]") -> None:
+    """The user site, when the task's install step put the project there."""
+    if spec.get("user_site"):
+        import site
+
+        site.addsitedir(site.getusersitepackages())
+
+
+def selected(nodeid: str, entries: "list[str]") -> bool:
+    """Does an entry of the selection (node id, file, directory or ``file::Class``) name
+    this test? The host's rule is ``runner.fixtures.declared.matches``: an id SWE-bench's
+    parser cut at a space (``test_x[a``) names every test it prefixes."""
+    for entry in entries:
+        entry = entry.rstrip("/")
+        name = entry.rsplit("::", 1)[-1]
+        if "::" in entry and name.count("[") > name.count("]"):
+            if nodeid.startswith(entry):
+                return True
+            continue
+        if nodeid == entry or nodeid.startswith(entry + "::") or nodeid.startswith(entry + "/"):
+            return True
+    return False

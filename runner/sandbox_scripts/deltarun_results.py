@@ -19,22 +19,9 @@ later cannot change it. Stdlib and pytest only; works with pytest >= 6.
 from typing import Any
 
 import pytest  # the image's: imported before the repository root is on the import path
-from deltarun_channel import Channel, connect
+from deltarun_channel import Channel, connect, selected
 
 __all__ = ["Channel", "Recorder", "connect"]
-
-
-def _selected(nodeid: str, entries: "list[str]") -> bool:
-    for entry in entries:
-        entry = entry.rstrip("/")
-        name = entry.rsplit("::", 1)[-1]
-        if "::" in entry and name.count("[") > name.count("]"):  # cut at a space (SWE-bench)
-            if nodeid.startswith(entry):
-                return True
-            continue
-        if nodeid == entry or nodeid.startswith(entry + "::") or nodeid.startswith(entry + "/"):
-            return True
-    return False
 
 
 def _phase_outcome(report: Any) -> str:
@@ -60,7 +47,7 @@ class Recorder:
         before = list(items)
         yield
         survived = {id(item) for item in items}
-        keep = [item for item in items if not self.select or _selected(item.nodeid, self.select)]
+        keep = [item for item in items if not self.select or selected(item.nodeid, self.select)]
         keep += [item for item in before if id(item) not in survived and item.nodeid in self.exact]
         kept = {id(item) for item in keep}
         drop = [item for item in items if id(item) not in kept]

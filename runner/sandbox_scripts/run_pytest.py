@@ -17,29 +17,23 @@ learns it. A process that ends early leaves its records incomplete, and the
 harness counts the trial as a miss. Stdlib and pytest only; Python >= 3.6, pytest >= 6.
 """
 
-import json
 import os
 import sys
 
 
 def main() -> None:
-    spec = json.loads(sys.stdin.read())
-    sys.stdin.close()
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
+    import deltarun_channel
     import deltarun_results
 
     del sys.path[0]
-    channel = deltarun_results.connect(spec["channel"])
-    channel.send({"t": "start"})
+    spec, channel = deltarun_channel.start()
     # The repository root first on the import path, as `python -m pytest` run from it, then
     # the folders the project's packaging metadata declares (a src/ layout), as an install
     # would (pytest itself was imported from the image by the plugin, before this).
     sys.path[0:0] = [spec["rootdir"], *spec.get("paths", [])]
-    if spec.get("user_site"):  # where the task's install step put the project
-        import site
-
-        site.addsitedir(site.getusersitepackages())
+    deltarun_channel.add_user_site(spec)
     import pytest
 
     recorder = deltarun_results.Recorder(channel, spec["select"])

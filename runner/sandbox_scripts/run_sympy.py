@@ -21,14 +21,15 @@ so that file is the one on disk). Stdlib and sympy only; Python >= 3.6.
 """
 
 import ast
-import json
 import os
 import sys
 from typing import Any
 
+# The harness's own modules, beside this one; the folder leaves the import path again.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deltarun_channel
 
-def _selected(nodeid: str, entries: "list[str]") -> bool:
-    return any(nodeid == entry or nodeid.startswith(entry + "::") for entry in entries)
+del sys.path[0]
 
 
 def _functions(path: str) -> "list[str]":
@@ -56,7 +57,7 @@ class Session(object):
             modules[file] = path
             for name in _functions(path):
                 nodeid = "%s::%s" % (file, name)
-                if _selected(nodeid, spec["select"]):
+                if deltarun_channel.selected(nodeid, spec["select"]):
                     self.items.append(nodeid)
         self.modules = modules
         self.known = set(self.items)
@@ -126,24 +127,13 @@ def _follow(reporter_class: Any, session: Session) -> None:
 
 
 def main() -> None:
-    spec = json.loads(sys.stdin.read())
-    sys.stdin.close()
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    import deltarun_channel
-
-    del sys.path[0]
-    channel = deltarun_channel.connect(spec["channel"])
-    channel.send({"t": "start"})
+    spec, channel = deltarun_channel.start()
     rootdir = spec["rootdir"]
     os.chdir(rootdir)
     if "-C" in spec["args"] or "--no-cache" in spec["args"]:
         os.environ["SYMPY_USE_CACHE"] = "no"  # what bin/test -C sets
     sys.path[0:0] = [rootdir, *spec.get("paths", [])]
-    if spec.get("user_site"):  # where the task's install step put the project
-        import site
-
-        site.addsitedir(site.getusersitepackages())
+    deltarun_channel.add_user_site(spec)
     session = Session(channel, spec)
     try:
         from sympy.testing import runtests

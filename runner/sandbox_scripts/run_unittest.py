@@ -25,10 +25,15 @@ the file named from the module's dotted name, so a module imported from elsewher
 Stdlib only; Python >= 3.6.
 """
 
-import json
 import os
 import sys
 from typing import Any
+
+# The harness's own modules, beside this one; the folder leaves the import path again.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deltarun_channel
+
+del sys.path[0]
 
 
 def _flatten(suite: Any, out: "list[Any]") -> "list[Any]":
@@ -41,14 +46,6 @@ def _flatten(suite: Any, out: "list[Any]") -> "list[Any]":
     for child in suite:
         _flatten(child, out)
     return out
-
-
-def _selected(nodeid: str, entries: "list[str]") -> bool:
-    for entry in entries:
-        entry = entry.rstrip("/")
-        if nodeid == entry or nodeid.startswith(entry + "::"):
-            return True
-    return False
 
 
 class Session(object):
@@ -103,7 +100,7 @@ class Session(object):
                 self.channel.send({"t": "collect_error", "n": str(test.id())[:500]})
                 continue
             nodeid, module_file = self.nodeid(test)
-            if nodeid is None or not _selected(nodeid, self.select):
+            if nodeid is None or not deltarun_channel.selected(nodeid, self.select):
                 continue
             self.ids[id(test)] = nodeid
             kept.append(test)
@@ -143,7 +140,10 @@ class Session(object):
             file, rest = nodeid.split("::", 1)
             cls = rest.split("::", 1)[0]
             dotted = file[:-3].replace("/", ".")
-            if not (dotted.endswith(inner) or (dotted + "." + cls).endswith(inner)):
+            # The module (setUpModule) or the class (setUpClass), named whole: the file's
+            # dotted path holds the folder the runner's labels start in too.
+            names = (dotted, dotted + "." + cls)
+            if not any(n == inner or n.endswith("." + inner) for n in names):
                 continue
             if (nodeid, "call") not in self.reported:
                 self.reported.add((nodeid, "call"))
@@ -222,23 +222,12 @@ def _patch(session: Session) -> None:
 
 
 def main() -> None:
-    spec = json.loads(sys.stdin.read())
-    sys.stdin.close()
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    import deltarun_channel
-
-    del sys.path[0]
-    channel = deltarun_channel.connect(spec["channel"])
-    channel.send({"t": "start"})
+    spec, channel = deltarun_channel.start()
     session = Session(channel, spec)
     _patch(session)
     rootdir = spec["rootdir"]
     os.chdir(rootdir)
-    if spec.get("user_site"):  # where the task's install step put the project
-        import site
-
-        site.addsitedir(site.getusersitepackages())
+    deltarun_channel.add_user_site(spec)
     labels = list(spec["labels"])
     code = 1
     try:
