@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.agents.base import Agent  # noqa: E402
+from runner.agents.interface import Agent  # noqa: E402
 from runner.distributed.credentials import (  # noqa: E402
     BrokerOptions,
     load_job_key,
@@ -33,7 +33,7 @@ from runner.distributed.credentials import (  # noqa: E402
 )
 from runner.distributed.trial_task import register  # noqa: E402
 from runner.distributed.worker import serve  # noqa: E402
-from runner.models import Job, Outcome, Task, Trial  # noqa: E402
+from runner.records import Job, Outcome, Task, Trial  # noqa: E402
 from runner.trial.execute import TrialEnv  # noqa: E402
 from runner.trial.record import bare_record  # noqa: E402
 from tests.helpers import PY_IMAGE  # noqa: E402

@@ -67,7 +67,7 @@ from runner.distributed.signing import (  # noqa: E402
     sign_job,
     sign_record,
 )
-from runner.models import Job, Outcome, TaskKind  # noqa: E402
+from runner.records import Job, Outcome, TaskKind  # noqa: E402
 from runner.run.service import Quiet, RunOptions, RunService  # noqa: E402
 from runner.trial.record import bare_record  # noqa: E402
 from tests.distributed_support import FAST_ENV, RedisServer, make_secrets  # noqa: E402
@@ -319,7 +319,7 @@ from bench.dispatch import answer_suite
 from runner.distributed import keys
 from runner.distributed.credentials import Broker
 from runner.distributed.signing import sign_record
-from runner.models import Trial
+from runner.records import Trial
 from runner.run.service import Engine, RunOptions, RunService
 import redis
 class NoDocker(Engine):

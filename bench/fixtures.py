@@ -36,14 +36,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runner.trees.archives import ArchiveCaps, build_tar, read_members  # noqa: E402
+from runner.trees.cache import CacheDir  # noqa: E402
+from runner.trees.inputs import LocalInputs  # noqa: E402
+from runner.trees.staging import Staging  # noqa: E402
+
 from bench import smoke  # noqa: E402
 from runner.cli import main as _unused_main  # noqa: E402,F401  (imports the package as installed)
 from runner.config.loader import load_controls  # noqa: E402
-from runner.fixtures.archives import ArchiveCaps, build_tar, read_members  # noqa: E402
-from runner.fixtures.cache import CacheDir  # noqa: E402
-from runner.fixtures.inputs import LocalInputs  # noqa: E402
-from runner.fixtures.staging import Staging  # noqa: E402
-from runner.run.executors.local import run_local  # noqa: E402
+from runner.executors.local import run_local  # noqa: E402
 from runner.run.prepare import prepare  # noqa: E402
 from runner.sandbox.base import AGENT_UID, WORKSPACE, Limits, SandboxSpec  # noqa: E402
 from runner.sandbox.copy_in import unpack_as_agent  # noqa: E402

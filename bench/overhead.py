@@ -27,11 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runner.trees.inputs import LocalInputs  # noqa: E402
+
 from bench import smoke  # noqa: E402
 from runner.cli import main as _unused_main  # noqa: E402,F401  (imports the package as installed)
 from runner.distributed.served_images import engine_runtimes  # noqa: E402
-from runner.fixtures.inputs import LocalInputs  # noqa: E402
-from runner.run.executors.local import run_local  # noqa: E402
+from runner.executors.local import run_local  # noqa: E402
 from runner.run.prepare import prepare  # noqa: E402
 from runner.sandbox.docker import DockerSandboxFactory  # noqa: E402
 from runner.sandbox.engine import connect, image_id  # noqa: E402

@@ -16,7 +16,7 @@ on this machine, in this run:
   (pydantic validation of every line, first record of each job id);
 - score+render: ``score`` + ``report.model.build`` + ``to_json`` + ``dumps_json``
   + ``render_markdown``,
-  called as ``runner.report.build.build_report`` calls them (covariates on the size
+  called as ``runner.report.assemble.build_report`` calls them (covariates on the size
   buckets; no checklist rows or baseline legs, whose cost does not grow with the
   records; the bootstrap off, its default: ``--bootstrap N`` turns it on).
   ``render_html`` is timed after that, on its own line, outside the goal;
@@ -55,8 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import smoke  # noqa: E402
-from runner.models import Outcome, TaskKind, Trial  # noqa: E402
-from runner.run.rundir import RunDir  # noqa: E402
+from runner.records import Outcome, TaskKind, Trial  # noqa: E402
+from runner.store.rundir import RunDir  # noqa: E402
 from runner.suite.plan import job_id  # noqa: E402
 
 GOAL_S = 5.0
@@ -214,10 +214,10 @@ def child_generate(
 def child_report(run_path: Path, bootstrap: int) -> dict[str, Any]:
     """Parse the ledger, score and render as ``build_report`` does: seconds and memory."""
     from runner.evidence.scoring import score
+    from runner.report.contents import Pins, build
     from runner.report.html import render_html
     from runner.report.jsonform import dumps_json, to_json
     from runner.report.markdown import render_markdown
-    from runner.report.model import Pins, build
 
     meta = json.loads((run_path / META).read_text(encoding="utf-8"))
     task_ids = [t["id"] for t in meta["tasks"]]

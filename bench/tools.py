@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import smoke  # noqa: E402
-from runner.agents.base import BASE_ENV, AgentContext  # noqa: E402
-from runner.agents.model.loop import ModelAgent  # noqa: E402
-from runner.agents.model.toolbox import Toolbox, ToolPolicy  # noqa: E402
-from runner.config.model import OpenAIAgent, Route  # noqa: E402
-from runner.models import RepoTask, TaskKind  # noqa: E402
+from runner.agents.interface import BASE_ENV, AgentContext  # noqa: E402
+from runner.agents.loop.tool_loop import ModelAgent  # noqa: E402
+from runner.agents.loop.toolbox import Toolbox, ToolPolicy  # noqa: E402
+from runner.config.controls import OpenAIAgent, Route  # noqa: E402
+from runner.records import RepoTask, TaskKind  # noqa: E402
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec  # noqa: E402
 from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory  # noqa: E402
 from runner.sandbox.engine import connect  # noqa: E402

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import smoke  # noqa: E402
-from runner.run.rundir import RunDir  # noqa: E402
+from runner.store.rundir import RunDir  # noqa: E402
 
 QUICKSTART = ROOT / "tests" / "fixtures" / "run-quickstart"
 ARMS = ("ctrl", "cand")

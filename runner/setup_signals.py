@@ -2,7 +2,7 @@
 
 Read from a record's ``reason`` and ``agent_log`` once, when it is recorded or
 scored, so that ``deltarun validate`` (``runner.grading.validation``) and the report's
-"Setup warnings" (``runner.run.setup_warnings``) read them the same way.
+"Setup warnings" (``runner.store.setup_warnings``) read them the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ NO_TEST_RAN = "no-test-ran"
 NO_OUTPUT = "no-recorded-output"
 # What a patch arm's agent logs when its directory has nothing for the task.
 NO_OUTPUT_LOG = "no recorded output for this task"
-# What the harness says when the runner ran no test (runner.fixtures.declared, verify).
+# What the harness says when the runner ran no test (runner.trees.declared, verify).
 NOT_COLLECTED = (
     "no test ran",
     "did not run",
@@ -40,7 +40,7 @@ INSTALL_FIX = (
     "the install step failed: run it by hand in the image (offline) and fix the step or "
     "the environment"
 )
-# The reasons of an install step that failed (runner.fixtures.install.failure,
+# The reasons of an install step that failed (runner.trees.install.failure,
 # runner.grading.install_step): only these say the install step failed.
 _INSTALL_FAILED = re.compile(r"\Ainstall step `.*?` failed \((exit -?\d+|exit None|timed out)\)")
 _INSTALL_BROKE = "failed during the install step"

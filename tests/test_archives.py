@@ -7,9 +7,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from runner.trees.archives import ArchiveCaps, Member, build_tar, read_members
 
 from runner.errors import ArchiveError
-from runner.fixtures.archives import ArchiveCaps, Member, build_tar, read_members
 from runner.paths import is_forbidden
 
 
@@ -206,7 +206,7 @@ def test_only_plain_and_gzip_archives_are_read(tmp_path: Path) -> None:
 
 
 def test_header_data_is_capped_per_member_and_in_all(tmp_path: Path) -> None:
-    from runner.fixtures import archives
+    from runner.trees import archives
 
     long_path = tmp_path / "long.tar"
     info = tarfile.TarInfo("d/" * 2100 + "x")  # 4,201 bytes: over PATH_MAX
@@ -233,7 +233,7 @@ def test_header_data_is_capped_per_member_and_in_all(tmp_path: Path) -> None:
 
 
 def test_a_directory_read_whole_is_capped(tmp_path: Path) -> None:
-    from runner.fixtures.archives import members_from_dir
+    from runner.trees.archives import members_from_dir
 
     (tmp_path / "agent").mkdir()
     for i in range(3):

@@ -2,7 +2,7 @@
 
 A real Redis (``redis-server``) and a real registry (Debian's ``docker-registry``,
 the reference OCI registry) on loopback; the bundle is published and loaded as the
-coordinator and a worker do (``runner.distributed.bundle``), and ``deltarun gc
+coordinator and a worker do (``runner.distributed.protocol_bundle``), and ``deltarun gc
 --broker`` runs as a user would run it.
 """
 
@@ -20,12 +20,12 @@ import pytest
 
 from runner.config.loader import load_controls
 from runner.distributed import blob_gc, keys
-from runner.distributed import bundle as bundles
+from runner.distributed import protocol_bundle as bundles
 from runner.distributed.blobs import BlobStore
 from runner.distributed.registry_blobs import RegistryBlobs
 from runner.errors import DigestMismatch
 from runner.hashing import sha256_bytes
-from runner.models import RepoTask
+from runner.records import RepoTask
 from runner.suite.load import load_suite
 from tests.conftest import IN_CI, run_cli
 from tests.distributed_support import RedisServer
@@ -200,7 +200,7 @@ def test_gc_without_a_reachable_broker_is_one_line(tmp_path: Path) -> None:
 def test_a_run_past_the_warning_size_in_redis_is_told_to_use_a_registry(
     tmp_path: Path, redis_server: RedisServer, registry_server: RegistryServer
 ) -> None:
-    from runner.run.executors.celery import publish_inputs
+    from runner.distributed.coordinator import publish_inputs
     from runner.run.prepare import prepare
 
     controls = suite_of(tmp_path, 2)

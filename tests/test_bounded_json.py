@@ -20,7 +20,7 @@ from runner.bounded_json import (
     loads_bounded,
     sanitize,
 )
-from runner.models import Outcome, TaskKind, Trial
+from runner.records import Outcome, TaskKind, Trial
 
 # database=None: no .hypothesis/ directory is written into the repository.
 PROPERTY = settings(max_examples=200, deadline=None, derandomize=True, database=None)

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from runner.config.controls import Controls
 from runner.config.loader import parse_controls
-from runner.config.model import Controls
 from runner.evidence.scoring import score
-from runner.models import Outcome, TaskKind, Trial
+from runner.records import Outcome, TaskKind, Trial
 from runner.report.checklist import Row, evaluate, verdict, withhold_headline
 from tests.test_scoring import trial
 
@@ -356,8 +356,8 @@ def test_the_report_of_a_small_hostile_run_says_the_errors_follow_the_arm(
 ) -> None:
     """The issue's run, end to end: a run directory of three tasks in which the arm errs
     on each and the control on none; report.md and report.html fail the row and say why."""
-    from runner.report.build import build_report
-    from runner.run.rundir import RunDir
+    from runner.report.assemble import build_report
+    from runner.store.rundir import RunDir
     from tests.test_report_input import make_run
 
     hostile = {f"t{i}": (Outcome.MISS, Outcome.ERROR) for i in range(3)}

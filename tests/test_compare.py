@@ -21,10 +21,10 @@ import pytest
 from runner.config.loader import parse_controls, protocol_hash
 from runner.errors import DigestMismatch, UserError
 from runner.evidence.scoring import NEWCOMBE
-from runner.models import Outcome, Trial
-from runner.report.build import compare_runs
+from runner.records import Outcome, Trial
+from runner.report.assemble import compare_runs
 from runner.report.compare import RunSide, arm_pairs, compare_arms, labels
-from runner.run.rundir import RunDir
+from runner.store.rundir import RunDir
 from tests.conftest import run_cli
 from tests.test_cli_errors import assert_one_line
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runner.trees.cache import CacheDir
 
-from runner.fixtures.cache import CacheDir
-from runner.models import Outcome
+from runner.records import Outcome
 from runner.sandbox import overlay
 from runner.sandbox.engine import image_id
 from runner.sandbox.labels import LABEL_PREFIX

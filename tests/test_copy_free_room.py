@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from runner.models import Outcome, Trial
+from runner.records import Outcome, Trial
 from runner.sandbox import overlay
 from tests.conftest import IN_CI
 from tests.helpers import ADD_FIXTURE, make_suite, repo_task, write_agent

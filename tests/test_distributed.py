@@ -196,7 +196,7 @@ def test_bad_broker_input_is_one_line(tmp_path: Path, redis_server: RedisServer)
 def test_job_for_unknown_protocol_stays_queued(run: Run) -> None:
     from runner.distributed import keys
     from runner.distributed.celery_app import make_app
-    from runner.models import Job
+    from runner.records import Job
 
     worker = run.worker("-c", "1")
     job = Job(job_id="j" * 64, run_id="r", protocol_sha256="f" * 64, task_id="t", arm="a", repeat=0)

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from runner.trees.archives import members_from_dir, tree_digest
 
-from runner.config.model import Runtime
+from runner.config.controls import Runtime
 from runner.errors import DigestMismatch, UserError
-from runner.fixtures.archives import members_from_dir, tree_digest
 from runner.hashing import sha256_file
-from runner.models import environment_tag
+from runner.records import environment_tag
 from runner.sandbox.images import BuildRequest, ImageInfo
 from runner.suite.build import build, on_base
 from runner.suite.environments import (

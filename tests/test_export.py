@@ -24,8 +24,8 @@ from runner.errors import ProtocolMismatch, UserError
 from runner.hashing import sha256_bytes
 from runner.run.prepare import prepare
 from runner.run.reverify import reverify_inputs
-from runner.run.rundir import RunDir
 from runner.run.scoring_code import scoring_sha256
+from runner.store.rundir import RunDir
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.helpers import ADD_GOLD, PY_IMAGE, make_suite, repo_task
 

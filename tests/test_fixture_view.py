@@ -1,4 +1,4 @@
-"""runner.fixtures.view and runner.fixtures.staging.StagedFixture: a trial whose fixture is staged
+"""runner.trees.facts and runner.trees.staging.StagedFixture: a trial whose fixture is staged
 reads none of its members, and gets the same answers as one that reads them all."""
 
 from __future__ import annotations
@@ -6,12 +6,13 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from runner.fixtures.archives import SANDBOX_MTIME, ArchiveCaps, Member, build_tar
-from runner.fixtures.cache import CacheDir
-from runner.fixtures.declared import runner_config
-from runner.fixtures.staging import StagedFixture, Staging
-from runner.fixtures.view import BLOCK, FixtureView
+from runner.trees.archives import SANDBOX_MTIME, ArchiveCaps, Member, build_tar
+from runner.trees.cache import CacheDir
+from runner.trees.declared import runner_config
+from runner.trees.staging import StagedFixture, Staging
+
 from runner.sandbox.base import AGENT_UID
+from runner.trees.facts import BLOCK, FixtureView
 
 FILES = {
     "pyproject.toml": b'[tool.pytest.ini_options]\naddopts = "-q"\n',

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from runner.agents.base import AgentResult
 from runner.agents.guarded import model_usage
-from runner.config.model import Route
+from runner.agents.interface import AgentResult
+from runner.config.controls import Route
 from runner.gateway.wire import read_answer
-from runner.sandbox.model_gateway import GatewaySpec
+from runner.sandbox.gateway_container import GatewaySpec
 from tests.fake_wire import RENDERERS, SSE, Api, Call, Reply, Usage
 from tests.proxy_support import (
     REAL_KEY,

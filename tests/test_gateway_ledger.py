@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from runner.agents.base import AgentResult
 from runner.agents.guarded import model_usage
-from runner.config.model import Route
+from runner.agents.interface import AgentResult
+from runner.config.controls import Route
 from runner.errors import SandboxError
 from runner.sandbox.gateway_ledger import read_ledger
 

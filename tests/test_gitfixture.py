@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runner.trees.archives import ArchiveCaps
+from runner.trees.cache import CacheDir
+from runner.trees.gitfixture import GitStore, blob_id
+from runner.trees.inputs import LocalInputs, MemberCache
 
 from runner.config.loader import load_controls, protocol_hash
 from runner.errors import ArchiveError, DigestMismatch, UserError
-from runner.fixtures.archives import ArchiveCaps
-from runner.fixtures.cache import CacheDir
-from runner.fixtures.gitfixture import GitStore, blob_id
-from runner.fixtures.inputs import LocalInputs, MemberCache
-from runner.models import RepoTask
+from runner.records import RepoTask
 from runner.suite.load import load_suite, seal
 from runner.suite.sealing import seal_target
 from tests.helpers import ADD_FIXTURE, ADD_GOLD, ADD_HIDDEN, PY_IMAGE, make_suite
@@ -250,7 +250,7 @@ def test_cache_evicts_least_recently_used_and_clears(tmp_path: Path) -> None:
 
 
 def test_member_cache_keeps_memory_within_its_budget() -> None:
-    from runner.fixtures.archives import Member
+    from runner.trees.archives import Member
 
     cache = MemberCache(budget=1000)
     loads: list[str] = []
@@ -287,7 +287,7 @@ def test_a_git_fixture_runs_end_to_end(tmp_path: Path, docker_api: object) -> No
 def test_a_repository_travels_once_and_workers_materialise_the_pinned_tree(
     tmp_path: Path, redis_server: Any, bare: bool
 ) -> None:
-    from runner.distributed import bundle as bundles
+    from runner.distributed import protocol_bundle as bundles
     from runner.distributed.blobs import BlobStore
 
     controls, _ = git_suite(tmp_path, tasks=3, bare=bare)

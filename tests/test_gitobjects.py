@@ -1,4 +1,4 @@
-"""runner.fixtures.gitobjects and runner.fixtures.staging's baseline, checked by the real git (no Docker).
+"""runner.trees.gitobjects and runner.trees.staging's baseline, checked by the real git (no Docker).
 
 The baseline git directory deltarun writes without git must be one git itself
 accepts (fsck, verify-pack), with the tree id ``git add -A`` would give, and an
@@ -13,12 +13,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from runner.trees.archives import SANDBOX_MTIME, Member
+from runner.trees.cache import CacheDir
+from runner.trees.staging import Staging
 
-from runner.fixtures import gitobjects
-from runner.fixtures.archives import SANDBOX_MTIME, Member
-from runner.fixtures.cache import CacheDir
-from runner.fixtures.staging import Staging
 from runner.sandbox.base import AGENT_UID
+from runner.trees import gitobjects
 
 # Names chosen for git's tree order: "a-b" < "a.b" < "a/" (directories sort with a slash)
 # < "a0", and non-ASCII bytes.

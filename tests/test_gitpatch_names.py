@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner import gitpatch
-from runner.fixtures import harness_git
 from runner.gitpatch import FileDiff, PatchError
 from runner.gitpatch.names import git_header_name
-from runner.grading.policy import Ground, screen
+from runner.grading.patch_policy import Ground, screen
+from runner.trees import harness_git
 
 # What runner.trial.workspace.take_patch runs (after "add -A").
 DIFF = ("diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-textconv")
@@ -121,7 +121,7 @@ def binary(index: int) -> bytes:
 
 
 def git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    """git as deltarun runs it (runner.fixtures.harness_git's settings), in a config of its own."""
+    """git as deltarun runs it (runner.trees.harness_git's settings), in a config of its own."""
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(repo.parent),

@@ -1,4 +1,4 @@
-"""The grading policy (``runner.grading.policy``): examples of each rule and properties.
+"""The grading policy (``runner.grading.patch_policy``): examples of each rule and properties.
 
 Sections are built directly as ``FileDiff`` values; Hypothesis draws fixtures,
 hidden files and changes over a small alphabet of names that hit every rule.
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.gitpatch import FileDiff
-from runner.grading.policy import (
+from runner.grading.patch_policy import (
     Ground,
     path_rule,
     screen,
@@ -238,7 +238,7 @@ def test_the_directories_of_a_tree_are_every_ancestor_of_every_path() -> None:
     """``_directories`` (linear, stops at a directory seen) against the definition."""
     import random
 
-    from runner.grading.policy import _ancestors, _directories
+    from runner.grading.patch_policy import _ancestors, _directories
 
     rng = random.Random(7)
     for _ in range(200):

@@ -1,6 +1,6 @@
 """The grading policy and the test files the harness owns: hidden and declared tests.
 
-Two properties of ``runner.grading.policy``: nothing a patch adds takes the import
+Two properties of ``runner.grading.patch_policy``: nothing a patch adds takes the import
 name of a hidden or declared test module or of a package on its path, wherever it
 is put; and a fixture file that holds declared tests (SWE-bench's PASS_TO_PASS) is
 the harness's, so a change to it is dropped and counted.
@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runner.trees.declared import holds_declared
 
-from runner.fixtures.declared import holds_declared
 from runner.gitpatch import FileDiff
-from runner.grading.policy import Ground, screen_files
+from runner.grading.patch_policy import Ground, screen_files
 
 MODULES = frozenset({"json", "os", "pytest"})
 # tests/ is an import root (no __init__.py); tests/pkg is a package inside it.

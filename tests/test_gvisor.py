@@ -17,7 +17,7 @@ import pytest
 from runner.distributed import keys
 from runner.distributed.served_images import engine_runtimes
 from runner.errors import UserError
-from runner.models import Outcome
+from runner.records import Outcome
 from runner.run.prepare import prepare
 from tests.conftest import IN_CI, run_cli
 from tests.helpers import ADD_GOLD, PY_IMAGE, make_suite, repo_task, write_agent

@@ -11,9 +11,9 @@ import yaml
 
 from runner.agents.factory import arm_members, make_agent
 from runner.agents.installed.agent import Installed
-from runner.agents.installed.checks import check_installed
+from runner.agents.installed.arm_checks import check_installed
+from runner.config.controls import Controls, InstalledAgent
 from runner.config.loader import load_controls, parse_controls
-from runner.config.model import Controls, InstalledAgent
 from runner.errors import UsageError, UserError
 
 ROUTE = {"base_url": "http://127.0.0.1:9/v1", "model": "m-1", "max_output_tokens": 1000}

@@ -33,19 +33,19 @@ from typing import Any
 
 import pytest
 import yaml
+from runner.trees.inputs import LocalInputs
 
 from runner.agents.factory import agents_for, arm_members
+from runner.agents.installed.arm_checks import check_installed
 from runner.agents.installed.catalogue import KINDS
-from runner.agents.installed.checks import check_installed
 from runner.agents.installed.kind import PLACEHOLDER_KEY
 from runner.agents.installed.layer import AgentImages
+from runner.config.controls import InstalledAgent, Price
 from runner.config.loader import load_controls
-from runner.config.model import InstalledAgent, Price
-from runner.fixtures.inputs import LocalInputs
-from runner.models import Job, Outcome, Trial
+from runner.records import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
+from runner.sandbox.gateway_container import PROXY_IMAGE
 from runner.sandbox.image_build import DockerImageBuilder
-from runner.sandbox.model_gateway import PROXY_IMAGE
 from runner.suite.load import load_suite
 from runner.suite.sealing import seal_target
 from runner.trial.env import trial_env

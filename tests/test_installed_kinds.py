@@ -20,7 +20,7 @@ from runner.agents.installed.kind import (
     violations,
 )
 from runner.agents.installed.layer import agent_tag, target_of, unsupported
-from runner.agents.installed.steps import EXCERPT_CHARS, excerpt
+from runner.agents.installed.session_log import EXCERPT_CHARS, excerpt
 
 LAUNCH = Launch("Fix calc.add", "m-1", "http://model-gateway:8080/v1", {}, (), 60.0)
 

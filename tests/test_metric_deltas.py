@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runner.models import Outcome, TaskKind, Trial
+from runner.records import Outcome, TaskKind, Trial
 from runner.report.metric_deltas import metric_deltas
 from tests.test_scoring import trial
 
@@ -55,8 +55,8 @@ def test_no_answer_tasks_no_rows() -> None:
 
 
 def test_the_report_shows_each_metric_under_its_module_and_digest(tmp_path: Path) -> None:
-    from runner.report.build import build_report
-    from runner.run.rundir import RunDir
+    from runner.report.assemble import build_report
+    from runner.store.rundir import RunDir
     from tests.helpers import comparison
     from tests.test_report_input import make_run
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from runner.config.model import MetricsSpec
+from runner.config.controls import MetricsSpec
 from runner.errors import DigestMismatch, UserError
 from runner.grading.metric_modules import load_metrics
 from runner.hashing import sha256_bytes
-from runner.models import AnswerTask
+from runner.records import AnswerTask
 from tests.conftest import run_cli
 from tests.helpers import make_suite
 

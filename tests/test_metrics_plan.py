@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from runner.config.loader import parse_controls
 from runner.grading.metrics import json_schema_ok, score_answer
 from runner.grading.outcomes import classify
-from runner.models import AnswerTask, Outcome, TaskKind, task_timeout
+from runner.records import AnswerTask, Outcome, TaskKind, task_timeout
 from runner.suite.plan import job_id, plan_jobs
 
 TASK = AnswerTask.model_validate(

@@ -24,7 +24,7 @@ import pytest
 from runner.errors import SandboxError, UserError
 from runner.gateway import sources as gateway_sources
 from runner.sandbox.docker import process_identity
-from runner.sandbox.model_gateway import (
+from runner.sandbox.gateway_container import (
     GATEWAY_ALIAS,
     PROXY_IMAGE,
     Exchange,

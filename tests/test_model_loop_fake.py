@@ -16,10 +16,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from runner.trees.inputs import LocalInputs
+
 from runner.agents.factory import make_agent
 from runner.config.loader import load_controls
-from runner.fixtures.inputs import LocalInputs
-from runner.models import Job, Outcome, Trial
+from runner.records import Job, Outcome, Trial
 from runner.sandbox.base import ExecRequest, ExecResult
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Verdict, exec_result
 from runner.suite.load import load_suite

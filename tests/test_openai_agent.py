@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runner.trees.inputs import LocalInputs
 
 from runner.agents.factory import make_agent
+from runner.config.controls import TOOL_NAMES
 from runner.config.loader import load_controls
-from runner.config.model import TOOL_NAMES
-from runner.fixtures.inputs import LocalInputs
-from runner.models import Job, Outcome, Trial
+from runner.records import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite.load import load_suite
 from runner.trial.execute import TrialEnv, execute_trial
@@ -185,7 +185,7 @@ def test_hostile_calls_are_refused_and_counted(tmp_path: Path, docker_api: Any) 
 
 def _run_with_symlinks(docker_api: Any, controls_path: Path) -> Trial:
     """Run the model arm with a wrapped agent that plants symlinks out of the workspace first."""
-    from runner.agents.base import AgentContext, AgentResult
+    from runner.agents.interface import AgentContext, AgentResult
     from runner.sandbox.base import ExecRequest
 
     loaded = load_controls(controls_path)

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
+from runner.config.controls import Controls
 from runner.config.loader import parse_controls
-from runner.config.model import Controls
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.grading.metrics import BUILTIN, exact_match
 from runner.hashing import sha256_bytes
-from runner.models import AnswerTask, TaskKind
-from runner.run import checks
+from runner.records import AnswerTask, TaskKind
+from runner.run import plan_checks as checks
 from runner.run.pipeline import PipelineError, Step, order, run, step
 from runner.run.prepare import ORDERED, STEPS
 from runner.suite.load import Suite

@@ -17,7 +17,7 @@ from typing import Any, cast
 import pytest
 
 from runner.errors import UserError
-from runner.sandbox.model_gateway import Exchange, GatewaySpec, ModelGateway
+from runner.sandbox.gateway_container import Exchange, GatewaySpec, ModelGateway
 from tests.proxy_answers import ANTHROPIC_JSON, CHAT_JSON
 from tests.proxy_support import (
     REAL_KEY,

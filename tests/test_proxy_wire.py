@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from runner.sandbox.model_gateway import Exchange
+from runner.sandbox.gateway_container import Exchange
 from tests.proxy_answers import CASES, CHAT_JSON, Case
 from tests.proxy_support import (
     PLACEHOLDER,

@@ -1,4 +1,4 @@
-"""A spec's ``python`` picks the sandbox base of that Python (``runner.swebench.environments``:
+"""A spec's ``python`` picks the sandbox base of that Python (``runner.swebench.import_envs``:
 Debian bullseye for 3.9, bookworm for 3.11, trixie for 3.13), and an environment built on
 bullseye's Python 3.9 (pip 20.3, pytest 6.0) installs the project and grades it with the
 harness's scripts, with the real engine."""
@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from runner.errors import UserError
-from runner.swebench.environments import PYTHON_BASES, SANDBOX_IMAGE, suite_image
+from runner.swebench.import_envs import PYTHON_BASES, SANDBOX_IMAGE, suite_image
 from runner.swebench.instances import Instance
 from runner.swebench.specs import Spec, Specs, dockerfile
 from tests.conftest import IN_CI, path_lock, run_cli

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import runner.trial.execute as trial_module
-from runner.agents.base import AgentResult
+from runner.agents.interface import AgentResult
 from runner.config.loader import parse_controls
-from runner.models import Job, Outcome, RepoTask, Trial
-from runner.run.rundir import RunDir, RunMeta
+from runner.records import Job, Outcome, RepoTask, Trial
+from runner.store.rundir import RunDir, RunMeta
 from runner.trial.execute import TrialEnv, execute_trial
 from runner.trial.record import Facts, build_record, patch_of
 

@@ -1,4 +1,4 @@
-"""The record's shape is declared once (``runner.models.Trial``): the views derive from it.
+"""The record's shape is declared once (``runner.records.Trial``): the views derive from it.
 
 ``ScoredTrial`` (what scoring reads) copies fields of ``Trial`` by name and ``Job.of``
 rebuilds a job from a record; both must stay in step with ``Trial`` as it grows.
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runner.models import Job, Outcome, ScoredTrial, TaskKind, Trial
+from runner.records import Job, Outcome, ScoredTrial, TaskKind, Trial
 from runner.trial.record import bare_record
 
 

@@ -506,6 +506,6 @@ def test_git_suite_with_two_environments_on_a_worker_that_has_no_suite_image(
 
 
 def environment_tag_of(line: dict[str, Any]) -> str:
-    from runner.models import environment_tag
+    from runner.records import environment_tag
 
     return environment_tag(line["environment"], line["environment_sha256"])

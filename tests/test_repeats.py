@@ -7,7 +7,7 @@ from itertools import combinations
 import pytest
 
 from runner.evidence.stats import clustered_se
-from runner.models import Outcome
+from runner.records import Outcome
 from runner.report.repeats import repeat_stats
 from tests.test_scoring import trial
 

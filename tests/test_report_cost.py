@@ -7,9 +7,9 @@ from typing import Any
 
 import yaml
 
+from runner.config.controls import Controls, Price
 from runner.config.loader import parse_controls
-from runner.config.model import Controls, Price
-from runner.models import Outcome
+from runner.records import Outcome
 from runner.report.cost import NOT_PRICED, cost_json, cost_markdown, cost_table
 from tests.test_scoring import trial
 
@@ -95,8 +95,8 @@ def test_each_installed_arm_pins_its_agent_and_artifacts_digest() -> None:
     arms[1]["agent"]["artifacts_sha256"] = "b" * 64
     from_controls = controls(arms=arms)
     assert artifact_pins(from_controls, [])["cli"]["artifacts_sha256"] == "b" * 64
+    from runner.report.contents import Pins
     from runner.report.markdown import pin_rows
-    from runner.report.model import Pins
 
     pins = Pins(
         protocol_id="p", protocol_sha256="p" * 64, suite_sha256="s" * 64, channel="scored",

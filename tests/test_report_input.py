@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from runner.config.loader import parse_controls, protocol_hash
-from runner.models import Outcome
-from runner.run.rundir import RunDir, RunMeta
+from runner.records import Outcome
+from runner.store.rundir import RunDir, RunMeta
 from tests.conftest import run_cli
 from tests.helpers import comparison
 from tests.test_scoring import trial
@@ -143,7 +143,7 @@ def test_seeded_bootstrap_is_reported_and_replayable(tmp_path: Path) -> None:
 
 
 def test_pins_give_the_suite_first_then_timeout_seed_and_each_route(tmp_path: Path) -> None:
-    from runner.report.build import build_report
+    from runner.report.assemble import build_report
 
     live = (
         CONTROLS.replace(

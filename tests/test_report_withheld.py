@@ -16,7 +16,7 @@ TASKS = [f"t{i}" for i in range(4)]
 
 
 def test_a_withheld_report_publishes_no_number_of_the_comparison(tmp_path: Path) -> None:
-    from runner.models import Outcome
+    from runner.records import Outcome
 
     run = make_run(tmp_path, outcomes={t: (Outcome.MISS, Outcome.SUCCESS) for t in TASKS})
     assert run_cli("report", str(run)).returncode == 0
@@ -46,7 +46,7 @@ def test_a_withheld_report_publishes_no_number_of_the_comparison(tmp_path: Path)
 
 
 def test_tokens_nobody_metered_are_null_and_not_metered(tmp_path: Path) -> None:
-    from runner.models import Outcome
+    from runner.records import Outcome
 
     run = make_run(tmp_path, outcomes={"a": (Outcome.MISS, Outcome.SUCCESS)})
     assert run_cli("report", str(run)).returncode == 0

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from runner.config.model import Budget
+from runner.config.controls import Budget
 from runner.errors import RouteMismatch
-from runner.models import Job, Outcome, TaskKind, Trial
-from runner.run.prepare import PreparedRun, prepare
-from runner.run.rundir import DUPLICATES
+from runner.executors.contract import PreparedRun
+from runner.records import Job, Outcome, TaskKind, Trial
+from runner.run.prepare import prepare
 from runner.run.service import BudgetReached, Recording, describe
+from runner.store.rundir import DUPLICATES
 from runner.trial.env import stop_reason
 from runner.trial.record import bare_record
 from tests.helpers import PY_IMAGE, make_suite, pin_validation, repo_task

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from runner.errors import ProtocolMismatch, UserError
-from runner.models import Outcome, TaskKind, Trial
-from runner.run.rundir import RunDir, RunMeta
+from runner.records import Outcome, TaskKind, Trial
+from runner.store.rundir import RunDir, RunMeta
 
 
 def meta(protocol: str = "p") -> RunMeta:

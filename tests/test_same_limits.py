@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from runner.run.executors.local import LocalExecutor
-from runner.run.prepare import PreparedRun, prepare
+from runner.executors.contract import PreparedRun
+from runner.executors.local import LocalExecutor
+from runner.run.prepare import prepare
 from runner.run.service import RunOptions, RunService, local_runner
 from runner.sandbox.base import SandboxSpec
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, FakeSession

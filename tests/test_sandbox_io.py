@@ -23,9 +23,9 @@ from typing import Any
 import docker
 import docker.errors
 import pytest
+from runner.trees.archives import TAR_SLACK, read_capped_tar_file
 
 from runner.errors import SandboxError
-from runner.fixtures.archives import TAR_SLACK, read_capped_tar_file
 from runner.sandbox import copy_out, exec_io
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory

@@ -18,11 +18,12 @@ import pytest
 
 from runner.config.loader import parse_controls, protocol_hash
 from runner.errors import ProtocolMismatch, UsageError
-from runner.models import Job, Outcome, TaskKind, Trial
-from runner.report.build import replay, write_report
+from runner.executors.contract import PreparedRun
+from runner.records import Job, Outcome, TaskKind, Trial
 from runner.report.scorecard import Head, LegCase, case_delta, reduce_repeats, scorecard
-from runner.run.prepare import PreparedRun, prepare
-from runner.run.rundir import RunDir
+from runner.run.prepare import prepare
+from runner.run.report_files import replay, write_report
+from runner.store.rundir import RunDir
 from runner.trial.record import bare_record
 from tests.conftest import run_cli
 from tests.helpers import make_suite, repo_task, write_agent

@@ -14,7 +14,7 @@ from runner.evidence.power import paired_min_detectable_delta
 from runner.evidence.scoring import paired_delta, score, summarise
 from runner.evidence.stats import newcombe_paired_interval
 from runner.grading.outcomes import classify
-from runner.models import Outcome, TaskKind, Trial
+from runner.records import Outcome, TaskKind, Trial
 
 
 def trial(

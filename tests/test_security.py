@@ -197,8 +197,8 @@ def test_the_coordinator_keeps_only_records_signed_with_its_key(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
     from runner.distributed.celery_app import make_app
-    from runner.models import Outcome, TaskKind, Trial
-    from runner.run.executors.celery import _Coordinator
+    from runner.distributed.coordinator import _Coordinator
+    from runner.records import Outcome, TaskKind, Trial
     from runner.run.prepare import prepare
     from runner.trial.record import bare_record
     from tests.helpers import make_suite

@@ -25,7 +25,7 @@ import yaml
 from runner.config.loader import load_controls
 from runner.errors import UserError
 from runner.seedkits.hidden import parse_hidden_command
-from runner.seedkits.kit_files import SUMMARY
+from runner.seedkits.seed_files import SUMMARY
 from runner.suite.load import load_suite
 from tests.conftest import run_cli
 

@@ -4,10 +4,10 @@ an ordinary run has none; the checklist's row fails while any remain."""
 from __future__ import annotations
 
 from runner.config.loader import parse_controls
-from runner.models import Outcome, ScoredTrial, TaskKind, Trial
+from runner.records import Outcome, ScoredTrial, TaskKind, Trial
 from runner.report.checklist import withhold_headline
-from runner.run.setup_warnings import first_sign, setup_warnings
 from runner.setup_signals import NO_OUTPUT_LOG
+from runner.store.setup_warnings import first_sign, setup_warnings
 from tests.test_checklist import SCORED, _rows, _trials
 from tests.test_scoring import trial
 

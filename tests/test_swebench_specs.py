@@ -76,7 +76,7 @@ def test_bad_specs_are_one_line_naming_the_field(text: str, message: str) -> Non
 
 
 def test_a_spec_no_instance_uses_and_an_ignored_key_are_warnings(tmp_path: Path) -> None:
-    from runner.swebench.environments import read_specs
+    from runner.swebench.import_envs import read_specs
     from runner.swebench.instances import Instance
 
     path = tmp_path / "specs.yaml"

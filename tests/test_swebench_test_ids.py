@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import pytest
+from runner.trees.declared import matches
 
 from runner.errors import UserError
-from runner.fixtures.declared import matches
 from runner.swebench.test_ids import declare, node_ids
 
 DJANGO_FILE = "tests/admin_x/tests.py"

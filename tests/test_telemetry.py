@@ -124,7 +124,7 @@ def test_off_every_recording_is_a_no_op(tmp_path: Path) -> None:
     # The local executor's path never even imports prometheus_client.
     code = (
         "import sys\n"
-        "import runner.trial.execute, runner.fixtures.staging, runner.sandbox.docker, runner.distributed.worker\n"
+        "import runner.trial.execute, runner.trees.staging, runner.sandbox.docker, runner.distributed.worker\n"
         "from runner import telemetry as t\n"
         "t.trial_started(); t.trial_finished('error'); t.infrastructure_error('infra')\n"
         "t.sandbox_started(1.0); t.lease_renewed(False); t.cache_lookup('blobs', hit=True)\n"

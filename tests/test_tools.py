@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.agents.model.client import ChatEndpoint, DeadlineReached
-from runner.agents.model.policy import (
+from runner.agents.loop.client import ChatEndpoint, DeadlineReached
+from runner.agents.loop.tool_policy import (
     Allowed,
     Refused,
     check,

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runner.trees.inputs import LocalInputs
 
 from runner.agents.factory import agent_members, make_agent
 from runner.config.loader import load_controls
-from runner.fixtures.inputs import LocalInputs
-from runner.models import Job, Outcome, Trial
+from runner.records import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite.load import load_suite
 from runner.trial.env import trial_env
@@ -216,13 +216,14 @@ def test_background_processes_do_not_outlive_the_phase(tmp_path: Path, docker_ap
 def test_the_baseline_finds_untouched_files_clean_and_edits_changed(
     tmp_path: Path, docker_api: Any, nested_git: bool
 ) -> None:
-    """The staged baseline (made on the host, ``runner.fixtures.staging``) and the one the sandbox
+    """The staged baseline (made on the host, ``runner.trees.staging``) and the one the sandbox
     makes itself (a fixture path git refuses, here a nested ``.git``) give the same
     result: git finds every untouched file clean by its stat data alone, and an edit,
     a new file and a deletion are in the patch."""
-    from runner.fixtures.archives import Member
-    from runner.fixtures.cache import CacheDir
-    from runner.fixtures.staging import Staging
+    from runner.trees.archives import Member
+    from runner.trees.cache import CacheDir
+    from runner.trees.staging import Staging
+
     from runner.sandbox.base import BASELINE_DIR, ROOT_USER, ExecRequest, Limits, SandboxSpec
     from runner.trial.workspace import _GIT_ENV, GIT, STAT_CHECK, baseline, copy_in, take_patch
 

@@ -11,12 +11,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from runner.trees.inputs import LocalInputs
+
 from runner.agents.factory import agent_members, make_agent
 from runner.config.loader import load_controls
 from runner.errors import SandboxError
-from runner.fixtures.inputs import LocalInputs
 from runner.hashing import sha256_bytes
-from runner.models import Job, Outcome, Trial
+from runner.records import Job, Outcome, Trial
 from runner.sandbox.base import ExecRequest, ExecResult
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Script, Verdict, exec_result
 from runner.suite.load import load_suite

@@ -15,7 +15,7 @@ import pytest
 
 from runner.grading.validation import Check, classify
 from runner.hashing import sha256_file
-from runner.models import RepoTask
+from runner.records import RepoTask
 from tests.conftest import run_cli
 from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task
 

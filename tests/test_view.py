@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from runner.errors import UserError
-from runner.run.rundir import RunMeta
+from runner.store.rundir import RunMeta
 from runner.view.assets import CSP, data_script
+from runner.view.ledger_lines import detail
 from runner.view.matrix import majority, versus
-from runner.view.records import detail
 from runner.view.setup_links import linked, signs
 from runner.view.source import RunSource
 from runner.view.steps import steps
@@ -372,7 +372,7 @@ def test_each_setup_warning_links_the_trials_behind_it() -> None:
     """Every kind of warning the report writes (tests.test_setup_warnings makes each one)
     is linked to the records showing its sign; an unknown warning stays unlinked."""
     from runner.config.loader import parse_controls
-    from runner.run.setup_warnings import setup_warnings
+    from runner.store.setup_warnings import setup_warnings
     from tests.test_setup_warnings import CONTROLS, broken_records
 
     records = broken_records()
@@ -409,8 +409,8 @@ def keep_reverified(run: Path, flips: int) -> list[dict[str, Any]]:
     verdict of the first ``flips`` re-checkable records changed; those records."""
     from datetime import UTC, datetime
 
-    from runner.run.reverify import Changed, changes_json, keep_changes
-    from runner.run.rundir import RunDir
+    from runner.store.changes import Changed, changes_json, keep_changes
+    from runner.store.rundir import RunDir
 
     rundir = RunDir(run)
     flipped = [t for t in rundir.trials() if t.outcome.value in ("success", "miss")][:flips]
@@ -457,8 +457,8 @@ def test_a_reverify_file_that_is_not_ours_is_a_note(tmp_path: Path) -> None:
 def test_runs_recorded_before_the_link_keep_their_report(tmp_path: Path) -> None:
     """run.json of a run recorded before ``view_bundle`` lacks it: its report.html has no
     link and rebuilds byte for byte; a new run's run.json names the folder."""
-    from runner.report.build import build_report
-    from runner.run.rundir import VIEW_BUNDLE, RunDir
+    from runner.report.assemble import build_report
+    from runner.store.rundir import VIEW_BUNDLE, RunDir
 
     for name in ("run-quickstart", "run-features"):
         run = copy_run(tmp_path, name)

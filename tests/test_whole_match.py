@@ -23,8 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-import runner.config.model
-import runner.models
+import runner.config.controls
+import runner.records
 from runner.errors import UsageError, UserError
 from runner.suite.load import parse_task_line
 from runner.swebench.specs import dockerfile, parse_specs
@@ -93,7 +93,7 @@ EXAMPLES = {
 
 def _pattern_fields() -> dict[tuple[str, str], TypeAdapter[Any]]:
     found = {}
-    for module in (runner.config.model, runner.models):
+    for module in (runner.config.controls, runner.records):
         for name, cls in vars(module).items():
             if not (inspect.isclass(cls) and issubclass(cls, BaseModel)):
                 continue
@@ -278,7 +278,7 @@ def test_commands_and_test_ids_in_a_task_line_are_one_line_each() -> None:
 def test_a_failed_install_step_is_read_from_the_harness_line_only() -> None:
     """The step's own echo and the project's output may hold the words: only the line the
     harness writes, matched whole, names the step."""
-    from runner.fixtures.install import failure
+    from runner.trees.install import failure
 
     steps = ["echo ok", "echo install failed here"]
     output = "\n".join(

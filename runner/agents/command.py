@@ -9,11 +9,11 @@ the trial's gateway, whose log gives the token usage and the route lock.
 
 from __future__ import annotations
 
-from runner.agents.base import AGENT_ENV, AgentContext, AgentResult, collect_outputs
 from runner.agents.guarded import model_usage, run_guarded
-from runner.config.model import Route, Toggles
-from runner.fixtures.archives import Member, build_tar
+from runner.agents.interface import AGENT_ENV, AgentContext, AgentResult, collect_outputs
+from runner.config.controls import Route, Toggles
 from runner.sandbox.base import AGENT_DIR
+from runner.trees.archives import Member, build_tar
 
 
 class Command:

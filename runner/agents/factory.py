@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from runner.agents.base import Agent
 from runner.agents.command import Command
 from runner.agents.installed.agent import Installed
 from runner.agents.installed.catalogue import kind_of
-from runner.agents.model.loop import ModelAgent
-from runner.agents.model.toolbox import ToolPolicy
+from runner.agents.interface import Agent
+from runner.agents.loop.tool_loop import ModelAgent
+from runner.agents.loop.toolbox import ToolPolicy
 from runner.agents.replay import Replay
 from runner.agents.scripted import Scripted
-from runner.config.model import (
+from runner.config.controls import (
     AgentSpec,
     Arm,
     CommandAgent,
@@ -24,8 +24,8 @@ from runner.config.model import (
     ScriptedAgent,
     Toggles,
 )
-from runner.fixtures.archives import Member, members_from_dir
 from runner.paths import inside
+from runner.trees.archives import Member, members_from_dir
 
 
 def make_agent(

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from runner.agents.base import GUARD_FILE, AgentContext, AgentResult
-from runner.config.model import Route
+from runner.agents.interface import GUARD_FILE, AgentContext, AgentResult
+from runner.config.controls import Route
 from runner.sandbox.base import ExecRequest, ModelCall
 from runner.sandbox_scripts import GUARD_REPORT
 

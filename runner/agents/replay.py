@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from runner.agents.base import AGENT_ENV, AgentContext, AgentResult, parse_answer
-from runner.config.model import Toggles
-from runner.fixtures.archives import Member, single_file_tar
+from runner.agents.interface import AGENT_ENV, AgentContext, AgentResult, parse_answer
+from runner.config.controls import Toggles
 from runner.gitpatch import PatchError, touched_paths
 from runner.paths import is_forbidden
 from runner.sandbox.base import AGENT_UID, IO_DIR, ExecRequest
 from runner.setup_signals import NO_OUTPUT_LOG
+from runner.trees.archives import Member, single_file_tar
 
 
 class Replay:

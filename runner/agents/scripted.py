@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runner.agents.base import AgentContext, AgentResult
-from runner.config.model import Toggles
+from runner.agents.interface import AgentContext, AgentResult
+from runner.config.controls import Toggles
 
 
 class Scripted:

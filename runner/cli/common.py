@@ -23,8 +23,8 @@ from runner.bounded_input import terminal_text
 
 if TYPE_CHECKING:
     from runner.distributed.credentials import Broker
-    from runner.models import Trial
-    from runner.run.prepare import PreparedRun
+    from runner.executors.contract import PreparedRun
+    from runner.records import Trial
     from runner.run.service import Recording
 
 app = typer.Typer(

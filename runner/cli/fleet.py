@@ -67,7 +67,7 @@ def gc(
         _blob_gc(found.url, dry_run, max_age)
         return
     if cache:
-        from runner.fixtures.cache import CacheDir
+        from runner.trees.cache import CacheDir
 
         store = CacheDir()
         if dry_run:

@@ -84,10 +84,10 @@ def run(
     that lack one pull it by digest, keeping it only with the pinned image ID; the
     run's archives are kept there too, out of Redis memory.
     """
-    from runner.report.headline import report_headline
+    from runner.run.report_files import report_headline
     from runner.run.service import RunOptions, RunService
     from runner.sizes import parse_size
-    from runner.view.bundle import bundle_beside_report
+    from runner.view.static_site import bundle_beside_report
 
     if baseline_mode not in (None, "skill-on", "skill-off", "both"):
         raise UsageError(f"--baseline-mode {baseline_mode!r}: choose skill-on, skill-off or both")
@@ -140,8 +140,8 @@ def report(run_dir: RunDirArg) -> None:
     programs: runner/schemas/report.schema.json) and report.html (one self-contained
     page with plots) into RUN_DIR, and the trial-by-trial viewer's pages into RUN_DIR/view
     (which report.html links), then print the headline."""
-    from runner.report.headline import report_headline
-    from runner.view.bundle import bundle_beside_report
+    from runner.run.report_files import report_headline
+    from runner.view.static_site import bundle_beside_report
 
     say(report_headline(run_dir) + bundle_beside_report(run_dir))
 
@@ -161,7 +161,7 @@ def compare(
     Without --arm, every arm both runs have is compared with itself. The runs must be
     of the same suite (exit 3 otherwise) and the same channel.
     """
-    from runner.report.build import compare_runs
+    from runner.report.assemble import compare_runs
 
     if arm_b is not None and arm is None:
         raise UsageError("--arm-b needs --arm (the arm of RUN_A to pair it with)")
@@ -189,7 +189,7 @@ def replay(
 ) -> None:
     """Re-check the stored digests and rebuild the report byte for byte (exit 3 if it differs);
     with --reverify, the verdicts that changed are also kept in RUN_DIR/reverify.json."""
-    from runner.report.replay_steps import replay_steps
+    from runner.run.replay import replay_steps
 
     if controls is not None and not reverify:
         raise UsageError("--controls says where the suite is for --reverify; add --reverify")
@@ -214,6 +214,6 @@ def export(
     ] = None,
 ) -> None:
     """Write a kit a stranger can rerun: controls, suite, agents, evidence and replay.sh."""
-    from runner.run.export_steps import export_steps
+    from runner.export.kit_steps import export_steps
 
     say(export_steps(run_dir, kit, controls))

@@ -260,8 +260,8 @@ def import_seed000(
     checked, metrics as deltarun's built-ins, control.name the control arm, runtime.python
     checked in the image, which is pinned by ID. Each seed field that cannot map is one line
     (docs/seed-formats.md)."""
-    from runner.seedkits.workflow import ImportRequest
-    from runner.seedkits.workflow import import_seed000 as run_import
+    from runner.seedkits.seed_import import ImportRequest
+    from runner.seedkits.seed_import import import_seed000 as run_import
 
     request = ImportRequest(out_dir, tuple(arms or ()), tuple(commands or ()), image)
     say(run_import(protocol, tasks, request, c.tell))
@@ -284,8 +284,8 @@ def import_seed004(
     moved out of its fixture into the hidden tar, pytest commands as declared tests, the
     model endpoint as an openai arm. Each seed field that cannot map is one line
     (docs/seed-formats.md)."""
-    from runner.seedkits.workflow import ImportRequest
-    from runner.seedkits.workflow import import_seed004 as run_import
+    from runner.seedkits.seed_import import ImportRequest
+    from runner.seedkits.seed_import import import_seed004 as run_import
 
     request = ImportRequest(out_dir, tuple(arms or ()), tuple(commands or ()), image, control)
     say(run_import(kit, request, c.tell))
@@ -298,7 +298,7 @@ def schema(
     ] = None,
 ) -> None:
     """Print the JSON Schema of a file format, for editors (no argument: list the formats)."""
-    from runner.report.formats import json_schema, listing
+    from runner.cli.schemas import json_schema, listing
 
     if what is None:
         say(listing())

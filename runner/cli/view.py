@@ -33,7 +33,7 @@ def view(
 
     source = RunSource(run_dir)
     if bundle is not None:
-        from runner.view.bundle import write_bundle
+        from runner.view.static_site import write_bundle
 
         count = write_bundle(source, bundle)
         say([f"bundle: {bundle / 'index.html'} ({count} trials)"], markup=False)

@@ -1,6 +1,6 @@
 """Loading ``controls.yaml``: YAML, agent directory digests, the protocol hash, pins.
 
-The file is parsed into the strict models of ``runner.config.model`` (an unknown
+The file is parsed into the strict models of ``runner.config.controls`` (an unknown
 or misspelt key is an error naming its path). The *protocol hash* is the
 SHA-256 of the canonical JSON of the parsed controls plus the content digest of
 every agent directory, so a changed byte in a recorded patch or an agent
@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from runner.bounded_input import load_yaml, read_capped
 from runner.bounded_json import BoundsError
-from runner.config.model import (
+from runner.config.controls import (
     Arm,
     CommandAgent,
     Controls,
@@ -29,9 +29,9 @@ from runner.config.model import (
     Route,
 )
 from runner.errors import ArchiveError, UserError
-from runner.fixtures.archives import DIRECTORY_CAPS, members_from_dir, tree_digest
 from runner.hashing import sha256_bytes, sha256_json
 from runner.paths import inside
+from runner.trees.archives import DIRECTORY_CAPS, members_from_dir, tree_digest
 
 
 class LoadedControls:

@@ -21,8 +21,8 @@ from runner.atomic import write_atomic
 from runner.distributed import keys
 from runner.distributed.registry_blobs import RegistryBlobs
 from runner.errors import DigestMismatch, InfraError
-from runner.fixtures.cache import CacheDir, default_root
 from runner.hashing import sha256_bytes, sha256_file
+from runner.trees.cache import CacheDir, default_root
 
 
 def default_cache_dir() -> Path:

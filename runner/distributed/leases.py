@@ -22,7 +22,7 @@ import redis
 from runner import telemetry
 from runner.distributed import keys
 from runner.distributed.signing import sign_record
-from runner.models import Trial
+from runner.records import Trial
 
 # A lease outlives a stalled renewal by two periods; tests shorten it through the environment.
 LEASE_TTL_S = int(os.environ.get("DELTARUN_LEASE_TTL_S", "30"))

@@ -21,16 +21,16 @@ import redis
 from celery import Celery, Task
 
 from runner import telemetry
-from runner.agents.base import Agent
-from runner.distributed import bundle as bundles
+from runner.agents.interface import Agent
 from runner.distributed import keys
+from runner.distributed import protocol_bundle as bundles
 from runner.distributed.keys import STOP_TTL_S
 from runner.distributed.leases import RedisLeases
 from runner.distributed.signing import fingerprint, job_refusal
 from runner.distributed.worker_state import WorkerState
 from runner.errors import DeltarunError
-from runner.models import Job, Trial
-from runner.models import Task as SuiteTask
+from runner.records import Job, Trial
+from runner.records import Task as SuiteTask
 from runner.trial.env import stop_reason, trial_env
 from runner.trial.execute import TrialEnv, execute_trial
 

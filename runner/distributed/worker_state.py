@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from runner.distributed import bundle as bundles
+from runner.distributed import protocol_bundle as bundles
 from runner.distributed.blobs import BlobStore
 
 log = logging.getLogger("deltarun.worker")

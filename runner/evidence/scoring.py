@@ -43,7 +43,7 @@ from runner.evidence.stats import (
     t_interval,
     wilson_interval,
 )
-from runner.models import Outcome, Record, TaskKind
+from runner.records import Outcome, Record, TaskKind
 
 NEWCOMBE = "newcombe-paired"
 T_INTERVAL = "t"

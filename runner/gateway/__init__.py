@@ -4,7 +4,7 @@
 image's command: ``python3 -m gateway.proxy``), ``wire.py`` reads what each answer says
 about itself (model, tokens, tool calls), ``budget.py`` holds the trial's budget and says
 no in each API's shape. The harness's side (creating the gateway, reading its accounting)
-is ``runner.sandbox.model_gateway``.
+is ``runner.sandbox.gateway_container``.
 
 Standard library only, and no import from the rest of ``runner``: the image holds this
 package alone, copied as ``/opt/proxy/gateway/`` (scripts/build-images.sh), so its modules

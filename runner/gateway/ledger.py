@@ -4,7 +4,7 @@ cannot reach it, written before the answer goes back to the agent.
 Why not the container's log: that log is capped and rotates, and the agent decides how much
 is written to it (a flood of refused requests with long paths once pushed a billed exchange
 out of it). The ledger is a directory of its own (``/ledger`` in the image, a Docker volume
-the harness reads, ``runner.sandbox.model_gateway``) holding two files:
+the harness reads, ``runner.sandbox.gateway_container``) holding two files:
 
     totals.json      rewritten whole (write, then rename) after every request: the sums of
                      every answer forwarded (tokens, tool calls, the distinct model names and

@@ -29,8 +29,8 @@ Memory stays proportional to the patch and the number of files, never to the
 number of lines: hunks are measured with C-speed searches over the bytes.
 """
 
-from runner.gitpatch.errors import PatchError
 from runner.gitpatch.names import unquote
+from runner.gitpatch.patch_error import PatchError
 from runner.gitpatch.sections import FileDiff, keep, parse, touched_paths
 
 __all__ = ["FileDiff", "PatchError", "keep", "parse", "touched_paths", "unquote"]

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.gitpatch.errors import PatchError
 from runner.gitpatch.names import (
     DEV_NULL,
     git_header_name,
     is_dev_null,
     read_name,
 )
+from runner.gitpatch.patch_error import PatchError
 
 GIT_HEADER = b"diff --git "
 # git's table of header lines, in its order; "@@ -" ends the header.

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from runner.gitpatch.errors import PatchError
+from runner.gitpatch.patch_error import PatchError
 
 _ESCAPES = {
     ord("a"): 7,

@@ -6,9 +6,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from runner.gitpatch.errors import PatchError
 from runner.gitpatch.header import GIT_HEADER, read_git_header
 from runner.gitpatch.names import decode_path, traditional_name
+from runner.gitpatch.patch_error import PatchError
 
 _HUNK = re.compile(rb"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 # The first line of a hunk body that is no hunk line (' ', '+', '-', '\\' or an empty context line).

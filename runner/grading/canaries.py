@@ -40,8 +40,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from runner.fixtures.declared import TEST_FILE_PATTERNS, matches, test_files
 from runner.pyparse import LOCK
+from runner.trees.declared import TEST_FILE_PATTERNS, matches, test_files
 
 _WORD = re.compile(r"[a-z][a-z0-9]*")
 # Words for names when the declared names give too few of their own.

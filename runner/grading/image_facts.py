@@ -1,7 +1,7 @@
 """What a sandbox image can import, asked of the image itself, once per image per process.
 
 The grading policy drops a patch's new top-level module when its name is one the
-image already imports (``runner.grading.policy``), and the verify phase loads the
+image already imports (``runner.grading.patch_policy``), and the verify phase loads the
 image's installed pytest plugins explicitly, plugin autoloading being off (so none
 can come from the workspace). Neither list is typed by hand: ``image_modules.py``
 makes both inside a fresh sandbox of the image, with the image's own interpreter,
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 from runner.errors import InfraError
-from runner.fixtures.archives import single_file_tar
 from runner.sandbox.base import ROOT_USER, WORKSPACE, ExecRequest, SandboxFactory, SandboxSpec
 from runner.sandbox_scripts import source
+from runner.trees.archives import single_file_tar
 
 SCRIPT = "image_modules.py"  # runner/sandbox_scripts/image_modules.py
 _LOCK = threading.Lock()

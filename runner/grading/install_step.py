@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from runner.errors import SandboxError
-from runner.fixtures.install import PIP_ENV, failure, install_script
 from runner.sandbox.base import AGENT_UID, ROOT_USER, ExecRequest, Sandbox
 from runner.sandbox_scripts import GUARD_REPORT
+from runner.trees.install import PIP_ENV, failure, install_script
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
 CENSUS_TIMEOUT_S = 30.0

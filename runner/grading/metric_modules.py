@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from runner.bounded_input import read_capped
-from runner.config.model import MetricsSpec
+from runner.config.controls import MetricsSpec
 from runner.errors import DigestMismatch, UserError
 from runner.grading.metrics import BUILTIN, Metric
 from runner.hashing import sha256_bytes

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 
 from runner.hashing import canonical_json
-from runner.models import AnswerTask
+from runner.records import AnswerTask
 
 Metric = Callable[[Any, AnswerTask, float], bool]
 

@@ -9,7 +9,7 @@ completion, so an arm cannot do the work and claim the refusal too.
 
 from __future__ import annotations
 
-from runner.models import Outcome, TaskKind
+from runner.records import Outcome, TaskKind
 
 
 def classify(

@@ -29,7 +29,7 @@ import posixpath
 from collections.abc import Sequence
 from typing import Any
 
-from runner.models import RepoTask
+from runner.records import RepoTask
 
 LAUNCHERS = {
     "pytest": "run_pytest.py",
@@ -69,7 +69,7 @@ def runner_files(task: RepoTask) -> tuple[str, ...]:
 
 def harness_paths(task: RepoTask) -> tuple[str, ...]:
     """The declared entries and the runner's files: every fixture file these name is the
-    harness's in the verify sandbox (``runner.fixtures.declared.holds_declared``)."""
+    harness's in the verify sandbox (``runner.trees.declared.holds_declared``)."""
     return (*(task.hidden_tests or ()), *runner_files(task))
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runner.models import RepoTask, Task, TaskKind, Trial
+from runner.records import RepoTask, Task, TaskKind, Trial
 from runner.setup_signals import not_collected, setup_failure
 
 VALID = "valid"

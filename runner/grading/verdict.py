@@ -34,8 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.fixtures.declared import matches, test_files
 from runner.grading.canaries import Canary
+from runner.trees.declared import matches, test_files
 
 CHANNEL_CAP = 16 << 20
 PASSING = frozenset({"passed", "xpassed"})

@@ -42,20 +42,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner.errors import InfraError
-from runner.fixtures import harness_git
-from runner.fixtures.archives import Entry, Member, owned_tar
-from runner.fixtures.declared import runner_config, test_files
-from runner.fixtures.layout import import_roots
-from runner.fixtures.view import BLOCK, FixtureView, footprint
 from runner.grading import runners
 from runner.grading.canaries import Canary, Planted, canary_files, plant
 from runner.grading.install_step import install
 from runner.grading.verdict import CHANNEL_CAP, grade
 from runner.grading.verify_files import SCRIPTS, layer_one, layer_two
-from runner.models import RepoTask
+from runner.records import RepoTask
 from runner.sandbox.base import AGENT_UID, ROOT_USER, WORKSPACE, ExecRequest, ExecResult, Sandbox
 from runner.sandbox.copy_in import unpack_as_agent
 from runner.sandbox_scripts import source
+from runner.trees import harness_git
+from runner.trees.archives import Entry, Member, owned_tar
+from runner.trees.declared import runner_config, test_files
+from runner.trees.facts import BLOCK, FixtureView, footprint
+from runner.trees.layout import import_roots
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
 # Room for what the harness writes besides the listed files: directories, the settings copy.
@@ -116,10 +116,10 @@ def verify(
     """Run phase B in ``sandbox`` (fresh, ``workspace_root_owned``, its workspace
     ``sandbox_bytes`` large) on a screened patch.
 
-    ``workspace`` is the fixture's tar as the test's uid (``runner.fixtures.staging``, usually made
+    ``workspace`` is the fixture's tar as the test's uid (``runner.trees.staging``, usually made
     once per machine), None when there is no fixture or the sandbox already holds it
     (``Sandbox.prefilled``); ``fixture`` is what else the phase
-    needs of it (``runner.fixtures.view``); ``rng`` names the canaries (unpredictable to
+    needs of it (``runner.trees.facts``); ``rng`` names the canaries (unpredictable to
     the agent by default)."""
     size = fixture.footprint + sum(footprint(m) for m in hidden)
     if patch and size + 2 * len(patch) + (1 << 20) > settings.workspace_bytes:
@@ -298,7 +298,7 @@ class _Place:
 
     harness: str  # .deltarun-<random>, at the workspace root
     suffix: str  # of the runner settings' copy: pytest reads it by its suffix
-    roots: tuple[str, ...] = ()  # the project's package folders (runner.fixtures.layout)
+    roots: tuple[str, ...] = ()  # the project's package folders (runner.trees.layout)
     plugins: tuple[str, ...] = ()  # the image's pytest plugins' modules
     user_site: bool = False  # the task's install step put the project in the user site
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 
-from runner.fixtures import harness_git
-from runner.fixtures.archives import Entry, Member
-from runner.fixtures.declared import holds_declared
-from runner.fixtures.view import FixtureView
 from runner.grading.runners import harness_paths
-from runner.models import RepoTask
+from runner.records import RepoTask
 from runner.sandbox_scripts import source
+from runner.trees import harness_git
+from runner.trees.archives import Entry, Member
+from runner.trees.declared import holds_declared
+from runner.trees.facts import FixtureView
 
 SCRIPTS = (
     "run_pytest.py",

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from runner.config.model import Controls
+from runner.config.controls import Controls
 from runner.evidence.scoring import Scores
 from runner.evidence.stats import sign_test_greater, sign_test_min_pairs
-from runner.models import Outcome, Record
+from runner.records import Outcome, Record
 from runner.report import same_limits
 
 WITHHOLD_AT = 2
@@ -72,7 +72,7 @@ def evaluate(
 
     ``tasks`` are run.json's task entries; ``replay_ok`` whether the report, derived
     again from the ledger just written, came out byte for byte the same; ``setup`` the
-    setup warnings (``runner.run.setup_warnings``).
+    setup warnings (``runner.store.setup_warnings``).
 
     Longer than the house's ~60 lines on purpose: one ``Row`` per item, side by side in
     the order the report prints them, so a reader checks each against its rule at once;

@@ -20,9 +20,9 @@ from pathlib import PurePath
 
 from runner.errors import DigestMismatch, UserError
 from runner.evidence.scoring import Scores, paired_delta, summarise
-from runner.models import Record, TaskKind
+from runner.records import Record, TaskKind
+from runner.report.contents import EXPLORATORY_STAMP
 from runner.report.markdown import headline_lines
-from runner.report.model import EXPLORATORY_STAMP
 
 SHOWN_IDS = 5  # task ids named in the pairing note before "and N more"
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runner.config.model import Controls
-from runner.models import Record
+from runner.config.controls import Controls
+from runner.records import Record
 
 NOT_PRICED = "not priced"
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from runner.report.build import BuiltReport, write_report
+from runner.report.assemble import BuiltReport
 from runner.report.markdown import headline_lines
-from runner.run.rundir import RunDir
 
 
 def headline(built: BuiltReport, paths: Sequence[Path] = ()) -> list[str]:
@@ -28,9 +27,3 @@ def headline(built: BuiltReport, paths: Sequence[Path] = ()) -> list[str]:
         if failing:
             lines.append(f"verdict: demo (failing: {'; '.join(failing)})")
     return lines + [f"report: {path}" for path in paths]
-
-
-def report_headline(run_dir: Path) -> list[str]:
-    """Write the run's report (``build.write_report``); its headline and files."""
-    built, paths = write_report(RunDir(run_dir))
-    return headline(built, paths)

@@ -12,9 +12,7 @@ from typing import Any
 
 from runner.evidence.scoring import ArmSummary, PairedDelta, gc_paused
 from runner.report.checklist import publish_instead
-from runner.report.cost import cost_json
-from runner.report.metric_deltas import MetricDelta
-from runner.report.model import (
+from runner.report.contents import (
     SCHEMA_VERSION,
     Pins,
     Report,
@@ -22,6 +20,8 @@ from runner.report.model import (
     rate_json,
     rounded,
 )
+from runner.report.cost import cost_json
+from runner.report.metric_deltas import MetricDelta
 
 
 def _empty_pins(pins: Pins) -> set[str]:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from runner.evidence.scoring import ArmSummary, PairedDelta, Rate, Scores
 from runner.report.checklist import publish_instead
+from runner.report.contents import EXPLORATORY_STAMP, Pins, Report, metric_source, rounded
 from runner.report.cost import cost_markdown
 from runner.report.format import (
     REFUSAL_NOT_MEASURED,
@@ -20,7 +21,6 @@ from runner.report.format import (
     pct,
     signed_pp,
 )
-from runner.report.model import EXPLORATORY_STAMP, Pins, Report, metric_source, rounded
 
 
 def headline(d: PairedDelta) -> str:

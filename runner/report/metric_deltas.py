@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runner.models import Outcome, Record, TaskKind
+from runner.records import Outcome, Record, TaskKind
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from runner.evidence.passk import pass_at_k, pass_hat_k
 from runner.evidence.stats import clustered_se
-from runner.models import Outcome, Record, TaskKind
+from runner.records import Outcome, Record, TaskKind
 
 
 def repeat_stats(trials: Sequence[Record]) -> dict[str, Any] | None:

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runner.config.model import Controls
-from runner.models import Outcome, Record
+from runner.config.controls import Controls
+from runner.records import Outcome, Record
 
 ITEM = "control arm present and run under the same limits"
 SANDBOX_FIELDS = (

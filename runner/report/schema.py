@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runner.report.model import Pins
+from runner.report.contents import Pins
 
 Status = Literal["pass", "fail", "error", "skipped", "inconclusive"]
 

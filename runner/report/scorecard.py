@@ -37,9 +37,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runner.config.model import Controls
-from runner.models import Outcome, Record, TaskKind
-from runner.report.model import rounded
+from runner.config.controls import Controls
+from runner.records import Outcome, Record, TaskKind
+from runner.report.contents import rounded
 
 SCHEMA_VERSION = 1
 ON_SUFFIX, OFF_SUFFIX = "-skill-on", "-skill-off"

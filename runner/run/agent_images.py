@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from runner.agents.installed.catalogue import kind_of
 from runner.agents.installed.layer import AgentImages, agent_tag
+from runner.config.controls import Controls, InstalledAgent
 from runner.config.loader import LoadedControls
-from runner.config.model import Controls, InstalledAgent
 from runner.errors import UsageError, UserError
 from runner.suite.load import Suite
 from runner.trial.execute import image_of

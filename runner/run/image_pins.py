@@ -19,7 +19,7 @@ from pathlib import Path
 from runner.bounded_input import read_capped
 from runner.config.loader import CONTROLS_MAX_BYTES, load_controls
 from runner.errors import UserError
-from runner.models import RepoTask
+from runner.records import RepoTask
 from runner.suite.load import read_tasks
 from runner.suite.sealing import pin_images, write_controls
 from runner.trial.execute import image_of

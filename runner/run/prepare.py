@@ -1,7 +1,7 @@
 """Preparing a run: every check that must pass before the first sandbox starts, then the
 run directory (new, or resumed under the same protocol hash) and the plan.
 
-``STEPS`` names each check (``runner.run.checks``) with the facts it needs and gives;
+``STEPS`` names each check (``runner.run.plan_checks``) with the facts it needs and gives;
 ``runner.run.pipeline`` orders them by those needs, so "the metrics are checked on the
 suite after exclusion" or "nothing is written before the preflight" is data a test reads.
 Nothing here starts a container except the caller's ``preflight``.
@@ -19,46 +19,33 @@ import yaml
 from pydantic import ValidationError
 
 from runner import __version__
-from runner.agents.base import Agent
 from runner.agents.factory import agents_for, arm_members
-from runner.agents.installed.checks import check_installed
+from runner.agents.installed.arm_checks import check_installed
+from runner.config.controls import Controls
 from runner.config.loader import (
     LoadedControls,
     format_validation_error,
     load_controls,
     parse_controls,
 )
-from runner.config.model import Controls
 from runner.errors import DigestMismatch, ProtocolMismatch, UsageError, UserError
+from runner.executors.contract import PreparedRun
 from runner.grading import metrics as builtin_metrics
 from runner.grading.metric_modules import load_metrics, read_module
 from runner.grading.metrics import Metric
 from runner.hashing import sha256_bytes
-from runner.models import Job, RepoTask, Task, grading_of
 from runner.paths import is_forbidden
-from runner.run import checks, pipeline
+from runner.records import RepoTask, Task, grading_of
+from runner.run import pipeline
+from runner.run import plan_checks as checks
 from runner.run.agent_images import Layered, artifact_pins, installed_arms, pin_agent_images
 from runner.run.pipeline import Step, step
-from runner.run.rundir import RunDir, RunMeta, new_run_id, now_utc
 from runner.run.scoring_code import scoring_sha256
 from runner.sandbox.python_version import matches
+from runner.store.rundir import RunDir, RunMeta, new_run_id, now_utc
 from runner.suite.load import Suite, load_suite
 from runner.suite.plan import plan_jobs
 from runner.trial.execute import image_of
-
-
-@dataclass
-class PreparedRun:
-    loaded: LoadedControls
-    suite: Suite
-    run_dir: RunDir
-    meta: RunMeta
-    jobs: list[Job]
-    todo: list[Job]
-    tasks: dict[str, Task]
-    agents: dict[str, Agent]
-    metrics: Mapping[str, Metric]
-    metrics_source: bytes | None
 
 
 def images_used(loaded: LoadedControls, suite: Suite) -> set[str]:

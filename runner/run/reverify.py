@@ -17,52 +17,30 @@ resolves from (``runner.paths.inside``: a run directory from elsewhere is input,
 that changed is listed. Flaky verdicts are shown, never hidden; the ledger is not
 modified.
 
-What changed is kept beside the ledger in ``reverify.json`` (replaced whole, atomically,
-by each re-verification; ``deltarun view`` filters and marks those trials):
-
-    {"ran_at": ISO time, "ledger_sha256": the ledger re-verified, "checked": N,
-     "changed": {job_id: {"task_id", "arm", "repeat", "was": outcome, "now": outcome}}}
-
-``was`` is the recorded outcome (success or miss), ``now`` the re-run's. No report file is
-touched: ``deltarun replay`` still rebuilds them byte for byte, and ``deltarun export``
-leaves the file out of a kit's evidence.
+What changed is kept beside the ledger (``runner.store.changes``); no report file is
+touched.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from runner.atomic import write_atomic
+from runner.config.controls import Controls
 from runner.config.loader import load_controls
-from runner.config.model import Controls
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
-from runner.fixtures.archives import ArchiveCaps
-from runner.models import Outcome, RepoTask, Trial
 from runner.paths import inside
-from runner.run.rundir import RunDir, RunMeta, now_utc
+from runner.records import RepoTask, Trial
+from runner.store.changes import Changed, changes_json, keep_changes
+from runner.store.rundir import RunDir, RunMeta, now_utc
 from runner.suite.load import Suite, load_suite
+from runner.trees.archives import ArchiveCaps
 
 if TYPE_CHECKING:  # the trial machinery loads with reverify_run: the viewer reads CHANGES only
     from runner.sandbox.base import SandboxFactory
-
-CHANGES = "reverify.json"
-
-
-@dataclass(frozen=True)
-class Changed:
-    trial: Trial
-    now_passed: bool
-
-    @property
-    def now(self) -> str:
-        """The re-run's outcome: its hidden tests pass on the patch, or they do not."""
-        return (Outcome.SUCCESS if self.now_passed else Outcome.MISS).value
 
 
 @dataclass(frozen=True)
@@ -126,7 +104,7 @@ def reverify_run(
 ) -> tuple[int, list[Changed], str | None]:
     """(verdicts re-checked, verdicts that changed, why ``CHANGES`` could not be written or
     None: the changes are kept there); ``inputs`` from ``reverify_inputs``."""
-    from runner.fixtures.inputs import LocalInputs
+    from runner.trees.inputs import LocalInputs
     from runner.trial.env import trial_env
     from runner.trial.execute import reverify
 
@@ -161,39 +139,3 @@ def reverify_run(
     except UserError as exc:  # the re-run's findings are still said; only the file is missing
         return len(candidates), changed, str(exc)
     return len(candidates), changed, None
-
-
-def changes_json(
-    ran_at: datetime, ledger_sha256: str, checked: int, changed: list[Changed]
-) -> dict[str, Any]:
-    """``CHANGES``'s content: when, on which ledger, how many re-run, and what changed,
-    by job id."""
-    return {
-        "ran_at": ran_at.isoformat(),
-        "ledger_sha256": ledger_sha256,
-        "checked": checked,
-        "changed": {
-            item.trial.job_id: {
-                "task_id": item.trial.task_id,
-                "arm": item.trial.arm,
-                "repeat": item.trial.repeat,
-                "was": item.trial.outcome.value,
-                "now": item.now,
-            }
-            for item in changed
-        },
-    }
-
-
-def keep_changes(run_dir: RunDir, data: dict[str, Any]) -> Path:
-    """Replace ``CHANGES`` in the run directory with ``data``, atomically."""
-    path = run_dir.path / CHANGES
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    try:
-        write_atomic(path, text.encode("utf-8"))
-    except OSError as exc:
-        raise UserError(
-            f"{path}: cannot keep the re-verification's changes ({exc.strerror or exc}); "
-            "make the run directory writable"
-        ) from exc
-    return path

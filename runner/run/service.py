@@ -5,8 +5,8 @@ the benchmarks all go through ``RunService``:
 
 1. ``prepare`` (``runner.run.prepare``): every check before the first sandbox, and the
    plan; a local run's start-up sandbox (``Preflight``);
-2. ``executor``: the local pool (``executors.local``), after reaping what a killed
-   run on this host left; or Celery on Redis (``executors.celery``), after pushing
+2. ``executor``: the local pool (``runner.executors.local``), after reaping what a killed
+   run on this host left; or Celery on Redis (``runner.distributed.coordinator``), after pushing
    the run's images to a registry when asked;
 3. ``execute``: the executor runs the jobs still to do and hands back each batch;
    ``Recording`` appends the first record of each job to the run directory (later
@@ -29,54 +29,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from runner.agents.installed.layer import AgentImages
+from runner.config.controls import Controls
 from runner.config.loader import LoadedControls
-from runner.config.model import Controls
 from runner.errors import RouteMismatch, RunInterrupted, UsageError, UserError
-from runner.fixtures.inputs import LocalInputs
-from runner.models import Job, Trial
+from runner.executors.contract import Executor, Interrupted, PreparedRun
+from runner.executors.local import local_runner
+from runner.records import Trial
 from runner.run.agent_images import Layered, ensure, installed_arms
-from runner.run.executors.local import Interrupted
-from runner.run.prepare import PreparedRun
-from runner.sandbox.base import SandboxFactory
 from runner.suite.load import Suite
-from runner.trial.env import stop_reason, trial_env
-from runner.trial.execute import execute_trial
+from runner.trial.env import stop_reason
 
 if TYPE_CHECKING:
     from docker import APIClient
 
     from runner.distributed.credentials import Broker, BrokerOptions
-
-RecordBatch = Callable[[list[Trial], list[Trial]], None]
-
-
-class Executor(Protocol):
-    """Runs jobs and hands back their records as they finish.
-
-    ``record(fresh, duplicates)`` gets each batch; an exception it raises stops
-    the run (the executor stops taking jobs and lets it propagate).
-    """
-
-    def run(self, prepared: PreparedRun, record: RecordBatch) -> None: ...
-
-
-def local_runner(
-    prepared: PreparedRun, sandboxes: SandboxFactory, worker: str
-) -> Callable[[Job], Trial]:
-    """``execute_trial`` for the jobs of a prepared run, on this machine."""
-    env = trial_env(
-        prepared.loaded.controls,
-        LocalInputs(prepared.suite, prepared.loaded.controls.runtime.archive_caps),
-        sandboxes,
-        worker,
-        prepared.metrics,
-        prepared.meta.image_digests,
-    )
-
-    def run_one(job: Job) -> Trial:
-        return execute_trial(job, prepared.tasks[job.task_id], prepared.agents[job.arm], env)
-
-    return run_one
 
 
 @dataclass
@@ -314,7 +280,7 @@ class RunService:
     ) -> list[Layered]:
         """Fetch and layer every installed agent onto the task images it runs on, when
         missing (with progress); a pinned ``artifacts_sha256`` must match (exit 3)."""
-        from runner.agents.installed.checks import check_installed
+        from runner.agents.installed.arm_checks import check_installed
         from runner.config.loader import load_controls
         from runner.suite.load import load_suite
 
@@ -353,7 +319,7 @@ class RunService:
         local pool, after reaping what a killed run on this host left."""
         if options.broker is not None:
             return self._celery(prepared, options)
-        from runner.run.executors.local import LocalExecutor
+        from runner.executors.local import LocalExecutor
         from runner.sandbox.docker import DockerSandboxFactory
         from runner.sandbox.reaper import reap
 
@@ -367,8 +333,8 @@ class RunService:
 
     def _celery(self, prepared: PreparedRun, options: RunOptions) -> Executor:
         from runner.distributed import registry as registries
+        from runner.distributed.coordinator import CeleryExecutor
         from runner.distributed.keys import TRIAL_TASK
-        from runner.run.executors.celery import CeleryExecutor
 
         assert options.broker is not None
         if options.job_key is None:
@@ -395,7 +361,7 @@ class RunService:
     def execute(self, prepared: PreparedRun, options: RunOptions) -> Recording:
         """Run the jobs still to do, recording each batch; ``RunInterrupted`` on Ctrl-C,
         with what was recorded kept."""
-        from runner.run.setup_warnings import first_sign
+        from runner.store.setup_warnings import first_sign
 
         executor = self.executor(prepared, options)
         total = len(prepared.jobs)
@@ -436,7 +402,7 @@ class Preflight:
         self.engine = engine
 
     def __call__(self, controls: Controls, image: str) -> None:
-        from runner.run.checks import command_names
+        from runner.run.plan_checks import command_names
         from runner.sandbox.docker import DockerSandboxFactory
         from runner.trial.execute import preflight_spec
 

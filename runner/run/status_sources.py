@@ -12,8 +12,8 @@ from runner.config.loader import parse_controls
 from runner.distributed import keys
 from runner.errors import DeltarunError, UserError
 from runner.run import status as st
-from runner.run.rundir import RunDir
 from runner.run.status import Running
+from runner.store.rundir import RunDir
 
 LABEL = "deltarun."
 

@@ -29,17 +29,17 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from runner.atomic import write_atomic
+from runner.config.controls import Controls, PatchAgent
 from runner.config.loader import load_controls
-from runner.config.model import Controls, PatchAgent
 from runner.errors import UserError
-from runner.fixtures.archives import members_from_dir, tree_digest
 from runner.grading.validation import FINE, Check, Verdict, check_of, classify
 from runner.hashing import sha256_file
-from runner.models import RepoTask, Task, TaskKind
 from runner.paths import inside, own_folder, writable
-from runner.run.rundir import RunDir
+from runner.records import RepoTask, Task, TaskKind
+from runner.store.rundir import RunDir
 from runner.suite.load import load_suite
 from runner.suite.sealing import VALIDATION_NAME
+from runner.trees.archives import members_from_dir, tree_digest
 
 if TYPE_CHECKING:
     from runner.distributed.credentials import Broker

@@ -75,7 +75,7 @@ class ModelCall:
 
 @dataclass(frozen=True)
 class StagedTree:
-    """A tree unpacked on the worker's host (``runner.fixtures.staging``: the fixture for
+    """A tree unpacked on the worker's host (``runner.trees.staging``: the fixture for
     ``/workspace``, its baseline for ``/baseline``), which a sandbox may mount copy-on-write
     instead of having it copied in."""
 

@@ -10,7 +10,7 @@ bounded three ways:
    is read) and whether it is over the cap: then it is truncated, and only the
    first ``cap`` bytes, which the interface returns, are read;
 2. the tar stream is read only up to the cap and the tar's own headers
-   (``runner.fixtures.archives.read_capped_tar_file``), then the response is closed, not
+   (``runner.trees.archives.read_capped_tar_file``), then the response is closed, not
    drained, in case the file grew after the stat or the stat was wrong;
 3. a timer ends the whole read at ``READ_WITHIN_S`` whatever the engine does:
    past it the engine, not the file, is at fault (``SandboxError``).
@@ -34,8 +34,8 @@ import docker
 import requests
 
 from runner.errors import SandboxError
-from runner.fixtures.archives import read_capped_tar_file
 from runner.sandbox.engine import API_ERRORS
+from runner.trees.archives import read_capped_tar_file
 
 READ_WITHIN_S = 60.0
 CHUNK_BYTES = 1 << 16

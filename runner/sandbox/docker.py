@@ -55,9 +55,9 @@ from runner.sandbox.base import (
 from runner.sandbox.blame import Blame
 from runner.sandbox.engine import API_ERRORS, image_id
 from runner.sandbox.exec_io import Verdict, stream_exec
+from runner.sandbox.gateway_container import ModelGateway, open_gateway
 from runner.sandbox.image_env import ImagePaths, in_environment
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
-from runner.sandbox.model_gateway import ModelGateway, open_gateway
 from runner.sandbox.mounts import SandboxMounts
 from runner.sandbox.preflight import check_harness
 from runner.sandbox.running import KILLED, DockerRunning, Ended
@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 
 # Prints each argument that is not a command on PATH (the agent's own PATH).
 LOOKUP = 'for c in "$@"; do command -v "$c" >/dev/null 2>&1 || echo "$c"; done'
-AGENT_PATH = "/usr/local/bin:/usr/bin:/bin"  # the agent's PATH (runner.agents.base.BASE_ENV)
+AGENT_PATH = "/usr/local/bin:/usr/bin:/bin"  # the agent's PATH (runner.agents.interface.BASE_ENV)
 KILL_GRACE_S = 2.0
 WATCHDOG_GRACE_S = 10.0
 REMOVE_ATTEMPTS = 5

@@ -25,7 +25,7 @@ from runner.sandbox.images import BuildRequest, ImageBuildFailed, ImageInfo
 from runner.sizes import parse_size
 
 if TYPE_CHECKING:
-    from runner.config.model import Runtime
+    from runner.config.controls import Runtime
 
 TAIL_LINES = 6
 PROBE_PATH = "/usr/local/bin:/usr/bin:/bin"

@@ -25,7 +25,6 @@ import docker
 import docker.errors
 
 from runner.errors import DigestMismatch, InfraError, UserError
-from runner.fixtures.archives import normalise_member_name
 from runner.sandbox.engine import API_ERRORS
 from runner.sandbox.image_build import DockerImageBuilder
 from runner.sandbox.images import BuildRequest, ImageBuildFailed
@@ -39,6 +38,7 @@ from runner.sandbox.instance_layer import (
     left_out,
 )
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
+from runner.trees.archives import normalise_member_name
 
 GIT_CAP = 8 << 30  # the largest .git taken out of an image (Django's is ~0.3 GiB)
 _CHUNK = 1 << 20

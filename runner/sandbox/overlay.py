@@ -6,7 +6,7 @@ sees its mounts (root on the engine's own host: the usual local run, a worker on
 server), a workspace is instead an overlay mount made on the host:
 
 - the lower layer is the fixture's tree staged once per machine
-  (``runner.fixtures.staging.Staging.tree``), shared by every trial of that fixture and
+  (``runner.trees.staging.Staging.tree``), shared by every trial of that fixture and
   never written: overlayfs writes only the upper layer (a changed file is copied up
   first, a removed one leaves a whiteout there);
 - the upper layer, where every write lands, sits on a tmpfs of its own capped at the

@@ -8,7 +8,7 @@ owner elsewhere (another machine, another container) cannot be checked from here
 so its sandboxes wait for their ``deadline`` label.
 
 Containers go first (a network or volume in use cannot be removed), then the
-model-only networks (``runner.sandbox.model_gateway``), then volumes, then the copy-free
+model-only networks (``runner.sandbox.gateway_container``), then volumes, then the copy-free
 workspace views whose owner is gone (``runner.sandbox.overlay.sweep``).
 """
 
@@ -104,7 +104,8 @@ def _reap_containers(
 def _reap_networks(
     client: docker.APIClient, filters: dict[str, object], verdict: _Verdict, dry_run: bool
 ) -> list[str]:
-    """The model-only networks (``runner.sandbox.model_gateway``), once their containers went."""
+    """The model-only networks (``runner.sandbox.gateway_container``), once their
+    containers went."""
     lines: list[str] = []
     for network in client.networks(filters=filters):
         if verdict.why(network.get("Labels") or {}) is None:

@@ -64,7 +64,7 @@ def add_user_site(spec: "dict[str, Any]") -> None:
 
 def selected(nodeid: str, entries: "list[str]") -> bool:
     """Does an entry of the selection (node id, file, directory or ``file::Class``) name
-    this test? The host's rule is ``runner.fixtures.declared.matches``: an id SWE-bench's
+    this test? The host's rule is ``runner.trees.declared.matches``: an id SWE-bench's
     parser cut at a space (``test_x[a``) names every test it prefixes."""
     for entry in entries:
         entry = entry.rstrip("/")

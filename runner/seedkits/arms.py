@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import ArchiveError, UsageError, UserError
-from runner.fixtures.archives import members_from_dir
+from runner.trees.archives import members_from_dir
 
 ARM_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,59}\Z")
 ARM_CLEAN_RE = re.compile(r"[^A-Za-z0-9._-]+")

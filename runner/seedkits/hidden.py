@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from runner.errors import UserError
-from runner.fixtures.archives import Member, normalise_member_name
 from runner.paths import is_forbidden
+from runner.trees.archives import Member, normalise_member_name
 
 PYTHON_RE = re.compile(r"\A(?:/usr(?:/local)?/bin/)?python(?:3(?:\.\d+)?)?\Z")
 # Options that only shape pytest's output or stop early: the verdict is the same without.

@@ -27,9 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runner.config.model import TOOL_NAMES
+from runner.config.controls import TOOL_NAMES
 from runner.errors import ArchiveError, UsageError, UserError
-from runner.fixtures.archives import Member, build_tar, members_from_dir, read_members
 from runner.hashing import sha256_bytes
 from runner.paths import inside
 from runner.seedkits.arms import NOOP, arm_name
@@ -44,8 +43,9 @@ from runner.seedkits.fields import (
     read_yaml_mapping,
 )
 from runner.seedkits.hidden import parse_hidden_command, split_fixture
-from runner.seedkits.kit_files import check_metrics_py, note_replay
+from runner.seedkits.seed_files import check_metrics_py, note_replay
 from runner.seedkits.writer import Plan, check_lines
+from runner.trees.archives import Member, build_tar, members_from_dir, read_members
 
 FORMAT = "a seed-004 controls.yaml"
 KEYS = (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from runner.config.model import Controls
+from runner.config.controls import Controls
 from runner.errors import DigestMismatch, SandboxError, UserError
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.engine import connect, image_id

@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
+from runner.config.controls import Controls
 from runner.config.loader import parse_controls
-from runner.config.model import Controls
 from runner.errors import UserError
 from runner.seedkits.arms import GivenArm, arm_list, copy_arms
 from runner.suite.load import parse_task_line

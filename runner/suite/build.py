@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.config.controls import Controls, Runtime
 from runner.config.loader import load_controls
-from runner.config.model import Controls, Runtime
 from runner.errors import DeltarunError, UserError
-from runner.models import environment_tag
 from runner.paths import inside
+from runner.records import environment_tag
 from runner.sandbox.images import BuildRequest, ImageBuilder, ImageBuildFailed, ImageInfo
 from runner.suite.environments import (
     BASE_LABEL,
@@ -99,7 +99,7 @@ def build(
 
     ``say`` gets a line as each step starts, ``log`` every line of the engine's build output.
     """
-    from runner.config.model import Runtime
+    from runner.config.controls import Runtime
 
     if network not in NETWORKS:
         raise UserError(f"--network {network!r}: choose one of {', '.join(NETWORKS)}")

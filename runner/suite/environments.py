@@ -38,8 +38,8 @@ from typing import IO, TYPE_CHECKING
 
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_file, sha256_json
-from runner.models import RepoTask, Task
 from runner.paths import inside
+from runner.records import RepoTask, Task
 from runner.suite.lines import parse_json_line, task_lines
 
 if TYPE_CHECKING:

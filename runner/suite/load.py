@@ -19,15 +19,15 @@ from pydantic import TypeAdapter, ValidationError
 from runner.atomic import write_atomic
 from runner.config.loader import format_validation_error
 from runner.errors import DigestMismatch, UserError
-from runner.fixtures.archives import DEFAULT_CAPS, ArchiveCaps, Member, build_tar, read_members
-from runner.fixtures.cache import CacheDir
-from runner.fixtures.gitfixture import GitStore, TreeEntry, blob_id, check_entries, is_bundle
 from runner.hashing import sha256_bytes, sha256_file
-from runner.models import AnswerTask, GitRepo, RepoTask, Task
 from runner.paths import closed_folder, inside, writable
-from runner.suite import checks as task_checks
+from runner.records import AnswerTask, GitRepo, RepoTask, Task
+from runner.suite import authoring_checks as task_checks
 from runner.suite.environments import check_contexts
 from runner.suite.lines import parse_json_line, task_lines
+from runner.trees.archives import DEFAULT_CAPS, ArchiveCaps, Member, build_tar, read_members
+from runner.trees.cache import CacheDir
+from runner.trees.gitfixture import GitStore, TreeEntry, blob_id, check_entries, is_bundle
 
 _TASK = TypeAdapter(RepoTask | AnswerTask)
 
@@ -185,7 +185,7 @@ def seal(
     A line whose digests are already right is kept byte for byte; a line that
     changes is rewritten as canonical JSON with only its digests changed. The
     file is replaced atomically, so an interrupted seal leaves the old file.
-    Authoring mistakes (``runner.suite.checks``) are errors naming the line, before
+    Authoring mistakes (``runner.suite.authoring_checks``) are errors naming the line, before
     anything is written; a fixture under one top-level folder is a warning, or with
     ``strip_top_folder`` a tar fixture is rewritten without that folder.
     """

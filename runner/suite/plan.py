@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import random
 
-from runner.config.model import Controls
+from runner.config.controls import Controls
 from runner.hashing import sha256_json
-from runner.models import Job, Task
+from runner.records import Job, Task
 
 
 def job_id(protocol_sha256: str, task_id: str, arm: str, repeat: int) -> str:

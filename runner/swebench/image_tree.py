@@ -4,7 +4,7 @@ edited in place included) made into one commit of a bare repository, from the en
 tar of the directory, through ``git fast-import``: nothing is written to disk as a file.
 
 Left out: ``.git`` and every ``__pycache__`` directory; devices and fifos; symbolic links,
-which a git-tree fixture refuses (``runner.fixtures.gitfixture``), each named. Regular files
+which a git-tree fixture refuses (``runner.trees.gitfixture``), each named. Regular files
 keep their executable bit.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from runner.errors import UserError
-from runner.fixtures.archives import normalise_member_name
+from runner.trees.archives import normalise_member_name
 
 _COMMITTER = b"committer deltarun import <import@deltarun.invalid> 0 +0000\n"
 _CHUNK = 1 << 20

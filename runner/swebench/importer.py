@@ -38,16 +38,16 @@ import yaml
 from runner.bounded_input import YamlBounds, load_yaml
 from runner.bounded_json import BoundsError, loads_bounded
 from runner.errors import UserError
-from runner.fixtures.archives import build_tar, read_members
 from runner.paths import inside
-from runner.swebench.environments import make_environments, read_specs, read_text, suite_image
 from runner.swebench.from_images import FromImages, set_images, sources
+from runner.swebench.import_envs import make_environments, read_specs, read_text, suite_image
 from runner.swebench.instances import Instance, instance_of, parse_instances
 from runner.swebench.predictions import parse_predictions
 from runner.swebench.rows import LINE_BOUNDS
 from runner.swebench.scratch import Scratch
 from runner.swebench.specs import Specs
 from runner.swebench.test_ids import declare
+from runner.trees.archives import build_tar, read_members
 
 ARM_RE = re.compile(r"[^A-Za-z0-9._-]+")
 # The arm deltarun adds that changes nothing; a user's arm may take any other name (a

@@ -19,7 +19,7 @@ from typing import Any
 from runner.bounded_input import excerpt
 from runner.bounded_json import BoundsError, loads_bounded
 from runner.errors import UserError
-from runner.models import TASK_ID_RE
+from runner.records import TASK_ID_RE
 from runner.swebench.rows import LINE_BOUNDS, json_rows
 
 # Matched whole (``fullmatch``; ``\A``/``\Z``, never ``$``, which matches before a final

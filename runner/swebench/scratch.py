@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runner.errors import UserError
-from runner.fixtures.archives import Member
 from runner.gitpatch import PatchError, touched_paths
 from runner.swebench.instances import Instance
+from runner.trees.archives import Member
 
 # Fixed identity and dates of the fixture commits: the same trees give the same bundle.
 _COMMIT_ENV = {

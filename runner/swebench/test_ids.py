@@ -6,7 +6,7 @@ writes what each runner's log shows, and each becomes node ids so:
 
 - pytest: ``tests/test_x.py::test_y[a b]`` stays as it is; one SWE-bench's parser cut at
   a space (``tests/test_x.py::test_y[a``) names every test it prefixes
-  (``runner.fixtures.declared.cut_at_space``);
+  (``runner.trees.declared.cut_at_space``);
 - django: ``test_x (app.tests.Class)`` (Python 3.11 writes ``(app.tests.Class.test_x)``)
   is ``tests/app/tests.py::Class::test_x``; a docstring's first line, which Django's
   verbose log prints in place of the id, is every test method of the test patch's files
@@ -26,10 +26,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runner.errors import UserError
-from runner.fixtures.archives import Member
 from runner.grading.runners import DJANGO_TOP
 from runner.pyparse import LOCK
 from runner.swebench.instances import check_pytest_ids
+from runner.trees.archives import Member
 
 _UNITTEST_ID = re.compile(r"\A(?P<method>[A-Za-z_]\w*) \((?P<dotted>[A-Za-z_][\w.]*)\)\Z")
 
@@ -138,7 +138,7 @@ def declare(
     where: str,
 ) -> None:
     """Set a task line's declared tests, runner and runner options from an instance's ids
-    and its hidden members (``runner.fixtures.archives.Member``: the test patch's files)."""
+    and its hidden members (``runner.trees.archives.Member``: the test patch's files)."""
     sources = {m.path: m.data for m in hidden if not m.is_dir and m.path.endswith(".py")}
     if runner == "pytest":
         check_pytest_ids(tuple(tests), where)

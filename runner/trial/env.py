@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from runner.config.model import Controls
-from runner.fixtures.cache import CacheDir
-from runner.fixtures.staging import Staging
+from runner.config.controls import Controls
 from runner.grading.metrics import Metric
-from runner.models import Trial
+from runner.records import Trial
 from runner.sandbox.base import SandboxFactory
+from runner.trees.cache import CacheDir
+from runner.trees.staging import Staging
 from runner.trial.execute import TrialEnv, TrialInputs
 
 
@@ -31,7 +31,7 @@ def trial_env(
     pins: Mapping[str, str] | None = None,
 ) -> TrialEnv:
     """The environment every executor (and ``replay --reverify``) runs trials in: fixtures
-    are staged once per machine in the cache (``runner.fixtures.staging``); ``pins``
+    are staged once per machine in the cache (``runner.trees.staging``); ``pins``
     (image tag → ID) makes every sandbox from the run's pinned image."""
     staging = Staging(CacheDir())
     pinned = dict(pins or {})

@@ -9,7 +9,7 @@ the agent acts under the task's wall-clock limit (a command agent under
 agent's program exits); a sweep kills whatever is left; then the patch is what
 ``git diff`` writes on stdout against the baseline, byte for byte.
 
-The patch is screened (``runner.grading.policy``): what would change how grading
+The patch is screened (``runner.grading.patch_policy``): what would change how grading
 runs is dropped and counted. Phase B (``runner.grading.verify``) applies the rest in a
 second fresh sandbox the agent never saw and runs the hidden tests.
 
@@ -30,20 +30,18 @@ from functools import partial
 from typing import Protocol
 
 from runner import telemetry
-from runner.agents.base import Agent, AgentContext, AgentResult
 from runner.agents.installed.agent import Installed
-from runner.config.model import Controls
+from runner.agents.interface import Agent, AgentContext, AgentResult
+from runner.config.controls import Controls
 from runner.errors import DeltarunError, UserError
-from runner.fixtures.archives import Member
-from runner.fixtures.staging import StagedFixture, Staging, fixture_key
 from runner.gitpatch import PatchError
 from runner.grading.image_facts import image_facts, module_names
 from runner.grading.metrics import BUILTIN, Metric, score_answer
-from runner.grading.policy import Ground, Screened, screen
+from runner.grading.patch_policy import Ground, Screened, screen
 from runner.grading.runners import harness_paths
 from runner.grading.verify import VerifyOutcome, VerifySettings, sandbox_bytes, verify
 from runner.hashing import sha256_bytes
-from runner.models import (
+from runner.records import (
     AnswerTask,
     Grading,
     Job,
@@ -66,6 +64,8 @@ from runner.sandbox.base import (
     SandboxSpec,
 )
 from runner.sizes import parse_size
+from runner.trees.archives import Member
+from runner.trees.staging import StagedFixture, Staging, fixture_key
 from runner.trial.limits import trial_limits
 from runner.trial.record import Facts, build_record, error_record, patch_of
 from runner.trial.workspace import (
@@ -107,7 +107,7 @@ class TrialEnv:
 
     def fixture(self, task: Task) -> StagedFixture:
         """A task's fixture for one trial, read only when a staged entry must be made
-        (``runner.fixtures.staging``); an answer task has none."""
+        (``runner.trees.staging``); an answer task has none."""
         caps = self.controls.runtime.archive_caps
         if not isinstance(task, RepoTask):
             return StagedFixture(None, lambda: [], None, caps)

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runner.config.model import Controls
-from runner.models import Task, task_timeout
+from runner.config.controls import Controls
+from runner.records import Task, task_timeout
 
 
 def model_settings(controls: Controls, arm: str) -> dict[str, Any] | None:

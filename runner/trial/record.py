@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from runner.agents.base import AgentResult
+from runner.agents.interface import AgentResult
 from runner.bounded_json import BoundsError, check_storable, sanitize
-from runner.config.model import Caps
+from runner.config.controls import Caps
 from runner.grading.outcomes import classify
 from runner.hashing import sha256_bytes
-from runner.models import Job, Outcome, Task, TaskKind, Trial, grading_of
+from runner.records import Job, Outcome, Task, TaskKind, Trial, grading_of
 from runner.sandbox.base import SandboxLost
 
 MAX_DROPPED_LISTED = 50
@@ -187,7 +187,7 @@ def build_record(
     """The record of one job from what its phases found.
 
     Longer than the house's ~60 lines on purpose: one line per field of the record
-    (``runner.models.Trial``), in the contract's order."""
+    (``runner.records.Trial``), in the contract's order."""
     result = facts.agent or AgentResult()
     answer, answer_problem = _answer(result)
     outcome, reason = _outcome(task, facts, result, answer_problem)

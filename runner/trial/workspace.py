@@ -11,12 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from runner.agents.base import AGENT_ENV, GUARD_FILE, PROMPT_FILE
+from runner.agents.interface import AGENT_ENV, GUARD_FILE, PROMPT_FILE
 from runner.errors import InfraError
-from runner.fixtures import harness_git
-from runner.fixtures.archives import Entry, owned_tar
-from runner.fixtures.install import PIP_ENV, failure, install_script
-from runner.fixtures.staging import StagedFixture
 from runner.sandbox.base import (
     BASELINE_DIR,
     IO_DIR,
@@ -28,6 +24,10 @@ from runner.sandbox.base import (
 )
 from runner.sandbox.copy_in import unpack_as_agent
 from runner.sandbox_scripts import source
+from runner.trees import harness_git
+from runner.trees.archives import Entry, owned_tar
+from runner.trees.install import PIP_ENV, failure, install_script
+from runner.trees.staging import StagedFixture
 
 # Patches up to this size are verified; the record stores at most caps.patch_bytes.
 MAX_VERIFY_PATCH_BYTES = 64 << 20
@@ -63,7 +63,7 @@ def staged_trees(
 
 
 def copy_in(sandbox: Sandbox, tar: Path | bytes | None) -> None:
-    """The fixture's tar as the agent's uid (``runner.fixtures.staging.StagedFixture``, staged
+    """The fixture's tar as the agent's uid (``runner.trees.staging.StagedFixture``, staged
     once or built for this trial) into ``/workspace``; None: there is no fixture."""
     if tar is not None:
         unpack_as_agent(sandbox, WORKSPACE, tar)
@@ -93,7 +93,7 @@ def baseline(sandbox: Sandbox, prompt: str, guard: bool, staged: Path | None = N
     switches off every workspace attribute, and write the prompt (and, for agents that
     run programs, the guard) into /io, root-owned and read-only to the agent.
 
-    ``staged`` is that git directory already made on the host (``runner.fixtures.staging``): it
+    ``staged`` is that git directory already made on the host (``runner.trees.staging``): it
     is copied in instead of committing in the sandbox, which reads and compresses the
     whole tree; a sandbox whose ``/baseline`` is a view of it (``Sandbox.prefilled``)
     needs neither. One exec when it can be: a prompt that fits one environment string

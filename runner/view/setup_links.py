@@ -1,6 +1,6 @@
 """Each setup warning of the report with the trials behind it, for the run page. Pure.
 
-The report's setup warnings (``runner.run.setup_warnings``) are lines of text naming at
+The report's setup warnings (``runner.store.setup_warnings``) are lines of text naming at
 most a few tasks; the signs behind them are per record (``first_sign``, and a hidden test
 that ran no test, which ``setup_warnings`` counts on any arm). A warning is matched to its
 kind of sign by how it begins (the arm it names included), and linked to every trial
@@ -14,10 +14,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from runner.config.model import Controls
-from runner.models import Trial
-from runner.run.setup_warnings import first_sign
+from runner.config.controls import Controls
+from runner.records import Trial
 from runner.setup_signals import NO_TEST_RAN, signal_of
+from runner.store.setup_warnings import first_sign
 
 LINKED_MAX = 200  # trials linked from one warning; the rest are counted
 WARNING_CHARS = 4000

@@ -20,11 +20,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from runner.errors import UserError
-from runner.models import SHA256_RE, Trial
-from runner.run.reverify import CHANGES
-from runner.run.rundir import LEDGER, RUN_FILE, SESSIONS, RunDir
+from runner.records import SHA256_RE, Trial
+from runner.store.changes import CHANGES
+from runner.store.rundir import LEDGER, RUN_FILE, SESSIONS, RunDir
+from runner.view.ledger_lines import detail, parse, summary
 from runner.view.matrix import build_index
-from runner.view.records import detail, parse, summary
 from runner.view.setup_links import linked, signs
 from runner.view.text import TEXT_CHARS, shown_text
 

@@ -23,7 +23,7 @@ _RULE = re.compile(r"^(.*) \(([a-z]+)\)\Z")
 # The line the harness appends to a verify log naming the must-fail canaries it planted
 # (runner.grading.verify); the log's last line, so the tests' own output cannot forge it.
 _CANARIES = re.compile(r"^\[deltarun\] \d+ canary tests? .*failure is expected: (\S.*)\Z")
-# Why the grading policy drops a section, by rule (runner.grading.policy's table).
+# Why the grading policy drops a section, by rule (runner.grading.patch_policy's table).
 RULES = {
     "forbidden": "a path under tools.forbidden_paths",
     "hidden": "a hidden test file or a directory on its path: the hidden file stands as written",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runner.models import Trial
+from runner.records import Trial
 from tests.helpers import make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one
 

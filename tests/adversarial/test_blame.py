@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from runner.models import Outcome
+from runner.records import Outcome
 from tests.adversarial.support import PROBE_TASK
 from tests.helpers import make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one

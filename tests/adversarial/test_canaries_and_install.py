@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from runner.models import Outcome, Trial
+from runner.records import Outcome, Trial
 from tests.adversarial.support import write_files
 from tests.adversarial.test_verdict_integrity import (
     CALC,

@@ -14,11 +14,11 @@ from typing import Any
 
 import docker
 import pytest
+from runner.trees.inputs import LocalInputs
 
 from runner.agents.factory import agent_members, make_agent
 from runner.config.loader import load_controls
-from runner.fixtures.inputs import LocalInputs
-from runner.models import Job, Outcome
+from runner.records import Job, Outcome
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite.load import load_suite
 from runner.trial.execute import TrialEnv, execute_trial

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runner.models import Outcome
+from runner.records import Outcome
 from tests.adversarial.support import hostile
 from tests.conftest import leftover_sandboxes
 

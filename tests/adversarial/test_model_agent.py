@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runner.models import Outcome
+from runner.records import Outcome
 from tests.conftest import leftover_sandboxes
 from tests.fake_openai import FakeModel, call, reply
 from tests.test_openai_agent import ALL_TOOLS, run_model, suite_for, tool_results

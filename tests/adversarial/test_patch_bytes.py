@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runner.trees.archives import SANDBOX_MTIME
+from runner.trees.inputs import LocalInputs
 
 from runner import gitpatch
 from runner.config.loader import load_controls
-from runner.fixtures.archives import SANDBOX_MTIME
-from runner.fixtures.inputs import LocalInputs
 from runner.hashing import sha256_bytes
-from runner.models import Outcome, RepoTask
+from runner.records import Outcome, RepoTask
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite.load import load_suite
 from runner.trial.execute import TrialEnv, reverify

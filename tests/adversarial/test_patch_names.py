@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from runner import gitpatch
-from runner.models import Outcome
+from runner.records import Outcome
 from runner.trial.record import patch_of
 from tests.helpers import make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one

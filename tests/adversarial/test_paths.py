@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runner.models import Outcome
+from runner.records import Outcome
 from tests.adversarial.support import REPORT_PY, hostile
 from tests.conftest import run_cli
 from tests.helpers import ADD_FIXTURE, make_suite, repo_task

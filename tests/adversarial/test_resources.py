@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runner.models import Outcome, Trial
+from runner.records import Outcome, Trial
 from tests.adversarial.support import REPORT_PY, hostile
 from tests.helpers import ADD_GOLD, make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one

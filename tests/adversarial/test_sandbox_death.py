@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from runner.models import Outcome, Trial
+from runner.records import Outcome, Trial
 from tests.adversarial.support import hostile, write_files
 from tests.fake_openai import FakeModel, call, reply
 from tests.test_openai_agent import run_model, suite_for

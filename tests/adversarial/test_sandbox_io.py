@@ -17,7 +17,7 @@ from typing import Any
 import docker
 import pytest
 
-from runner.models import Outcome, Trial
+from runner.records import Outcome, Trial
 from tests.adversarial.support import PROBE_TASK
 from tests.helpers import ADD_HIDDEN, make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one

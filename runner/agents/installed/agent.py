@@ -18,16 +18,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from runner.agents.base import AGENT_ENV, AgentContext, AgentResult, collect_outputs
 from runner.agents.guarded import model_usage, run_guarded
 from runner.agents.installed.kind import HOME, Kind, Launch, Step, violations
 from runner.agents.installed.layer import agent_tag
 from runner.agents.installed.session import session_archive
-from runner.config.model import InstalledAgent, Price, Route, Toggles
-from runner.fixtures.archives import Member, build_tar
+from runner.agents.interface import AGENT_ENV, AgentContext, AgentResult, collect_outputs
+from runner.config.controls import InstalledAgent, Price, Route, Toggles
 from runner.paths import AGENT_UID
 from runner.sandbox.base import ExecRequest, ModelCall, Sandbox
 from runner.sandbox.copy_in import unpack_as_agent
+from runner.trees.archives import Member, build_tar
 
 ABSTAIN_HINT = (
     "\n\nIf the task cannot be done as asked, do not guess: write the reason to "

@@ -24,7 +24,7 @@ from runner.agents.installed.kind import (
     Step,
 )
 from runner.agents.installed.python_cli import launcher
-from runner.agents.installed.steps import excerpt
+from runner.agents.installed.session_log import excerpt
 
 name = "aider"
 api: Api = "openai-chat"

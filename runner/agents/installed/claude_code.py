@@ -24,7 +24,7 @@ from runner.agents.installed.kind import (
     Step,
     denied_tools,
 )
-from runner.agents.installed.steps import count, excerpt, json_lines
+from runner.agents.installed.session_log import count, excerpt, json_lines
 
 name = "claude-code"
 api: Api = "anthropic"

@@ -25,7 +25,7 @@ from runner.agents.installed.kind import (
     Launch,
     Step,
 )
-from runner.agents.installed.steps import count, excerpt, json_lines
+from runner.agents.installed.session_log import count, excerpt, json_lines
 
 name = "codex"
 api: Api = "openai-responses"

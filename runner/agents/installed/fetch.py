@@ -29,8 +29,8 @@ from pathlib import Path
 
 from runner.agents.installed.kind import Artifact, Kind
 from runner.errors import DigestMismatch, UsageError, UserError
-from runner.fixtures.cache import default_root
 from runner.hashing import sha256_file, sha256_json
+from runner.trees.cache import default_root
 
 FETCH_TIMEOUT_S = 1800.0
 MAX_MEMBER_BYTES = 1 << 30

@@ -23,7 +23,7 @@ from runner.agents.installed.kind import (
     Step,
 )
 from runner.agents.installed.python_cli import launcher
-from runner.agents.installed.steps import count, excerpt, loads
+from runner.agents.installed.session_log import count, excerpt, loads
 
 name = "mini-swe-agent"
 api: Api = "openai-chat"

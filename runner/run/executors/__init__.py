@@ -1,1 +1,0 @@
-"""Executors: where jobs run. ``local`` is a thread pool on this machine."""

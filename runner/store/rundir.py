@@ -1,0 +1,268 @@
+"""The run directory: stored controls, run metadata and the append-only ledger.
+
+    RUN_DIR/controls.yaml            the controls exactly as run (their bytes, or with the
+                                     baseline: --baseline-mode gave an arm)
+    RUN_DIR/run.json                 run id, protocol hash, suite digest, tasks, pins
+    RUN_DIR/trials.jsonl             one fsync'd line per job id: the ledger
+    RUN_DIR/trials.duplicates.jsonl  later records of an already recorded job (audit only)
+    RUN_DIR/report.{md,json}         written by `report`, rebuilt by `replay`
+    RUN_DIR/scorecard.json           an arm's on vs off legs (seed 001's DeltaScorecard),
+                                     beside the report; scorecard-<arm>.json for several
+    RUN_DIR/sessions/<sha256>.tar.gz an installed agent's session (its log files, stdout and
+                                     the gateway's request log), named by the record's
+                                     ``session_sha256``; the ledger never holds the bytes
+    RUN_DIR/reverify.json            the verdicts `replay --reverify` last changed
+                                     (runner.run.reverify)
+    RUN_DIR/view/                    the viewer's pages, when `deltarun view RUN --bundle
+                                     RUN/view` wrote them; a new run's report.html links here
+
+A run directory belongs to one protocol hash; opening it under another raises
+``ProtocolMismatch``. A torn last line (a crash mid-write) is set aside in
+``trials.torn`` on resume, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from runner.atomic import write_atomic
+from runner.config.controls import Controls
+from runner.config.loader import parse_controls
+from runner.errors import ProtocolMismatch, UserError
+from runner.hashing import sha256_bytes, sha256_file
+from runner.records import ScoredTrial, Trial
+
+RUN_FILE = "run.json"
+LEDGER = "trials.jsonl"
+DUPLICATES = "trials.duplicates.jsonl"
+SESSIONS = "sessions"
+VIEW_BUNDLE = "view"  # RunMeta.view_bundle of a new run
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    run_id: str
+    protocol_id: str
+    protocol_sha256: str
+    suite_sha256: str
+    channel: str
+    control_arm: str
+    arms: list[str]
+    tasks: list[dict[str, str]]
+    image_digests: dict[str, str]
+    agent_dir_digests: dict[str, str]
+    created_at: str
+    deltarun_version: str
+    python_version: str
+    controls_path: str = ""  # where the controls (and so the suite) were, for --reverify
+    builtin_metrics_sha256: str = ""  # runner/grading/metrics.py of the deltarun that ran it
+    scoring_sha256: str = ""  # runner/{evidence,grading,report} (runner.run.scoring_code)
+    # installed arm → {"agent": "<name>@<version>", "artifacts_sha256": digest of its files}
+    agent_artifacts: dict[str, dict[str, str]] = field(default_factory=dict)
+    # arm with toggles → the mode it ran in: skill-on, skill-off or both (--baseline-mode, or
+    # its baseline: in the controls); None in a run.json written before the field existed
+    baseline_modes: dict[str, str] | None = None
+    # the folder in the run directory report.html links into (its index.html), where
+    # `deltarun view RUN --bundle RUN/view` writes the viewer; "" in a run.json written
+    # before the field existed, whose report.html has no link and so replays unchanged
+    view_bundle: str = VIEW_BUNDLE
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def new_run_id(protocol_id: str, now: datetime) -> str:
+    return f"{protocol_id}-{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+
+
+class RunDir:
+    """A run directory on disk."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._recorded: set[str] | None = None
+        self.line_of: dict[str, int] = {}  # job id → ledger line, for error messages
+
+    def stored_controls(self) -> Controls:
+        """The controls the run was started with (``controls.yaml`` kept in the run)."""
+        path = self.path / "controls.yaml"
+        return parse_controls(path.read_text(encoding="utf-8"), str(path))
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.path / LEDGER
+
+    def exists(self) -> bool:
+        return (self.path / RUN_FILE).is_file()
+
+    def meta(self) -> RunMeta:
+        try:
+            data = json.loads((self.path / RUN_FILE).read_text(encoding="utf-8"))
+            return RunMeta(**{"view_bundle": "", **data})  # absent: written before the field
+        except FileNotFoundError as exc:
+            raise UserError(f"{self.path}: not a run directory (no {RUN_FILE})") from exc
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise UserError(f"{self.path / RUN_FILE}: unreadable run metadata ({exc})") from exc
+
+    def create(self, meta: RunMeta, controls_bytes: bytes) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.path / "controls.yaml", controls_bytes)
+        write_atomic(
+            self.path / RUN_FILE,
+            (json.dumps(meta.to_json(), indent=2, sort_keys=True) + "\n").encode(),
+        )
+        self.ledger_path.touch()
+
+    def check_protocol(self, protocol_sha256: str) -> RunMeta:
+        meta = self.meta()
+        if meta.protocol_sha256 != protocol_sha256:
+            raise ProtocolMismatch(
+                f"{self.path}: this run directory belongs to protocol {meta.protocol_sha256}, "
+                f"the controls hash to {protocol_sha256}; use a new --out directory"
+            )
+        return meta
+
+    def repair_torn_tail(self) -> None:
+        """Move an unterminated last line (a crash mid-write) aside before appending."""
+        path = self.ledger_path
+        if not path.is_file():
+            return
+        data = path.read_bytes()
+        if not data or data.endswith(b"\n"):
+            return
+        cut = data.rfind(b"\n") + 1
+        with (self.path / "trials.torn").open("ab") as handle:
+            handle.write(data[cut:] + b"\n")
+        with path.open("r+b") as handle:
+            handle.truncate(cut)
+            os.fsync(handle.fileno())
+
+    def iter_lines(self) -> Iterator[tuple[int, str]]:
+        """Numbered ledger lines. A missing ledger or a truncated last line is an error
+        naming the file and line (``run --resume`` sets a truncated line aside first)."""
+        path = self.ledger_path
+        if not path.is_file():
+            raise UserError(
+                f"{path}: missing; this run directory has no ledger (restore it from a copy)"
+            )
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.endswith("\n"):
+                    raise UserError(
+                        f"{path}:{number}: truncated record (a crash mid-write?); "
+                        "`deltarun run --resume` sets it aside and runs that job again"
+                    )
+                if line.strip():
+                    yield number, line
+
+    def _first_records(self) -> Iterator[Trial]:
+        """The first valid record of every job id, in ledger order."""
+        seen: set[str] = set()
+        for number, line in self.iter_lines():
+            try:
+                trial = Trial.model_validate_json(line)
+            except ValidationError as exc:
+                raise UserError(
+                    f"{self.ledger_path}:{number}: not a valid trial record "
+                    f"({exc.errors()[0]['msg']})"
+                ) from exc
+            if trial.job_id in seen:
+                continue
+            seen.add(trial.job_id)
+            self.line_of[trial.job_id] = number
+            yield trial
+
+    def trials(self) -> list[Trial]:
+        """The first record of every job id, in ledger order."""
+        return list(self._first_records())
+
+    def scored_trials(self) -> list[ScoredTrial]:
+        """Like ``trials()``, keeping only what scoring reads: a report over 100,000
+        records fits in a few hundred MB."""
+        return [ScoredTrial.of(trial) for trial in self._first_records()]
+
+    def recorded_ids(self) -> set[str]:
+        with self._lock:
+            if self._recorded is None:
+                self._recorded = {t.job_id for t in self.trials()}
+            return set(self._recorded)
+
+    def keep_session(self, trial: Trial) -> Trial:
+        """The record as the ledger holds it: a session carried in transit is written to
+        ``sessions/<sha256>.tar.gz`` (fsync'd, before its record) and replaced by its digest."""
+        if trial.session is None:
+            return trial
+        try:
+            data = base64.b64decode(trial.session, validate=True)
+        except ValueError:
+            return trial.model_copy(update={"session": None})  # not ours: nothing to keep
+        digest = sha256_bytes(data)
+        path = self.path / SESSIONS / f"{digest}.tar.gz"
+        if not path.is_file():
+            path.parent.mkdir(exist_ok=True)
+            write_atomic(path, data)
+        return trial.model_copy(update={"session": None, "session_sha256": digest})
+
+    def append(self, trial: Trial) -> bool:
+        """Append one record, fsync'd. Returns False (and keeps it aside) for a duplicate."""
+        line = self.keep_session(trial).model_dump_json() + "\n"
+        with self._lock:
+            if self._recorded is None:
+                self._recorded = {t.job_id for t in self.trials()}
+            target = self.ledger_path
+            fresh = trial.job_id not in self._recorded
+            if not fresh:
+                target = self.path / DUPLICATES
+            with target.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self._recorded.add(trial.job_id)
+            return fresh
+
+    def write_records(self, fresh: list[Trial], duplicates: list[Trial]) -> None:
+        """Append a batch whose freshness the caller decided, with one fsync per file.
+
+        Used by the Celery coordinator, which knows which jobs are still pending and
+        so needs no in-memory set of every recorded id (memory stays flat).
+        """
+        with self._lock:
+            for target, batch in ((self.ledger_path, fresh), (self.path / DUPLICATES, duplicates)):
+                if not batch:
+                    continue
+                with target.open("a", encoding="utf-8") as handle:
+                    kept = [self.keep_session(t) for t in batch]
+                    handle.write("".join(t.model_dump_json() + "\n" for t in kept))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            self._recorded = None  # re-read on demand: no set of every id kept in memory
+
+    def ledger_sha256(self) -> str:
+        try:
+            return sha256_file(self.ledger_path)
+        except FileNotFoundError as exc:
+            raise UserError(
+                f"{self.ledger_path}: missing; this run directory has no ledger "
+                "(restore it from a copy)"
+            ) from exc
+
+    def write_file(self, name: str, text: str) -> Path:
+        path = self.path / name
+        write_atomic(path, text.encode("utf-8"))
+        return path
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
