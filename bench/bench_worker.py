@@ -34,7 +34,7 @@ from runner.distributed.credentials import (  # noqa: E402
 from runner.distributed.trial_task import register  # noqa: E402
 from runner.distributed.worker import serve  # noqa: E402
 from runner.records import Job, Outcome, Task, Trial  # noqa: E402
-from runner.trial.execute import TrialEnv  # noqa: E402
+from runner.trial.env import TrialEnv  # noqa: E402
 from runner.trial.record import bare_record  # noqa: E402
 from tests.helpers import PY_IMAGE  # noqa: E402
 

@@ -36,11 +36,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.trees.archives import ArchiveCaps, build_tar, read_members  # noqa: E402
-from runner.trees.cache import CacheDir  # noqa: E402
-from runner.trees.inputs import LocalInputs  # noqa: E402
-from runner.trees.staging import Staging  # noqa: E402
-
 from bench import smoke  # noqa: E402
 from runner.cli import main as _unused_main  # noqa: E402,F401  (imports the package as installed)
 from runner.config.loader import load_controls  # noqa: E402
@@ -52,7 +47,12 @@ from runner.sandbox.docker import DockerSandboxFactory  # noqa: E402
 from runner.sandbox.engine import connect, image_id  # noqa: E402
 from runner.sandbox.view_probe import views_work  # noqa: E402
 from runner.suite.sealing import seal_target  # noqa: E402
-from runner.trial.execute import TrialEnv, execute_trial  # noqa: E402
+from runner.trees.archives import ArchiveCaps, build_tar, read_members  # noqa: E402
+from runner.trees.cache import CacheDir  # noqa: E402
+from runner.trees.inputs import LocalInputs  # noqa: E402
+from runner.trees.staging import Staging  # noqa: E402
+from runner.trial.env import TrialEnv  # noqa: E402
+from runner.trial.execute import execute_trial  # noqa: E402
 from tests.helpers import PY_IMAGE, make_suite  # noqa: E402
 
 GIT_ENV = {

@@ -27,8 +27,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.trees.inputs import LocalInputs  # noqa: E402
-
 from bench import smoke  # noqa: E402
 from runner.cli import main as _unused_main  # noqa: E402,F401  (imports the package as installed)
 from runner.distributed.served_images import engine_runtimes  # noqa: E402
@@ -36,7 +34,9 @@ from runner.executors.local import run_local  # noqa: E402
 from runner.run.prepare import prepare  # noqa: E402
 from runner.sandbox.docker import DockerSandboxFactory  # noqa: E402
 from runner.sandbox.engine import connect, image_id  # noqa: E402
-from runner.trial.execute import TrialEnv, execute_trial  # noqa: E402
+from runner.trees.inputs import LocalInputs  # noqa: E402
+from runner.trial.env import TrialEnv  # noqa: E402
+from runner.trial.execute import execute_trial  # noqa: E402
 from tests.helpers import PY_IMAGE, make_suite, repo_task  # noqa: E402
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runner.trees.inputs import LocalInputs
 
 from runner.agents.factory import make_agent
 from runner.config.controls import TOOL_NAMES
@@ -25,7 +24,9 @@ from runner.config.loader import load_controls
 from runner.records import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite.load import load_suite
-from runner.trial.execute import TrialEnv, execute_trial
+from runner.trees.inputs import LocalInputs
+from runner.trial.env import TrialEnv
+from runner.trial.execute import execute_trial
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.fake_openai import FakeModel, Step, call, reply
 from tests.helpers import ADD_GOLD, comparison, make_suite, pin_validation, repo_task

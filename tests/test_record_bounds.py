@@ -21,7 +21,8 @@ from runner.agents.interface import AgentResult
 from runner.config.loader import parse_controls
 from runner.records import Job, Outcome, RepoTask, Trial
 from runner.store.rundir import RunDir, RunMeta
-from runner.trial.execute import TrialEnv, execute_trial
+from runner.trial.env import TrialEnv
+from runner.trial.execute import execute_trial
 from runner.trial.record import Facts, build_record, patch_of
 
 CONTROLS = parse_controls(

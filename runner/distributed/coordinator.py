@@ -48,8 +48,8 @@ from runner.distributed.signing import fingerprint, record_signed, sign_job
 from runner.errors import DeltarunError, UserError
 from runner.executors.contract import Interrupted, PreparedRun
 from runner.records import Job, Trial, task_timeout
-from runner.trial.execute import SANDBOX_LIFETIME_MARGIN_S, image_of
 from runner.trial.record import error_record
+from runner.trial.sandbox_specs import SANDBOX_LIFETIME_MARGIN_S, image_of
 
 log = logging.getLogger("deltarun.coordinator")
 CURSOR_FILE = "stream.cursor"

@@ -31,8 +31,8 @@ from runner.distributed.worker_state import WorkerState
 from runner.errors import DeltarunError
 from runner.records import Job, Trial
 from runner.records import Task as SuiteTask
-from runner.trial.env import stop_reason, trial_env
-from runner.trial.execute import TrialEnv, execute_trial
+from runner.trial.env import TrialEnv, stop_reason, trial_env
+from runner.trial.execute import execute_trial
 
 log = logging.getLogger("deltarun.worker")
 

@@ -14,7 +14,7 @@ from runner.config.controls import Controls, InstalledAgent
 from runner.config.loader import LoadedControls
 from runner.errors import UsageError, UserError
 from runner.suite.load import Suite
-from runner.trial.execute import image_of
+from runner.trial.sandbox_specs import image_of
 
 
 @dataclass(frozen=True)

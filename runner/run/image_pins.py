@@ -22,7 +22,7 @@ from runner.errors import UserError
 from runner.records import RepoTask
 from runner.suite.load import read_tasks
 from runner.suite.sealing import pin_images, write_controls
-from runner.trial.execute import image_of
+from runner.trial.sandbox_specs import image_of
 
 ImageId = Callable[[str], str | None]  # the local image ID of a reference, None: absent
 

@@ -42,10 +42,10 @@ from runner.run.agent_images import Layered, artifact_pins, installed_arms, pin_
 from runner.run.pipeline import Step, step
 from runner.run.scoring_code import scoring_sha256
 from runner.sandbox.python_version import matches
-from runner.store.rundir import RunDir, RunMeta, new_run_id, now_utc
+from runner.store.rundir import RunDir, RunMeta, TaskText, new_run_id, now_utc
 from runner.suite.load import Suite, load_suite
 from runner.suite.plan import plan_jobs
-from runner.trial.execute import image_of
+from runner.trial.sandbox_specs import image_of
 
 
 def images_used(loaded: LoadedControls, suite: Suite) -> set[str]:
@@ -357,6 +357,8 @@ def _run_dir(d: Draft) -> tuple[RunDir, RunMeta]:
         _check_modes(out, run_dir.meta().baseline_modes, baseline_modes(controls))
         meta = run_dir.check_protocol(loaded.protocol_sha256)
         run_dir.repair_torn_tail()
+        if run_dir.task_texts() is None and meta.suite_sha256 == d.suite.sha256:
+            run_dir.keep_task_texts(_task_texts(d.suite))  # recorded before the file existed
         return run_dir, meta
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{out}: exists and is not a run directory; choose a new --out")
@@ -381,7 +383,7 @@ def _run_dir(d: Draft) -> tuple[RunDir, RunMeta]:
         scoring_sha256=scoring_sha256(),
         baseline_modes=baseline_modes(controls),
     )
-    run_dir.create(meta, controls_as_run(d))
+    run_dir.create(meta, controls_as_run(d), _task_texts(d.suite))
     return run_dir, meta
 
 
@@ -403,6 +405,12 @@ def _check_modes(out: Path, recorded: dict[str, str] | None, asked: dict[str, st
         f"{out}: this run directory ran with {shown(recorded)}, this run asks for "
         f"{shown(asked)}; resume with {again}, or choose a new --out for a run of this mode"
     )
+
+
+def _task_texts(suite: Suite) -> list[TaskText]:
+    """The tasks' prompts and tags, kept in the run directory for the viewer: it shows them
+    wherever the run directory goes, suite or no suite."""
+    return [TaskText(t.id, t.prompt, tuple(t.tags)) for t in suite.tasks]
 
 
 def _task_meta(task: Task, exposed: str | None) -> dict[str, str]:

@@ -106,7 +106,7 @@ def reverify_run(
     None: the changes are kept there); ``inputs`` from ``reverify_inputs``."""
     from runner.trees.inputs import LocalInputs
     from runner.trial.env import trial_env
-    from runner.trial.execute import reverify
+    from runner.trial.verify_phase import reverify
 
     ran_at, ledger_sha256 = now_utc(), run_dir.ledger_sha256()
     if inputs is None:

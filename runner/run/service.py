@@ -306,7 +306,7 @@ class RunService:
         """The Python of ``image`` on this engine (``runtime.python``), asked once per run."""
         from runner.sandbox.docker import DockerSandboxFactory
         from runner.sandbox.python_version import python_version
-        from runner.trial.execute import preflight_spec
+        from runner.trial.sandbox_specs import preflight_spec
 
         spec = replace(preflight_spec(controls, image), model_access=None)  # no gateway needed
         return python_version(DockerSandboxFactory(self.engine.client), spec)
@@ -404,7 +404,7 @@ class Preflight:
     def __call__(self, controls: Controls, image: str) -> None:
         from runner.run.plan_checks import command_names
         from runner.sandbox.docker import DockerSandboxFactory
-        from runner.trial.execute import preflight_spec
+        from runner.trial.sandbox_specs import preflight_spec
 
         names = command_names(controls)
         factory = DockerSandboxFactory(self.engine.client)

@@ -18,7 +18,7 @@ from runner.errors import DigestMismatch, SandboxError, UserError
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.engine import connect, image_id
 from runner.sandbox.python_version import matches, python_version
-from runner.trial.execute import preflight_spec
+from runner.trial.sandbox_specs import preflight_spec
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,15 @@ from typing import Any
 
 import docker
 import pytest
-from runner.trees.inputs import LocalInputs
 
 from runner.agents.factory import agent_members, make_agent
 from runner.config.loader import load_controls
 from runner.records import Job, Outcome
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite.load import load_suite
-from runner.trial.execute import TrialEnv, execute_trial
+from runner.trees.inputs import LocalInputs
+from runner.trial.env import TrialEnv
+from runner.trial.execute import execute_trial
 from tests.helpers import ADD_GOLD, make_suite, repo_task, write_agent
 
 pytestmark = pytest.mark.docker

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runner.trees.archives import SANDBOX_MTIME
-from runner.trees.inputs import LocalInputs
 
 from runner import gitpatch
 from runner.config.loader import load_controls
@@ -24,8 +22,11 @@ from runner.hashing import sha256_bytes
 from runner.records import Outcome, RepoTask
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite.load import load_suite
-from runner.trial.execute import TrialEnv, reverify
+from runner.trees.archives import SANDBOX_MTIME
+from runner.trees.inputs import LocalInputs
+from runner.trial.env import TrialEnv
 from runner.trial.record import patch_of
+from runner.trial.verify_phase import reverify
 from tests.helpers import make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one
 
