@@ -26,7 +26,7 @@ from bench import smoke  # noqa: E402
 from runner.agents.interface import BASE_ENV, AgentContext  # noqa: E402
 from runner.agents.loop.tool_loop import ModelAgent  # noqa: E402
 from runner.agents.loop.toolbox import Toolbox, ToolPolicy  # noqa: E402
-from runner.config.controls import OpenAIAgent, Route  # noqa: E402
+from runner.config.arms import OpenAIAgent, Route  # noqa: E402
 from runner.records import RepoTask, TaskKind  # noqa: E402
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec  # noqa: E402
 from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory  # noqa: E402

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from runner.trees.archives import members_from_dir, tree_digest
 
-from runner.config.controls import Runtime
+from runner.config.runtime import Runtime
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_file
 from runner.records import environment_tag
@@ -36,6 +35,7 @@ from runner.suite.environments import (
     write_context_tar,
 )
 from runner.suite.load import read_tasks
+from runner.trees.archives import members_from_dir, tree_digest
 from tests.conftest import run_cli
 from tests.helpers import ADD_FIXTURE, ADD_HIDDEN, PY_IMAGE, make_suite, repo_task, write_tar
 

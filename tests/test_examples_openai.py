@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.config.controls import OpenAIAgent
+from runner.config.arms import OpenAIAgent
 from runner.config.loader import load_controls, missing_api_keys
 from runner.suite.load import load_suite
 from tests.conftest import path_lock

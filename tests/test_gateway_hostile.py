@@ -22,7 +22,7 @@ import pytest
 
 from runner.agents.guarded import model_usage
 from runner.agents.interface import AgentResult
-from runner.config.controls import Route
+from runner.config.arms import Route
 from runner.gateway.wire import read_answer
 from runner.sandbox.gateway_container import GatewaySpec
 from tests.fake_wire import RENDERERS, SSE, Api, Call, Reply, Usage

@@ -14,7 +14,7 @@ import pytest
 
 from runner.agents.guarded import model_usage
 from runner.agents.interface import AgentResult
-from runner.config.controls import Route
+from runner.config.arms import Route
 from runner.errors import SandboxError
 from runner.sandbox.gateway_ledger import read_ledger
 

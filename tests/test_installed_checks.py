@@ -12,7 +12,8 @@ import yaml
 from runner.agents.factory import arm_members, make_agent
 from runner.agents.installed.agent import Installed
 from runner.agents.installed.arm_checks import check_installed
-from runner.config.controls import Controls, InstalledAgent
+from runner.config.arms import InstalledAgent
+from runner.config.controls import Controls
 from runner.config.loader import load_controls, parse_controls
 from runner.errors import UsageError, UserError
 

@@ -33,14 +33,14 @@ from typing import Any
 
 import pytest
 import yaml
-from runner.trees.inputs import LocalInputs
 
 from runner.agents.factory import agents_for, arm_members
 from runner.agents.installed.arm_checks import check_installed
 from runner.agents.installed.catalogue import KINDS
 from runner.agents.installed.kind import PLACEHOLDER_KEY
 from runner.agents.installed.layer import AgentImages
-from runner.config.controls import InstalledAgent, Price
+from runner.config.arms import InstalledAgent
+from runner.config.controls import Price
 from runner.config.loader import load_controls
 from runner.records import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
@@ -48,6 +48,7 @@ from runner.sandbox.gateway_container import PROXY_IMAGE
 from runner.sandbox.image_build import DockerImageBuilder
 from runner.suite.load import load_suite
 from runner.suite.sealing import seal_target
+from runner.trees.inputs import LocalInputs
 from runner.trial.env import trial_env
 from runner.trial.execute import execute_trial
 from tests.conftest import IN_CI, leftover_sandboxes

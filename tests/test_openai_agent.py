@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from runner.agents.factory import make_agent
-from runner.config.controls import TOOL_NAMES
 from runner.config.loader import load_controls
+from runner.config.runtime import TOOL_NAMES
 from runner.records import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite.load import load_suite

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runner.agents.loop.tool_policy import SCHEMAS
-from runner.config.controls import TOOL_NAMES
+from runner.config.runtime import TOOL_NAMES
 
 
 def test_the_controls_and_the_policy_name_the_same_tools_in_order() -> None:

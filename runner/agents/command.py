@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from runner.agents.guarded import model_usage, run_guarded
 from runner.agents.interface import AGENT_ENV, AgentContext, AgentResult, collect_outputs
-from runner.config.controls import Route, Toggles
+from runner.config.arms import Route, Toggles
 from runner.sandbox.base import AGENT_DIR
 from runner.trees.archives import Member, build_tar
 

@@ -13,17 +13,17 @@ from runner.agents.loop.tool_loop import ModelAgent
 from runner.agents.loop.toolbox import ToolPolicy
 from runner.agents.replay import Replay
 from runner.agents.scripted import Scripted
-from runner.config.controls import (
+from runner.config.arms import (
     AgentSpec,
     Arm,
     CommandAgent,
-    Controls,
     InstalledAgent,
     OpenAIAgent,
     PatchAgent,
     ScriptedAgent,
     Toggles,
 )
+from runner.config.controls import Controls
 from runner.paths import inside
 from runner.trees.archives import Member, members_from_dir
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from runner.agents.interface import GUARD_FILE, AgentContext, AgentResult
-from runner.config.controls import Route
+from runner.config.arms import Route
 from runner.sandbox.base import ExecRequest, ModelCall
 from runner.sandbox_scripts import GUARD_REPORT
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
-from runner.config.controls import Toggles
+from runner.config.arms import Toggles
 from runner.records import Task
 from runner.sandbox.base import IO_DIR, Sandbox
 

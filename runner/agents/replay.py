@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runner.agents.interface import AGENT_ENV, AgentContext, AgentResult, parse_answer
-from runner.config.controls import Toggles
+from runner.config.arms import Toggles
 from runner.gitpatch import PatchError, touched_paths
 from runner.paths import is_forbidden
 from runner.sandbox.base import AGENT_UID, IO_DIR, ExecRequest

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runner.agents.interface import AgentContext, AgentResult
-from runner.config.controls import Toggles
+from runner.config.arms import Toggles
 
 
 class Scripted:

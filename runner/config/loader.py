@@ -19,15 +19,8 @@ from pydantic import BaseModel, ValidationError
 
 from runner.bounded_input import load_yaml, read_capped
 from runner.bounded_json import BoundsError
-from runner.config.controls import (
-    Arm,
-    CommandAgent,
-    Controls,
-    InstalledAgent,
-    OpenAIAgent,
-    PatchAgent,
-    Route,
-)
+from runner.config.arms import Arm, CommandAgent, InstalledAgent, OpenAIAgent, PatchAgent, Route
+from runner.config.controls import Controls
 from runner.errors import ArchiveError, UserError
 from runner.hashing import sha256_bytes, sha256_json
 from runner.paths import inside

@@ -29,7 +29,7 @@ IMAGE_POLL_S = float(os.environ.get("DELTARUN_IMAGE_POLL_S", "10"))
 
 def default_image() -> str:
     """The sandbox image of controls that name none: served when present, without -Q."""
-    from runner.config.controls import Runtime
+    from runner.config.runtime import Runtime
 
     return str(Runtime.model_fields["image"].default)
 

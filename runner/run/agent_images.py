@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from runner.agents.installed.catalogue import kind_of
 from runner.agents.installed.layer import AgentImages, agent_tag
-from runner.config.controls import Controls, InstalledAgent
+from runner.config.arms import InstalledAgent
+from runner.config.controls import Controls
 from runner.config.loader import LoadedControls
 from runner.errors import UsageError, UserError
 from runner.suite.load import Suite

@@ -10,7 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from runner.agents.factory import agent_members
-from runner.config.controls import CommandAgent, Controls, PatchAgent
+from runner.config.arms import CommandAgent, PatchAgent
+from runner.config.controls import Controls
 from runner.config.loader import (
     LoadedControls,
     missing_api_keys,

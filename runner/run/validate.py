@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from runner.atomic import write_atomic
-from runner.config.controls import Controls, PatchAgent
+from runner.config.arms import PatchAgent
+from runner.config.controls import Controls
 from runner.config.loader import load_controls
 from runner.errors import UserError
 from runner.grading.validation import FINE, Check, Verdict, check_of, classify

@@ -25,7 +25,7 @@ from runner.sandbox.images import BuildRequest, ImageBuildFailed, ImageInfo
 from runner.sizes import parse_size
 
 if TYPE_CHECKING:
-    from runner.config.controls import Runtime
+    from runner.config.runtime import Runtime
 
 TAIL_LINES = 6
 PROBE_PATH = "/usr/local/bin:/usr/bin:/bin"

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Protocol
 
-from runner.config.controls import Runtime
+from runner.config.runtime import Runtime
 from runner.errors import UserError
 
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runner.config.controls import TOOL_NAMES
+from runner.config.runtime import TOOL_NAMES
 from runner.errors import ArchiveError, UsageError, UserError
 from runner.hashing import sha256_bytes
 from runner.paths import inside

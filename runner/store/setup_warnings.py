@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runner.config.controls import Arm, Controls, PatchAgent, ScriptedAgent
+from runner.config.arms import Arm, PatchAgent, ScriptedAgent
+from runner.config.controls import Controls
 from runner.records import Record, ScoredTrial, TaskKind
 from runner.setup_signals import NO_OUTPUT, NO_TEST_RAN, signal_of
 

@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.config.controls import Controls, Runtime
+from runner.config.controls import Controls
 from runner.config.loader import load_controls
+from runner.config.runtime import Runtime
 from runner.errors import DeltarunError, UserError
 from runner.paths import inside
 from runner.records import environment_tag
@@ -99,7 +100,7 @@ def build(
 
     ``say`` gets a line as each step starts, ``log`` every line of the engine's build output.
     """
-    from runner.config.controls import Runtime
+    from runner.config.runtime import Runtime
 
     if network not in NETWORKS:
         raise UserError(f"--network {network!r}: choose one of {', '.join(NETWORKS)}")

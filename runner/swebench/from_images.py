@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from runner.config.controls import Runtime
+from runner.config.runtime import Runtime
 from runner.errors import UserError
 from runner.paths import under
 from runner.sandbox.engine import connect

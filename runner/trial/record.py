@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from runner.agents.interface import AgentResult
 from runner.bounded_json import BoundsError, check_storable, sanitize
-from runner.config.controls import Caps
+from runner.config.runtime import Caps
 from runner.grading.outcomes import classify
 from runner.hashing import sha256_bytes
 from runner.records import Job, Outcome, Task, TaskKind, Trial, grading_of

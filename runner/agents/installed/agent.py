@@ -23,7 +23,8 @@ from runner.agents.installed.kind import HOME, Kind, Launch, Step, violations
 from runner.agents.installed.layer import agent_tag
 from runner.agents.installed.session import session_archive
 from runner.agents.interface import AGENT_ENV, AgentContext, AgentResult, collect_outputs
-from runner.config.controls import InstalledAgent, Price, Route, Toggles
+from runner.config.arms import InstalledAgent, Route, Toggles
+from runner.config.controls import Price
 from runner.paths import AGENT_UID
 from runner.sandbox.base import ExecRequest, ModelCall, Sandbox
 from runner.sandbox.copy_in import unpack_as_agent

@@ -4,7 +4,8 @@ problem naming the arm and the field, exit 2 (``UsageError``). Pure."""
 from __future__ import annotations
 
 from runner.agents.installed.catalogue import KINDS, kind_of
-from runner.config.controls import Arm, Controls, InstalledAgent
+from runner.config.arms import Arm, InstalledAgent
+from runner.config.controls import Controls
 from runner.errors import UsageError
 
 

@@ -28,7 +28,7 @@ from runner.agents.interface import AgentContext, AgentResult
 from runner.agents.loop.client import ChatEndpoint, DeadlineReached
 from runner.agents.loop.tool_policy import tool_definitions
 from runner.agents.loop.toolbox import Toolbox, ToolPolicy, ToolResult
-from runner.config.controls import OpenAIAgent, Route, Toggles
+from runner.config.arms import OpenAIAgent, Route, Toggles
 from runner.errors import EndpointError
 from runner.records import AnswerTask
 from runner.sandbox.base import SandboxLost
