@@ -53,7 +53,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.config.controls import CommandAgent, Controls, PatchAgent
+from runner.config.arms import CommandAgent, PatchAgent
+from runner.config.controls import Controls
 from runner.config.loader import load_controls, parse_controls
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.export.kit_files import KitInput, kit_readme, replay_script
