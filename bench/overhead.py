@@ -35,7 +35,7 @@ from runner.run.prepare import prepare  # noqa: E402
 from runner.sandbox.docker import DockerSandboxFactory  # noqa: E402
 from runner.sandbox.engine import connect, image_id  # noqa: E402
 from runner.trees.inputs import LocalInputs  # noqa: E402
-from runner.trial.env import TrialEnv  # noqa: E402
+from runner.trial.env import trial_env  # noqa: E402
 from runner.trial.execute import execute_trial  # noqa: E402
 from tests.helpers import PY_IMAGE, make_suite, repo_task  # noqa: E402
 
@@ -74,7 +74,9 @@ def trial_rate(tasks: int, parallel: int, runtime: str | None = None) -> float:
             controls, root / "run", resume=False, image_digest=lambda image: image_id(client, image)
         )
         factory = DockerSandboxFactory(client)
-        env = TrialEnv(prepared.loaded.controls, LocalInputs(prepared.suite), factory, "bench")
+        # The environment every executor runs trials in (``trial_env``): fixtures staged once
+        # per machine, copy-free views where the engine allows them, as a run has them.
+        env = trial_env(prepared.loaded.controls, LocalInputs(prepared.suite), factory, "bench")
         records: list[object] = []
 
         def run_one(job):  # type: ignore[no-untyped-def]

@@ -96,29 +96,29 @@ def baseline(sandbox: Sandbox, prompt: str, guard: bool, staged: Path | None = N
     ``staged`` is that git directory already made on the host (``runner.trees.staging``): it
     is copied in instead of committing in the sandbox, which reads and compresses the
     whole tree; a sandbox whose ``/baseline`` is a view of it (``Sandbox.prefilled``)
-    needs neither. One exec when it can be: a prompt that fits one environment string
-    travels in the environment of this root process, which has ended before the agent
-    starts.
+    needs neither. Then the prompt and guard travel in one root-owned archive and no
+    process runs; only a commit made in the sandbox takes an exec, and then a prompt that
+    fits one environment string travels in the environment of that root process, which
+    has ended before the agent starts.
     """
-    if BASELINE_DIR in sandbox.prefilled:  # a copy-free view of the staged directory
-        script = "true"
-    elif staged is not None:
+    commit = BASELINE_DIR not in sandbox.prefilled and staged is None
+    if staged is not None and BASELINE_DIR not in sandbox.prefilled:
         sandbox.put_archive(BASELINE_DIR, staged)
-        script = "true"
-    else:
-        script = (
-            f"{GIT} init -q && mkdir -p {BASELINE_DIR}/git/info && printf %s "
-            f"'{harness_git.NEUTRAL_ATTRIBUTES}' > {BASELINE_DIR}/git/info/attributes && "
-            f"{GIT} add -A && {GIT} -c user.name=deltarun -c user.email=deltarun@localhost "
-            "commit -q --no-verify --allow-empty -m baseline"
-        )
     data = prompt.encode("utf-8")
-    inline = len(data) <= MAX_ENV_PROMPT_BYTES
+    inline = commit and len(data) <= MAX_ENV_PROMPT_BYTES
     files = [] if inline else [Entry(PROMPT_FILE.rsplit("/", 1)[1], data, 0, 0o444)]
     if guard:
         files.append(Entry(GUARD_FILE.rsplit("/", 1)[1], source("guard.py"), 0, 0o444))
     if files:
         sandbox.put_archive(IO_DIR, owned_tar(files))
+    if not commit:
+        return
+    script = (
+        f"{GIT} init -q && mkdir -p {BASELINE_DIR}/git/info && printf %s "
+        f"'{harness_git.NEUTRAL_ATTRIBUTES}' > {BASELINE_DIR}/git/info/attributes && "
+        f"{GIT} add -A && {GIT} -c user.name=deltarun -c user.email=deltarun@localhost "
+        "commit -q --no-verify --allow-empty -m baseline"
+    )
     if inline:
         script += f' && printf %s "$DELTARUN_PROMPT" > {PROMPT_FILE} && chmod 0444 {PROMPT_FILE}'
     _root(sandbox, script, env={"DELTARUN_PROMPT": prompt} if inline else None)
