@@ -18,6 +18,7 @@ from runner.records import Outcome, Trial
 from runner.view.steps import steps
 from runner.view.text import (
     canaries,
+    canary_note,
     dropped_view,
     failing_tests,
     lines_with,
@@ -115,6 +116,7 @@ def detail(number: int, line: str, session: list[dict[str, Any]] | None) -> dict
             **shown_text(log),
             "failing": failing,
             "canaries": canaries(log),
+            "canary_note": canary_note(log),
             "marks": lines_with(log, failing),
         },
         "verify_cut": data.get("verify_log_truncated") is True,

@@ -1,5 +1,7 @@
 """Sandbox text made safe to show: cut to a bounded size, patches decoded, failing tests
-picked out of a verify log (the harness's must-fail canaries set aside). Pure.
+picked out of a verify log (the harness's canaries set aside: a log recorded now has
+their lines left out and says how they behaved on its last line; an older one names the
+must-fail canaries there). Pure.
 
 Everything here is hostile input: a log may hold a 10 MB line, invalid UTF-8 (already
 replaced by the reader), markup or control characters. Nothing is interpreted; text is
@@ -20,9 +22,13 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _FAILED = re.compile(r"^(?:FAILED|ERROR)\s+(\S+)|^(\S+::\S+)\s+(?:FAILED|ERROR)\b")
 _HEADER = re.compile(r"^_{3,} (\S.*?) _{3,}\Z")  # pytest's section per failure, without -rA
 _RULE = re.compile(r"^(.*) \(([a-z]+)\)\Z")
-# The line the harness appends to a verify log naming the must-fail canaries it planted
-# (runner.grading.verify); the log's last line, so the tests' own output cannot forge it.
+# The line the harness appended to a verify log naming the must-fail canaries it planted,
+# before their lines were left out of the log (kept for the ledgers that have it); the
+# log's last line, so the tests' own output cannot forge it.
 _CANARIES = re.compile(r"^\[deltarun\] \d+ canary tests? .*failure is expected: (\S.*)\Z")
+# The line the harness ends a verify log with now (runner.grading.verify_log): how its
+# canaries behaved; their lines are already left out of the log above it.
+_CANARY_LINE = "[deltarun] canaries: "
 # Why the grading policy drops a section, by rule (runner.grading.patch_policy's table).
 RULES = {
     "forbidden": "a path under tools.forbidden_paths",
@@ -93,11 +99,21 @@ def _clipped(text: str, notes: list[str]) -> dict[str, Any]:
 def canaries(log: str) -> list[str]:
     """The must-fail canaries the harness says it planted, from the log's last line: their
     failure is expected and says nothing about the patch."""
-    last = next((line for line in reversed(log[-20_000:].splitlines()) if line.strip()), "")
-    match = _CANARIES.match(last[:LINE_CHARS].strip())
+    match = _CANARIES.match(_last_line(log)[:LINE_CHARS].strip())
     if match is None:
         return []
     return [name.strip()[:300] for name in match.group(1).split(", ")][:FAILING_MAX]
+
+
+def _last_line(log: str) -> str:
+    return next((line for line in reversed(log[-20_000:].splitlines()) if line.strip()), "")
+
+
+def canary_note(log: str) -> str:
+    """The harness's last line on its canaries (how many behaved as planted, any that did
+    not, tampering), "" when the log does not end with one."""
+    last = _last_line(log)[:LINE_CHARS].strip()
+    return last.removeprefix(_CANARY_LINE) if last.startswith(_CANARY_LINE) else ""
 
 
 def failing_tests(log: str) -> list[str]:

@@ -4,7 +4,7 @@ The task's prompt, then for each side an arm and a repeat to pick (the control a
 first candidate by default, ``?a=`` and ``?b=`` in the fragment), and that trial loaded
 on demand: outcome, tokens and cost, timings, stop reason, tool violations, the patch
 as a rendered diff, the paths the grading policy dropped and why, the verify log with
-its failing tests picked out (the harness's must-fail canaries listed apart), the agent's
+its failing tests picked out (the harness's canaries said apart), the agent's
 steps with each model reply's tokens, session files and log, the answer; and, when the last
 ``replay --reverify`` changed the trial's verdict, what it changed.
 """
@@ -132,6 +132,9 @@ function dvVerify(box, t) {
   if ((t.verify.canaries || []).length) add(box, el("p", "note canaries",
     "Expected to fail (must-fail canaries the harness planted, not the agent's doing): " +
     t.verify.canaries.join(", ")));
+  if (t.verify.canary_note) add(box, el("p", "note canaries",
+    "The canaries the harness planted (its own tests, not the agent's doing): " +
+    t.verify.canary_note));
   if (t.verify_cut) add(box, el("p", "note", "the log was cut when recorded"));
   var marks = {};
   t.verify.marks.forEach(function (n) { marks[n] = true; });
