@@ -1,10 +1,12 @@
 """What the commands of the ``deltarun`` command line share: the app, the two consoles,
-the options several commands take, and the drawing of a run's ``Events``."""
+the options several commands take (each declared here once; the broker's as one
+``BrokerFlags`` group), and the drawing of a run's ``Events``."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -20,6 +22,8 @@ from rich.progress import (
 )
 
 from runner.bounded_input import terminal_text
+from runner.cli.groups import OptionGroup
+from runner.cli.help import ParagraphHelp
 
 if TYPE_CHECKING:
     from runner.distributed.credentials import Broker
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
     from runner.run.service import Recording
 
 app = typer.Typer(
+    cls=ParagraphHelp,
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
@@ -68,32 +73,60 @@ def _main(
 Target = Annotated[Path, typer.Argument(help="A suite directory, tasks.jsonl or controls.yaml")]
 RunDirArg = Annotated[Path, typer.Argument(help="Run directory")]
 Parallel = Annotated[int, typer.Option("-j", "--parallel", min=1, help="Trials at once")]
-# The broker and job-key options every distributed command shares
-# (runner/distributed/credentials.py says where each value is taken from).
-BrokerUrl = Annotated[
-    str | None,
-    typer.Option(
-        "--broker",
-        help="Redis URL (redis:// or rediss:// for TLS); default $DELTARUN_BROKER_URL. "
-        "A password here shows in ps: use --broker-file",
-    ),
+VisibilityTimeout = Annotated[
+    int, typer.Option("--visibility-timeout", help="Seconds before Redis redelivers")
 ]
-BrokerFile = Annotated[
-    Path | None,
-    typer.Option("--broker-file", help="File whose first line is the Redis URL (mode 0600)"),
-]
-BrokerCa = Annotated[
-    Path | None,
-    typer.Option("--broker-ca", help="CA (PEM) of Redis's TLS certificate [$DELTARUN_BROKER_CA]"),
-]
-BrokerCert = Annotated[
-    Path | None,
-    typer.Option("--broker-cert", help="Client certificate (PEM) [$DELTARUN_BROKER_CERT]"),
-]
-BrokerKey = Annotated[
-    Path | None,
-    typer.Option("--broker-key", help="The client certificate's key [$DELTARUN_BROKER_KEY]"),
-]
+
+
+@dataclass(frozen=True)
+class BrokerFlags(OptionGroup):
+    """The broker options of every command that can reach Redis (run, validate, status,
+    worker, gc): a parameter ``broker: BrokerFlags`` of a command under ``takes_groups``
+    (runner/distributed/credentials.py says where each value is taken from)."""
+
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--broker",
+            help="Redis URL (redis:// or rediss:// for TLS); default $DELTARUN_BROKER_URL. "
+            "A password here shows in ps: use --broker-file",
+        ),
+    ] = None
+    file: Annotated[
+        Path | None,
+        typer.Option("--broker-file", help="File whose first line is the Redis URL (mode 0600)"),
+    ] = None
+    ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--broker-ca", help="CA (PEM) of Redis's TLS certificate [$DELTARUN_BROKER_CA]"
+        ),
+    ] = None
+    cert: Annotated[
+        Path | None,
+        typer.Option("--broker-cert", help="Client certificate (PEM) [$DELTARUN_BROKER_CERT]"),
+    ] = None
+    key: Annotated[
+        Path | None,
+        typer.Option("--broker-key", help="The client certificate's key [$DELTARUN_BROKER_KEY]"),
+    ] = None
+
+    @property
+    def named(self) -> bool:
+        """Whether --broker or --broker-file was given (the environment aside)."""
+        return self.url is not None or self.file is not None
+
+    def find(self, required: bool = False) -> Broker | None:
+        """The broker these options (or $DELTARUN_BROKER_URL) name, reached once, or None
+        (``runner.run.service.find_broker``)."""
+        from runner.distributed.credentials import BrokerOptions
+        from runner.run.service import find_broker
+
+        options = BrokerOptions(self.url, self.file, self.ca, self.cert, self.key)
+        return find_broker(options, os.environ, Lines(), required=required)
+
+
+# The job key of the commands that sign jobs or check them (run, validate, worker).
 JobKeyFile = Annotated[
     Path | None,
     typer.Option(
@@ -161,22 +194,6 @@ class Lines:
 
     def note(self, line: str) -> None:
         tell(line)
-
-
-def broker_of(
-    url: str | None,
-    file: Path | None,
-    ca: Path | None,
-    cert: Path | None,
-    key: Path | None,
-    required: bool = False,
-) -> Broker | None:
-    """The broker the options (or $DELTARUN_BROKER_URL) name, reached once, or None."""
-    from runner.distributed.credentials import BrokerOptions
-    from runner.run.service import find_broker
-
-    options = BrokerOptions(url, file, ca, cert, key)
-    return find_broker(options, os.environ, Lines(), required=required)
 
 
 def job_key_of(option: Path | None) -> bytes:

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from runner.cli import common
 from runner.cli import fleet_options as opt
-from runner.cli.common import Lines, app, broker_of, job_key_of, out
+from runner.cli.common import Lines, app, job_key_of, out
+from runner.cli.groups import takes_groups
 
 
 @app.command()
+@takes_groups
 def worker(
-    broker: common.BrokerUrl = None,
-    broker_file: common.BrokerFile = None,
-    broker_ca: common.BrokerCa = None,
-    broker_cert: common.BrokerCert = None,
-    broker_key: common.BrokerKey = None,
+    *,
+    broker: common.BrokerFlags,
     job_key_file: common.JobKeyFile = None,
     concurrency: opt.Concurrency = 2,
     queues: opt.Queues = None,
     name: opt.WorkerName = None,
-    visibility: opt.VisibilityTimeout = 7200,
+    visibility: common.VisibilityTimeout = 7200,
     pull: opt.RegistryPull = True,
     drain: opt.DrainTimeout = 900.0,
     log_json: opt.LogJson = False,
@@ -34,7 +33,7 @@ def worker(
     """
     from runner.distributed.worker import WorkerOptions
 
-    found = broker_of(broker, broker_file, broker_ca, broker_cert, broker_key, required=True)
+    found = broker.find(required=True)
     assert found is not None
     options = WorkerOptions(
         concurrency, queues, name, visibility, pull, drain, log_json, metrics_port, metrics_addr
@@ -43,15 +42,13 @@ def worker(
 
 
 @app.command()
+@takes_groups
 def gc(
     dry_run: opt.DryRun = False,
     all_: opt.All = False,
     cache: opt.Cache = False,
-    broker: common.BrokerUrl = None,
-    broker_file: common.BrokerFile = None,
-    broker_ca: common.BrokerCa = None,
-    broker_cert: common.BrokerCert = None,
-    broker_key: common.BrokerKey = None,
+    *,
+    broker: common.BrokerFlags,
     max_age: opt.BlobMaxAge = 168.0,
 ) -> None:
     """Remove deltarun containers and volumes left past their deadline, and copy-free
@@ -61,8 +58,8 @@ def gc(
     protocol bundles no live run needs, from Redis and, for runs with --registry, the
     registry's manifests that keep them (its garbage-collect then frees the bytes).
     """
-    if broker is not None or broker_file is not None:
-        found = broker_of(broker, broker_file, broker_ca, broker_cert, broker_key, required=True)
+    if broker.named:
+        found = broker.find(required=True)
         assert found is not None
         _blob_gc(found.url, dry_run, max_age)
         return

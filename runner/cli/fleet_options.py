@@ -1,5 +1,7 @@
-"""The options of ``deltarun worker`` and ``deltarun gc`` (``runner.cli.fleet``), one alias
-each, so that each command's signature reads as the list of what it takes."""
+"""The options only ``deltarun worker`` or ``deltarun gc`` takes (``runner.cli.fleet``), one
+alias each, so that each command's signature reads as the list of what it takes; the ones
+they share with other commands (the broker's, the job key, --visibility-timeout) are in
+``runner.cli.common``."""
 
 from __future__ import annotations
 
@@ -20,9 +22,6 @@ Queues = Annotated[
 WorkerName = Annotated[
     str | None,
     typer.Option("--name", help="Worker name (default: $DELTARUN_WORKER_NAME or host)"),
-]
-VisibilityTimeout = Annotated[
-    int, typer.Option("--visibility-timeout", help="Seconds before Redis redelivers")
 ]
 RegistryPull = Annotated[
     bool,

@@ -9,6 +9,7 @@ from typer import Argument, Option
 
 from runner.cli import common as c
 from runner.cli.common import Parallel, RunDirArg, app, err, say
+from runner.cli.groups import takes_groups
 from runner.errors import UsageError
 
 # The options only `run` takes whose help needs more than a line.
@@ -55,20 +56,16 @@ AllowMissing = Annotated[
 
 
 @app.command()
+@takes_groups
 def run(
     controls: Annotated[Path, Argument(help="controls.yaml")],
     out_dir: Annotated[Path, Option("--out", help="Run directory to create or resume")],
     parallel: Parallel = 2,
     resume: Annotated[bool, Option("--resume", help="Run only jobs without a record")] = False,
-    broker: c.BrokerUrl = None,
-    broker_file: c.BrokerFile = None,
-    broker_ca: c.BrokerCa = None,
-    broker_cert: c.BrokerCert = None,
-    broker_key: c.BrokerKey = None,
+    *,
+    broker: c.BrokerFlags,
     job_key_file: c.JobKeyFile = None,
-    visibility_timeout: Annotated[
-        int, Option("--visibility-timeout", help="Seconds before Redis redelivers")
-    ] = 7200,
+    visibility_timeout: c.VisibilityTimeout = 7200,
     expect_protocol: ExpectProtocol = None,
     registry: Registry = None,
     allow_missing: AllowMissing = False,
@@ -96,7 +93,7 @@ def run(
     except ValueError as exc:
         raise UsageError(f"--blob-warn: {exc}") from None
     with c.Shown() as events:
-        found = c.broker_of(broker, broker_file, broker_ca, broker_cert, broker_key)
+        found = broker.find()
         options = RunOptions(
             out_dir=out_dir,
             parallel=parallel,
@@ -115,13 +112,10 @@ def run(
 
 
 @app.command()
+@takes_groups
 def status(
     run_dir: Annotated[Path, Argument(help="Run directory (the --out of a run)")],
-    broker: c.BrokerUrl = None,
-    broker_file: c.BrokerFile = None,
-    broker_ca: c.BrokerCa = None,
-    broker_cert: c.BrokerCert = None,
-    broker_key: c.BrokerKey = None,
+    broker: c.BrokerFlags,
 ) -> None:
     """Where a run stands, from any terminal: per arm recorded (by outcome), running and
     waiting jobs, the oldest running trial; with --broker, the workers seen with their
@@ -130,7 +124,7 @@ def status(
 
     from runner.run.status_sources import gather
 
-    found = c.broker_of(broker, broker_file, broker_ca, broker_cert, broker_key)
+    found = broker.find()
     say(gather(run_dir, found.url if found is not None else None, time.time()), markup=False)
 
 
@@ -177,7 +171,7 @@ def replay(
     reverify: Annotated[
         bool, Option("--reverify", help="Also re-run the hidden tests on the stored patches")
     ] = False,
-    parallel: Annotated[int, Option("-j", "--parallel", min=1)] = 2,
+    parallel: Parallel = 2,
     controls: Annotated[
         Path | None,
         Option(

@@ -11,6 +11,7 @@ from typer import Argument, Option
 
 from runner.cli import common as c
 from runner.cli.common import Parallel, Target, app, err, out, say
+from runner.cli.groups import takes_groups
 from runner.errors import UsageError
 
 
@@ -80,6 +81,7 @@ def init(
 
 
 @app.command()
+@takes_groups
 def validate(
     target: Target,
     gold: Annotated[
@@ -92,11 +94,8 @@ def validate(
         int, Option("-n", min=1, help="Runs of each side (3 finds flaky tests)")
     ] = 1,
     parallel: Parallel = 2,
-    broker: c.BrokerUrl = None,
-    broker_file: c.BrokerFile = None,
-    broker_ca: c.BrokerCa = None,
-    broker_cert: c.BrokerCert = None,
-    broker_key: c.BrokerKey = None,
+    *,
+    broker: c.BrokerFlags,
     job_key_file: c.JobKeyFile = None,
 ) -> None:
     """Check every task before it becomes a number: the hidden test must fail on the bare
@@ -107,7 +106,7 @@ def validate(
     from runner.run.service import RunService
     from runner.run.validate import validate as validate_suite
 
-    found = c.broker_of(broker, broker_file, broker_ca, broker_cert, broker_key)
+    found = broker.find()
     key = c.job_key_of(job_key_file) if found is not None else None
     with c.Shown() as events:
         service = RunService(events)
@@ -127,6 +126,7 @@ DockerfileTemplate = Annotated[
         "{{base_commit}} are filled in, the files beside it are copied into each context",
     ),
 ]
+SuiteOut = Annotated[Path, Option("--out", help="A new directory for the suite")]
 import_app = typer.Typer(
     no_args_is_help=True, help="Read suites written for other tools into deltarun suites."
 )
@@ -138,7 +138,7 @@ def import_swebench(
     instances: Annotated[
         Path, Argument(help="Instances: JSON Lines / JSON array, or a tasks/<id>/ layout folder")
     ],
-    out_dir: Annotated[Path, Option("--out", help="A new directory for the suite")],
+    out_dir: SuiteOut,
     repos: Annotated[
         Path | None,
         Option("--repos", help="Local clones: DIR/<owner>__<name> or DIR/<owner>/<name>"),
@@ -202,8 +202,9 @@ def import_swebench(
     tests are FAIL_TO_PASS + PASS_TO_PASS; predictions files become patch arms. Seals it
     (or says to build its environments first); with --validate N, validates it and writes
     the instances that are not valid into suite.exclude.
-
-    Longer than the house's ~60 lines on purpose: one declaration per command-line option."""
+    \f
+    Longer than the house's ~60 lines on purpose: one declaration per command-line option
+    (after the form feed: not in ``--help``)."""
     from runner.run.service import RunService
     from runner.swebench.importer import ImportOptions, arm_for
     from runner.swebench.workflow import import_suite
@@ -229,7 +230,6 @@ def import_swebench(
     say(steps)
 
 
-SeedOut = Annotated[Path, Option("--out", help="A new directory for the suite")]
 SeedArms = Annotated[
     list[str] | None,
     Option(
@@ -248,7 +248,7 @@ SeedImage = Annotated[str, Option("--image", help="The sandbox image (runtime.im
 @import_app.command("seed000")
 def import_seed000(
     protocol: Annotated[Path, Argument(help="The seed-000 protocol YAML (eval_protocol.yaml)")],
-    out_dir: SeedOut,
+    out_dir: SuiteOut,
     tasks: Annotated[
         Path | None, Argument(help="Its tasks (JSON Lines); default the protocol's dataset.path")
     ] = None,
@@ -272,7 +272,7 @@ def import_seed004(
     kit: Annotated[
         Path, Argument(help="The seed-004 kit folder: tasks.jsonl, metrics.py, controls.yaml")
     ],
-    out_dir: SeedOut,
+    out_dir: SuiteOut,
     arms: SeedArms = None,
     commands: SeedCommands = None,
     control: Annotated[
