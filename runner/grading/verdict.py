@@ -166,10 +166,12 @@ def grade(
     rootdir: str = "/workspace",
     overflowed: bool = False,
     runner: str = "pytest",
+    records: Records | None = None,
 ) -> Verdict:
     """The verdict on what the collector received after the test process ended
-    (``runner``: the task's test runner, as the reasons name it)."""
-    records = read_channel(channel)
+    (``runner``: the task's test runner, as the reasons name it; ``records``: the channel
+    already read by ``read_channel``, so a large channel is parsed once)."""
+    records = read_channel(channel) if records is None else records
     if overflowed:
         return Verdict(False, f"the test process sent more than {CHANNEL_CAP} bytes of results")
     if not records.started:

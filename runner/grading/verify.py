@@ -43,10 +43,11 @@ from pathlib import Path
 
 from runner.errors import InfraError
 from runner.grading import runners
-from runner.grading.canaries import Canary, Planted, canary_files, plant
+from runner.grading.canaries import Planted, canary_files, plant
 from runner.grading.install_step import install
-from runner.grading.verdict import CHANNEL_CAP, grade
+from runner.grading.verdict import CHANNEL_CAP, grade, read_channel
 from runner.grading.verify_files import SCRIPTS, layer_one, layer_two
+from runner.grading.verify_log import stored_log
 from runner.records import RepoTask
 from runner.sandbox.base import AGENT_UID, ROOT_USER, WORKSPACE, ExecRequest, ExecResult, Sandbox
 from runner.sandbox.copy_in import unpack_as_agent
@@ -230,9 +231,17 @@ def _declared(
         result = sandbox.run(_runner_request(task, place, settings, planted.select))
     finally:
         channel = collector.finish()
-    found = _found(result, settings, planted.canaries)
+    found = _found(result, settings)
+    records = read_channel(channel.output)
+
+    def logged(outcome: VerifyOutcome) -> VerifyOutcome:
+        """``outcome`` with the log a person reads (``runner.grading.verify_log``)."""
+        why = outcome.reason if outcome.tampered else None
+        log = stored_log(found.log, task.test_runner, planted.canaries, records, why)
+        return replace(outcome, log=log)
+
     if result.timed_out:
-        return found
+        return logged(found)
     account = _account(channel)
     if not account.get("peer_pid"):
         tail = result.output[-300:].decode("utf-8", "replace").strip()
@@ -240,7 +249,7 @@ def _declared(
     extra = account.get("extra")
     if isinstance(extra, int) and extra > 0:
         why = f"test process tampered: {extra} more connection(s) to the results channel"
-        return replace(found, reason=why, tampered=True)
+        return logged(replace(found, reason=why, tampered=True))
     verdict = grade(
         task.hidden_tests,
         planted.canaries,
@@ -249,23 +258,18 @@ def _declared(
         rootdir=WORKSPACE,
         overflowed=bool(account.get("truncated")),
         runner=task.test_runner,
+        records=records,
     )
     if verdict.passed:  # the status of the declared tests: the must-fail canaries aside
         found = replace(found, exit_code=0)
-    return replace(found, passed=verdict.passed, reason=verdict.reason, tampered=verdict.tampered)
+    return logged(
+        replace(found, passed=verdict.passed, reason=verdict.reason, tampered=verdict.tampered)
+    )
 
 
-def _found(
-    result: ExecResult, settings: VerifySettings, planted: Sequence[Canary] = ()
-) -> VerifyOutcome:
+def _found(result: ExecResult, settings: VerifySettings) -> VerifyOutcome:
     """What the test command's end says before any verdict: its log, exit, timeout."""
     log = result.output[-settings.output_cap :].decode("utf-8", "replace")
-    failing = [c.nodeid for c in planted if c.fail]
-    if failing:
-        log += (
-            f"\n[deltarun] {len(planted)} canary tests were added to the declared test files; "
-            f"these must fail and their failure is expected: {', '.join(failing)}\n"
-        )
     found = VerifyOutcome(
         False,
         exit_code=result.exit_code,
