@@ -5,15 +5,18 @@
                             validation.json beside it when the controls pin it (scored runs)
     DIR/<agent dir>/...     every agent directory (patch and command arms)
     DIR/<metrics.module>    the metrics module, when the controls name one
-    DIR/run/                the evidence: run.json, controls.yaml, trials.jsonl, report.*
-                            (and edits.json when the run has accepted ledger edits)
+    DIR/run/                the evidence: run.json, controls.yaml, trials.jsonl, report.*,
+                            task_texts.jsonl (the prompts and tags the viewer shows; a run
+                            recorded before the file existed has none) and edits.json when
+                            the run has accepted ledger edits
     DIR/replay.sh           checks every digest, then reruns (default) or re-verifies
     DIR/README.md           what each file is, and the two ways to run replay.sh
 
 **Where the inputs come from.** The originals are found from the folder of the
-controls the run was made with: run.json's ``controls_path``, or ``--controls``
-when they have moved. Only that folder is taken from there: the controls
-written into the kit are the run directory's stored copy.
+controls the run was made with: run.json's ``controls_path`` (a hint, valid on the
+machine that ran it while nothing moved), or ``--controls`` when they have moved. Only
+that folder is taken from there: the controls written into the kit are the run
+directory's stored copy.
 
 **Layout: the same relative paths.** ``suite.file``, every agent ``dir`` and
 ``metrics.module`` are strings inside the controls, so they enter the protocol
@@ -61,8 +64,9 @@ from runner.export.kit_files import KitInput, kit_readme, replay_script
 from runner.hashing import sha256_bytes
 from runner.paths import inside
 from runner.records import GitRepo, RepoTask, Task
-from runner.store.rundir import LEDGER, RUN_FILE, RunDir, RunMeta
-from runner.suite.load import load_suite, parse_task_line
+from runner.store.rundir import LEDGER, RUN_FILE, TASK_TEXTS, RunDir, RunMeta
+from runner.suite.lines import lines_of
+from runner.suite.load import load_suite, task_of
 from runner.suite.sealing import VALIDATION_NAME
 from runner.trees.archives import members_from_dir, tree_digest
 
@@ -77,6 +81,7 @@ EVIDENCE_FILES = (
     "report.md",
     "report.json",
     "report.html",
+    TASK_TEXTS,
     "edits.json",
 )
 REQUIRED_EVIDENCE = (RUN_FILE, "controls.yaml", LEDGER)
@@ -277,15 +282,9 @@ def _read_suite(
 
 
 def _parse_tasks(data: bytes, source: Path) -> list[Task]:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{source}: not UTF-8 ({exc})") from exc
-    return [
-        parse_task_line(line, f"{source}:{number}")
-        for number, line in enumerate(text.splitlines(), start=1)
-        if line.strip()
-    ]
+    """The task lines, split and bounded as every reader of tasks.jsonl does
+    (``runner.suite.lines``): a U+2028 inside a prompt does not end its line."""
+    return [task_of(line.data, f"{source}:{line.number}") for line in lines_of(data, source)]
 
 
 def _fixture_file(task: RepoTask) -> str:

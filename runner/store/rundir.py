@@ -3,6 +3,9 @@
     RUN_DIR/controls.yaml            the controls exactly as run (their bytes, or with the
                                      baseline: --baseline-mode gave an arm)
     RUN_DIR/run.json                 run id, protocol hash, suite digest, tasks, pins
+    RUN_DIR/task_texts.jsonl         each task's prompt and tags as the suite gave them, one
+                                     JSON line per task: what the viewer shows of the suite,
+                                     kept in the run so that it goes wherever the run goes
     RUN_DIR/trials.jsonl             one fsync'd line per job id: the ledger
     RUN_DIR/trials.duplicates.jsonl  later records of an already recorded job (audit only)
     RUN_DIR/report.{md,json}         written by `report`, rebuilt by `replay`
@@ -16,6 +19,12 @@
     RUN_DIR/view/                    the viewer's pages, when `deltarun view RUN --bundle
                                      RUN/view` wrote them; a new run's report.html links here
 
+Nothing in a run directory depends on where it was written: what is read back from it is
+in it. run.json's ``controls_path`` (the controls' absolute path on the machine that ran
+it) is only a hint where ``replay --reverify`` and ``export`` may find the suite's
+archives; nothing shown or reported is read through it. A run directory written before
+``task_texts.jsonl`` existed has none (``RunDir.task_texts`` is then None).
+
 A run directory belongs to one protocol hash; opening it under another raises
 ``ProtocolMismatch``. A torn last line (a crash mid-write) is set aside in
 ``trials.torn`` on resume, never silently dropped.
@@ -28,7 +37,7 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +56,9 @@ RUN_FILE = "run.json"
 LEDGER = "trials.jsonl"
 DUPLICATES = "trials.duplicates.jsonl"
 SESSIONS = "sessions"
+TASK_TEXTS = "task_texts.jsonl"
+TASK_TEXTS_BYTES = 64 << 20  # of task_texts.jsonl read back (a run directory is input)
+TASK_TEXTS_LINES = 200_000
 VIEW_BUNDLE = "view"  # RunMeta.view_bundle of a new run
 
 
@@ -65,7 +77,9 @@ class RunMeta:
     created_at: str
     deltarun_version: str
     python_version: str
-    controls_path: str = ""  # where the controls (and so the suite) were, for --reverify
+    # where the controls (and so the suite) were on the machine that ran it: a hint for
+    # --reverify and export, never read for what is shown (task_texts.jsonl is)
+    controls_path: str = ""
     builtin_metrics_sha256: str = ""  # runner/grading/metrics.py of the deltarun that ran it
     scoring_sha256: str = ""  # runner/{evidence,grading,report} (runner.run.scoring_code)
     # installed arm → {"agent": "<name>@<version>", "artifacts_sha256": digest of its files}
@@ -80,6 +94,43 @@ class RunMeta:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class TaskText:
+    """What a run keeps of a task's line for people to read: its prompt and tags."""
+
+    id: str
+    prompt: str
+    tags: tuple[str, ...] = ()
+
+    def to_line(self) -> str:
+        data = {"id": self.id, "prompt": self.prompt, "tags": list(self.tags)}
+        return json.dumps(data, sort_keys=True) + "\n"  # ASCII: no U+2028 splits a line
+
+
+def texts_of(lines: Sequence[str]) -> dict[str, TaskText]:
+    """Task texts by id from JSON lines with ``id``, ``prompt`` and ``tags`` (task_texts.jsonl,
+    or a suite's tasks.jsonl, whose other fields are passed over). Read as input: a line
+    that is not such an object is passed over; the first line of a task id counts."""
+    texts: dict[str, TaskText] = {}
+    for line in lines[:TASK_TEXTS_LINES]:
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+            continue
+        prompt, tags = data.get("prompt"), data.get("tags")
+        texts.setdefault(
+            data["id"],
+            TaskText(
+                data["id"],
+                prompt if isinstance(prompt, str) else "",
+                tuple(str(tag) for tag in tags) if isinstance(tags, list) else (),
+            ),
+        )
+    return texts
 
 
 def new_run_id(protocol_id: str, now: datetime) -> str:
@@ -116,14 +167,35 @@ class RunDir:
         except (json.JSONDecodeError, TypeError) as exc:
             raise UserError(f"{self.path / RUN_FILE}: unreadable run metadata ({exc})") from exc
 
-    def create(self, meta: RunMeta, controls_bytes: bytes) -> None:
+    def create(self, meta: RunMeta, controls_bytes: bytes, texts: Sequence[TaskText] = ()) -> None:
+        """Write a new run directory: its controls, its tasks' texts (when given), then
+        run.json, which makes it one, and an empty ledger."""
         self.path.mkdir(parents=True, exist_ok=True)
         write_atomic(self.path / "controls.yaml", controls_bytes)
+        if texts:
+            self.keep_task_texts(texts)
         write_atomic(
             self.path / RUN_FILE,
             (json.dumps(meta.to_json(), indent=2, sort_keys=True) + "\n").encode(),
         )
         self.ledger_path.touch()
+
+    def keep_task_texts(self, texts: Sequence[TaskText]) -> None:
+        """Write task_texts.jsonl (atomically): the tasks' prompts and tags, in order."""
+        write_atomic(self.path / TASK_TEXTS, "".join(t.to_line() for t in texts).encode())
+
+    def task_texts(self) -> dict[str, TaskText] | None:
+        """The tasks' prompts and tags by task id, or None when the run directory keeps
+        none (recorded before the file existed). Read as input: at most
+        ``TASK_TEXTS_BYTES`` (``texts_of`` says the rest)."""
+        try:
+            with (self.path / TASK_TEXTS).open("rb") as handle:
+                data = handle.read(TASK_TEXTS_BYTES)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return {}
+        return texts_of(data.decode("utf-8", "replace").split("\n"))
 
     def check_protocol(self, protocol_sha256: str) -> RunMeta:
         meta = self.meta()

@@ -62,6 +62,12 @@ def task_lines(path: Path) -> list[TaskLine]:
         raise UserError(f"{path}: tasks file not found; check suite.file in controls") from exc
     except OSError as exc:
         raise UserError(f"{path}: cannot read the tasks file ({exc.strerror})") from exc
+    return lines_of(data, path)
+
+
+def lines_of(data: bytes, path: Path) -> list[TaskLine]:
+    """Every non-blank line of tasks.jsonl's bytes ``data`` (read from ``path``, which the
+    messages name) with its JSON value, split as ``task_lines`` splits them."""
     found: list[TaskLine] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip(_BLANK):

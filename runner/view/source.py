@@ -1,12 +1,14 @@
 """A run directory as the viewer reads it: the ledger indexed by line (each record read
-again, on demand, by its byte offset), the task prompts from the suite, the report's
+again, on demand, by its byte offset), the task prompts and tags the run keeps
+(``task_texts.jsonl``; only a run recorded before that file existed has them read from the
+suite, where its run.json says the controls were), the report's
 headline, checklist, pins and setup warnings (each with the trials behind it), the
 verdicts the last ``replay --reverify`` changed (``reverify.json``), and whether the run is
 still being written.
 
 Read-only and defensive: a ledger line that is not a ``Trial`` is indexed with a note, a
-torn last line (a run still writing) is shown as in progress, a missing suite or report
-leaves its part of the page empty. Only a folder without ``run.json`` is an error.
+torn last line (a run still writing) is shown as in progress, missing task texts or a
+missing report leave their part of the page empty. Only a folder without ``run.json`` is an error.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pydantic import ValidationError
 from runner.errors import UserError
 from runner.records import SHA256_RE, Trial
 from runner.store.changes import CHANGES
-from runner.store.rundir import LEDGER, RUN_FILE, SESSIONS, RunDir
+from runner.store.rundir import LEDGER, RUN_FILE, SESSIONS, RunDir, TaskText, texts_of
 from runner.view.ledger_lines import detail, parse, summary
 from runner.view.matrix import build_index
 from runner.view.setup_links import linked, signs
@@ -41,7 +43,7 @@ class RunSource:
         if not (path / RUN_FILE).is_file():
             raise UserError(f"{path}: not a run directory (no {RUN_FILE})")
         self.meta = RunDir(path).meta().to_json()
-        self.tasks = _task_info(self.meta)
+        self.tasks = _task_info(self.meta, RunDir(path).task_texts())
         self._lock = threading.Lock()
         self._stamp: tuple[int, ...] | None = None
         self._index: dict[str, Any] = {}
@@ -269,25 +271,31 @@ def _repeats(path: Path) -> int:
         return 1
 
 
-def _task_info(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """run.json's tasks (id, kind, grading), with prompt and tags from the suite's
-    tasks.jsonl when the controls the run names are still where they were."""
+def _task_info(
+    meta: dict[str, Any], texts: dict[str, TaskText] | None
+) -> dict[str, dict[str, Any]]:
+    """run.json's tasks (id, kind, grading), with prompt and tags from the run's
+    task_texts.jsonl (``texts``); a run recorded before that file existed (``texts`` None)
+    has them from the suite's tasks.jsonl when its controls are still where run.json says
+    they were."""
     info = {
         str(task.get("id")): dict(task)
         for task in meta.get("tasks") or []
         if isinstance(task, dict)
     }
-    for line in _suite_lines(str(meta.get("controls_path") or "")):
-        data, _ = parse(line)
-        entry = info.get(str(data.get("id")))
-        if entry is not None:
-            entry["prompt"] = data.get("prompt") if isinstance(data.get("prompt"), str) else None
-            tags = data.get("tags")
-            entry["tags"] = [str(tag)[:100] for tag in tags] if isinstance(tags, list) else []
+    if texts is None:
+        texts = texts_of(_suite_lines(str(meta.get("controls_path") or "")))
+    for task_id, entry in info.items():
+        text = texts.get(task_id)
+        if text is not None:
+            entry["prompt"] = text.prompt or None
+            entry["tags"] = [tag[:100] for tag in text.tags]
     return info
 
 
 def _suite_lines(controls_path: str) -> list[str]:
+    """The lines of the suite's tasks.jsonl, found through run.json's ``controls_path``: read
+    only for a run directory recorded before task_texts.jsonl existed."""
     if not controls_path:
         return []
     controls = Path(controls_path)
@@ -298,7 +306,7 @@ def _suite_lines(controls_path: str) -> list[str]:
         text = (controls.parent / suite.file).read_text(encoding="utf-8", errors="replace")
     except (OSError, UserError, ValueError):
         return []
-    return text.splitlines()[:200_000]
+    return text.split("\n")  # as tasks.jsonl is split: a U+2028 in a prompt ends no line
 
 
 __all__ = ["TEXT_CHARS", "RunSource"]

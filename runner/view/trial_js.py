@@ -21,7 +21,7 @@ function dvTask(main, id, params) {
   add(main, el("p", "note", about.join(" \u00b7 ")));
   add(main, el("h2", "", "Prompt"));
   add(main, el("pre", "prompt", row.prompt !== null ? row.prompt :
-    "(no prompt: the suite's tasks.jsonl is not where the run's controls.yaml was)"));
+    "(no prompt: the run directory keeps none, and its suite is not where it was)"));
   var others = m.arms.filter(function (a) { return a !== m.control; });
   var sides = {a: params.get("a") || m.control, b: params.get("b") || others[0] || m.control};
   var grid = add(main, el("div", "side"));
