@@ -87,6 +87,21 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert run_cli("schema", "nonsense").returncode == 2
 
 
+@pytest.mark.docker
+def test_a_value_checked_past_the_command_line_is_still_a_usage_error(
+    tmp_path: Path, docker_api: Any
+) -> None:
+    """--network and --baseline-mode are checked once, where every entry point passes
+    (suite.build, run.prepare): one line and exit 2 from the command line too (`build`
+    asks the engine first)."""
+    controls = make_suite(tmp_path, [repo_task("t1")], ARMS)
+    network = run_cli("build", str(controls), "--network", "bogus")
+    assert_one_line(network, 2, "--network 'bogus'", "default, none")
+    mode = run_cli("run", str(controls), "--out", str(tmp_path / "r"), "--baseline-mode", "on")
+    assert_one_line(mode, 2, "--baseline-mode 'on'", "skill-on, skill-off or both")
+    assert not (tmp_path / "r").exists()
+
+
 def test_schema_is_json_schema() -> None:
     result = run_cli("schema", "controls")
     assert result.returncode == 0

@@ -86,8 +86,6 @@ def run(
     from runner.sizes import parse_size
     from runner.view.static_site import bundle_beside_report
 
-    if baseline_mode not in (None, "skill-on", "skill-off", "both"):
-        raise UsageError(f"--baseline-mode {baseline_mode!r}: choose skill-on, skill-off or both")
     try:
         blob_warn_bytes = parse_size(blob_warn)
     except ValueError as exc:

@@ -12,7 +12,6 @@ from typer import Argument, Option
 from runner.cli import common as c
 from runner.cli.common import Parallel, Target, app, err, out, say
 from runner.cli.groups import takes_groups
-from runner.errors import UsageError
 
 
 @app.command()
@@ -54,8 +53,6 @@ def build(
     """
     from runner.suite.workflows import build_steps
 
-    if network not in ("default", "none"):
-        raise UsageError(f"--network {network!r}: choose default (the engine's) or none")
     steps = build_steps(target, rebuild, network, verbose, err.is_terminal, c.Lines().note)
     say(steps, markup=False)
     if target.suffix in (".yaml", ".yml"):  # a scored run's images, pinned under images:

@@ -16,7 +16,7 @@ from pathlib import Path
 from runner.config.controls import Controls
 from runner.config.loader import load_controls
 from runner.config.runtime import Runtime
-from runner.errors import DeltarunError, UserError
+from runner.errors import DeltarunError, UsageError, UserError
 from runner.paths import inside
 from runner.records import environment_tag
 from runner.sandbox.images import BuildRequest, ImageBuilder, ImageBuildFailed, ImageInfo
@@ -103,7 +103,7 @@ def build(
     from runner.config.runtime import Runtime
 
     if network not in NETWORKS:
-        raise UserError(f"--network {network!r}: choose one of {', '.join(NETWORKS)}")
+        raise UsageError(f"--network {network!r}: choose one of {', '.join(NETWORKS)}")
     tasks_path, controls = resolve_target(target)
     runtime = controls.runtime if controls is not None else Runtime()
     tasks = read_tasks(tasks_path)
