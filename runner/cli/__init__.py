@@ -2,7 +2,8 @@
 
 Commands by concern: ``suites`` (seal, build, init, validate, import swebench,
 schema), ``runs`` (run, status, report, compare, replay, export), ``fleet``
-(worker, gc); ``common`` holds what they share. Each command parses its
+(worker, gc); ``common`` holds what they share (the broker's options as one group, made
+by ``groups``), ``help`` the app's help drawn as paragraphs. Each command parses its
 arguments, calls the code that does the work (``runner.run.service`` for a run;
 the others' in ``suite.workflows``, ``run.validate``, ``export.kit_steps``,
 ``swebench.workflow``, ``run.report_files`` and ``run.replay``; ``schemas`` here) and prints
