@@ -61,11 +61,49 @@ def path_lock(name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-# Modules with the longest tests (half a minute or more each, measured by --durations; the
-# Makefile's --maxschedchunk=1 hands tests out one by one in this order), so that parallel
-# workers start them at once instead of ending on them.
+# The longest tests (module::function, every parametrization alike) and the seconds
+# `make test` measured for each (--durations, mean of its last runs, 3 workers on 2 cores):
+# handed out longest first, so that the run never ends on one of them on one worker while
+# the others idle. The Makefile's --maxschedchunk=1 hands tests out one by one in order.
+LONGEST = {
+    "test_realprojects.py::test_a_real_project_suite_imports_builds_and_validates": 188,
+    "test_quickstart.py::test_quickstart_gold_passes_control_fails": 81,
+    "test_field_shapes.py::test_django_and_sympy_instances_import_validate_and_publish": 69,
+    "test_copy_free_room.py::test_any_edits_near_the_cap_give_the_same_patch_and_verdict_on_both_paths": 67,
+    "test_registry.py::test_worker_without_the_image_pulls_it_and_runs_the_job": 56,
+    "test_run_cli.py::test_interrupted_run_resumes_each_job_once": 51,
+    "test_python_bases.py::test_a_spec_pinning_python_39_builds_on_bullseye_and_grades": 51,
+    "test_validate.py::test_every_broken_kind_gets_its_verdict": 50,
+    "test_registry.py::test_git_suite_with_two_environments_on_a_worker_that_has_no_suite_image": 48,
+    "test_export.py::test_kit_reverifies_and_reruns_with_every_original_gone": 48,
+    "test_canaries_and_install.py::test_what_the_install_step_leaves_never_reaches_the_verdict": 44,
+    "test_install_step.py::test_the_install_step_runs_in_both_sandboxes_and_a_broken_setup_is_setup_broken": 44,
+    "test_distributed.py::test_duplicate_delivery_is_skipped_not_counted": 40,
+    "test_compose.py::test_compose_runs_a_suite_on_two_tls_workers_and_leaves_nothing": 40,
+    "test_distributed.py::test_coordinator_killed_and_restarted": 39,
+    "test_model_gateway.py::test_bodies_held_open_cannot_starve_the_proxy": 38,
+    "test_run_cli.py::test_reverify_reruns_hidden_tests_and_lists_changes": 38,
+    "test_model_only.py::test_the_sandbox_reaches_nothing_but_the_gateway": 35,
+    "test_canaries_and_install.py::test_an_honest_fix_passes_with_an_install_step": 35,
+    "test_distributed_containers.py::test_three_worker_containers_one_killed": 34,
+    "test_ledger.py::test_hostile_arms_leave_the_ledger_whole": 33,
+    "test_distributed.py::test_sigkill_worker_main_process_mid_trial": 33,
+    "test_distributed.py::test_redis_restart_with_jobs_queued_and_in_flight": 33,
+    "test_installed_e2e.py::test_a_skill_reaches_the_on_leg_only_and_no_other_host_is_reachable": 33,
+    "test_distributed.py::test_plain_distributed_run_matches_local": 32,
+    "test_installed_e2e.py::test_each_cli_fixes_the_task_through_the_gateway": 32,
+    "test_scorecard.py::test_both_runs_the_two_legs_and_writes_the_scorecard": 32,
+    "test_docker_stall.py::test_an_engine_that_answers_nothing_is_an_infra_error_not_a_timeout": 31,
+    "test_validate.py::test_a_flaky_task_is_found_with_repeats": 31,
+    "test_sandbox_io.py::test_silence_past_the_clients_read_timeout_is_no_error": 30,
+    "test_distributed.py::test_sigkill_pool_child_mid_trial": 30,
+    "test_swebench.py::test_predictions_as_arms_resolve_exactly_the_expected_instances": 30,
+    "test_pack30.py::test_every_task_on_the_host": 28,
+    "test_bench_smoke.py::test_fixtures_smoke": 27,
+}
+# Then the other tests of these modules (their tests take ten seconds or more each), in
+# this order; the rest as collected.
 SLOW_FIRST = (
-    "test_instance_images.py",  # builds the bullseye base (debootstrap) once for the others
     "test_realprojects.py",
     "test_python_bases.py",
     "test_field_shapes.py",
@@ -85,20 +123,36 @@ SLOW_FIRST = (
     "test_distributed_containers.py",
     "test_docker_stall.py",
     "test_sandbox_io.py",
+    "test_copy_free_room.py",
+    "test_model_gateway.py",
+    "test_ledger.py",
+    "test_swebench.py",
 )
+# Its tests go out right after the longest one: it builds the bullseye base (debootstrap)
+# once for the others (test_python_bases.py).
+FIRST = "test_instance_images.py"
+
+
+def schedule_key(item: pytest.Item) -> tuple[int, int, float]:
+    """The ``exclusive`` tests first (each runs alone: at the start no long test is in
+    flight for it to wait on while the other workers idle), then the ``LONGEST`` tests
+    longest first (``FIRST`` after the first of them), the other tests of ``SLOW_FIRST``
+    (in its order), the rest (the sort is stable: as collected)."""
+    if item.get_closest_marker("exclusive") is not None:
+        return (0, 0, 0)
+    name = item.path.name
+    if name == FIRST:
+        return (1, 1, -max(LONGEST.values()) + 1)
+    seconds = LONGEST.get(f"{name}::{getattr(item, 'originalname', item.name)}")
+    if seconds is not None:
+        return (1, 1, -seconds)
+    if name in SLOW_FIRST:
+        return (1, 2, SLOW_FIRST.index(name))
+    return (1, 3, 0)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The ``exclusive`` tests first (each runs alone: at the start no long test is in
-    flight for it to wait on while the other workers idle), then the slow modules
-    (``SLOW_FIRST``, in its order), the rest as collected."""
-    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-
-    def key(item: pytest.Item) -> tuple[int, int]:
-        alone = item.get_closest_marker("exclusive") is not None
-        return (0 if alone else 1, rank.get(item.path.name, len(rank)))
-
-    items.sort(key=key)
+    items.sort(key=schedule_key)
 
 
 @pytest.hookimpl(wrapper=True)
