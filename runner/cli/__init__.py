@@ -6,7 +6,7 @@ schema), ``runs`` (run, status, report, compare, replay, export), ``fleet``
 by ``groups``), ``help`` the app's help drawn as paragraphs. Each command parses its
 arguments, calls the code that does the work (``runner.run.service`` for a run;
 the others' in ``suite.workflows``, ``run.validate``, ``export.kit_steps``,
-``swebench.workflow``, ``run.report_files`` and ``run.replay``; ``schemas`` here) and prints
+``swebench.workflow``, ``run.report_files`` and ``run.replay_steps``; ``schemas`` here) and prints
 the lines it hands back. Every deliberate error is a
 ``DeltarunError``: printed as one line on stderr, no traceback, with its exit code
 (1 user error, 2 usage, 3 digest or protocol mismatch, 4 no control arm, 130

@@ -181,7 +181,7 @@ def replay(
 ) -> None:
     """Re-check the stored digests and rebuild the report byte for byte (exit 3 if it differs);
     with --reverify, the verdicts that changed are also kept in RUN_DIR/reverify.json."""
-    from runner.run.replay import replay_steps
+    from runner.run.replay_steps import replay_steps
 
     if controls is not None and not reverify:
         raise UsageError("--controls says where the suite is for --reverify; add --reverify")

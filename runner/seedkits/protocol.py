@@ -30,9 +30,9 @@ from runner.errors import UsageError
 from runner.grading.metrics import BUILTIN
 from runner.hashing import sha256_bytes
 from runner.paths import inside
-from runner.seedkits.arms import NOOP, GivenArm, arm_name
 from runner.seedkits.fields import Fields, Warn, check_digest, read_bytes, read_jsonl
 from runner.seedkits.fields import read_yaml_mapping as read_mapping
+from runner.seedkits.seed_arms import NOOP, GivenArm, arm_name
 from runner.seedkits.writer import Plan, check_lines
 
 FORMAT = "a seed-000 protocol"

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from runner.config.loader import load_controls
-from runner.seedkits.arms import GivenArm, given_arms
-from runner.seedkits.kit import read_kit
 from runner.seedkits.protocol import read_protocol
 from runner.seedkits.python_pin import pin_python
+from runner.seedkits.seed_arms import GivenArm, given_arms
+from runner.seedkits.seed_kit import read_kit
 from runner.seedkits.writer import (
     SANDBOX_IMAGE,
     Plan,

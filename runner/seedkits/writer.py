@@ -29,7 +29,7 @@ import yaml
 from runner.config.controls import Controls
 from runner.config.loader import parse_controls
 from runner.errors import UserError
-from runner.seedkits.arms import GivenArm, arm_list, copy_arms
+from runner.seedkits.seed_arms import GivenArm, arm_list, copy_arms
 from runner.suite.load import parse_task_line
 
 SANDBOX_IMAGE = "deltarun/sandbox-python:bookworm"

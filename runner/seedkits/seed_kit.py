@@ -31,7 +31,6 @@ from runner.config.runtime import TOOL_NAMES
 from runner.errors import ArchiveError, UsageError, UserError
 from runner.hashing import sha256_bytes
 from runner.paths import inside
-from runner.seedkits.arms import NOOP, arm_name
 from runner.seedkits.fields import (
     Fields,
     Warn,
@@ -43,6 +42,7 @@ from runner.seedkits.fields import (
     read_yaml_mapping,
 )
 from runner.seedkits.hidden import parse_hidden_command, split_fixture
+from runner.seedkits.seed_arms import NOOP, arm_name
 from runner.seedkits.seed_files import check_metrics_py, note_replay
 from runner.seedkits.writer import Plan, check_lines
 from runner.trees.archives import Member, build_tar, members_from_dir, read_members
