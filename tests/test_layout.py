@@ -193,3 +193,13 @@ def test_long_functions_say_why() -> None:
             if length > MAX_FUNCTION_LINES and LONG_REASON not in doc:
                 unexplained.append(f"{name}.{node.name}: {length} lines")
     assert unexplained == []
+
+
+def test_no_two_modules_share_a_file_name() -> None:
+    """A traceback or a search names a file, not its package: two ``checks.py`` or two
+    ``model.py`` would be confused there (packages' ``__init__.py`` aside)."""
+    by_name: dict[str, list[str]] = {}
+    for name, path in modules().items():
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, []).append(name)
+    assert {name: found for name, found in by_name.items() if len(found) > 1} == {}
