@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -344,17 +346,48 @@ def run_cli(
     return result
 
 
+def session_directory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's temporary directory, shared by its pytest-xdist workers (each has its
+    own below it): what one worker makes there for the others."""
+    shared = tmp_path_factory.getbasetemp()
+    return shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
+
+
+# The session's registry (tests/test_registry.py, registry_server): directory, port, pid.
+SHARED_REGISTRY = "registry.json"
+
+
+def stop_shared_registry(directory: Path) -> None:
+    """End the session's registry, if one was started in ``directory``."""
+    state = directory / SHARED_REGISTRY
+    if not state.exists():
+        return
+    known = json.loads(state.read_text())
+    state.unlink()
+    try:
+        command = Path(f"/proc/{known['pid']}/cmdline").read_bytes()
+    except OSError:
+        return  # gone already
+    if b"docker-registry" in command and known["directory"].encode() in command:
+        os.kill(known["pid"], signal.SIGTERM)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In the process that runs the session (never a pytest-xdist worker, which could end
+    while another still uses them): end what the session's tests shared."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if hasattr(session.config, "workerinput") or factory is None:
+        return
+    stop_shared_registry(factory.getbasetemp())
+
+
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory, docker_api: object) -> dict[str, object]:
     """The local executor's report on the deterministic suite of the distribution tests:
     made once per session, by the first of its pytest-xdist workers to need it."""
-    import json
-
     from tests.distributed_support import essence, slow_suite
 
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the session's directory, above each worker's own
+    shared = session_directory(tmp_path_factory)
     with open(shared / "reference.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         made = shared / "reference.json"

@@ -7,10 +7,12 @@ removing it by ID never touches an image another test or session uses.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +24,7 @@ import pytest
 
 from runner.distributed import keys, registry
 from runner.errors import DigestMismatch, UserError
-from tests.conftest import IN_CI, run_cli
+from tests.conftest import IN_CI, SHARED_REGISTRY, run_cli, session_directory
 from tests.distributed_support import (
     Proc,
     RedisServer,
@@ -83,17 +85,46 @@ class RegistryServer:
 
 
 @pytest.fixture(scope="module")
-def registry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
-    """One registry for the module: the sandbox image's layers are pushed once (~20 s)."""
+def registry_server(tmp_path_factory: pytest.TempPathFactory, docker_api: Any) -> RegistryServer:
+    """One registry for the session, whichever worker runs these tests: the first to need
+    it starts it and pushes the sandbox image's layers to it once (~20 s, under a lock the
+    others wait on); every later push of an image over the sandbox image mounts them from
+    there. Each test's images are its own (unique repositories and labels), so a test sees
+    nothing another test pushed under its names. Ended with the session
+    (conftest's ``stop_shared_registry``)."""
     if shutil.which("docker-registry") is None:
         message = "docker-registry is not installed; run `make registry`"
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
-    server = RegistryServer(tmp_path_factory.mktemp("registry"))
-    server.start()
-    yield server
-    server.stop()
+    shared = session_directory(tmp_path_factory)
+    with open(shared / "registry.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = shared / SHARED_REGISTRY
+        if state.exists():
+            known = json.loads(state.read_text())
+            server = RegistryServer(Path(known["directory"]))
+            server.port = known["port"]
+            try:
+                registry.check(server.address)
+                return server
+            except UserError:
+                pass  # it died: start another
+        server = RegistryServer(Path(tempfile.mkdtemp(prefix="registry-", dir=shared)))
+        server.start()
+        assert server.process is not None
+        state.write_text(
+            json.dumps(
+                {"directory": str(server.directory), "port": server.port, "pid": server.process.pid}
+            )
+        )
+        seed = Images(docker_api)
+        try:
+            tag = unique("seed")
+            registry.push(docker_api, tag, seed.build(tag), server.address)
+        finally:
+            seed.cleanup()
+        return server
 
 
 class Images:
