@@ -68,7 +68,8 @@ from runner.distributed.signing import (  # noqa: E402
     sign_record,
 )
 from runner.records import Job, Outcome, TaskKind  # noqa: E402
-from runner.run.service import Quiet, RunOptions, RunService  # noqa: E402
+from runner.run.events import Quiet  # noqa: E402
+from runner.run.service import RunOptions, RunService  # noqa: E402
 from runner.trial.record import bare_record  # noqa: E402
 from tests.distributed_support import FAST_ENV, RedisServer, make_secrets  # noqa: E402
 from tests.helpers import ADD_GOLD, make_suite  # noqa: E402

@@ -76,7 +76,8 @@ from runner.distributed import keys  # noqa: E402
 from runner.distributed.celery_app import make_app  # noqa: E402
 from runner.distributed.coordinator import _Coordinator  # noqa: E402
 from runner.errors import RunInterrupted  # noqa: E402
-from runner.run.service import Quiet, RunOptions, RunService  # noqa: E402
+from runner.run.events import Quiet  # noqa: E402
+from runner.run.service import RunOptions, RunService  # noqa: E402
 from tests.distributed_support import RedisServer  # noqa: E402
 from tests.helpers import PY_IMAGE  # noqa: E402
 

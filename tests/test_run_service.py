@@ -18,7 +18,7 @@ from runner.errors import RouteMismatch
 from runner.executors.contract import PreparedRun
 from runner.records import Job, Outcome, TaskKind, Trial
 from runner.run.prepare import prepare
-from runner.run.service import BudgetReached, Recording, describe
+from runner.run.recording import BudgetReached, Recording, describe
 from runner.store.rundir import DUPLICATES
 from runner.trial.env import stop_reason
 from runner.trial.record import bare_record

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from runner.executors.contract import PreparedRun
-from runner.executors.local import LocalExecutor
+from runner.executors.local import LocalExecutor, local_runner
 from runner.run.prepare import prepare
-from runner.run.service import RunOptions, RunService, local_runner
+from runner.run.service import RunOptions, RunService
 from runner.sandbox.base import SandboxSpec
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, FakeSession
 from tests.conftest import run_cli

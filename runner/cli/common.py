@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from runner.distributed.credentials import Broker
     from runner.executors.contract import PreparedRun
     from runner.records import Trial
-    from runner.run.service import Recording
+    from runner.run.recording import Recording
 
 app = typer.Typer(
     cls=ParagraphHelp,
@@ -166,7 +166,7 @@ class Shown:
         self.progress.console.print(terminal_text(line), highlight=False, markup=False, emoji=False)
 
     def started(self, prepared: PreparedRun, recording: Recording, total: int) -> None:
-        from runner.run.service import describe
+        from runner.run.recording import describe
 
         self.arms = list(prepared.meta.arms)
         self.progress.start()
@@ -174,7 +174,7 @@ class Shown:
         self.bar = self.progress.add_task(passes, total=total, completed=recording.recorded)
 
     def recorded(self, trial: Trial, recording: Recording, total: int) -> None:
-        from runner.run.service import describe
+        from runner.run.recording import describe
 
         if self.bar is not None:
             self.progress.update(self.bar, advance=1, description=describe(self.arms, recording))

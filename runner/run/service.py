@@ -9,9 +9,10 @@ the benchmarks all go through ``RunService``:
    run on this host left; or Celery on Redis (``runner.distributed.coordinator``), after pushing
    the run's images to a registry when asked;
 3. ``execute``: the executor runs the jobs still to do and hands back each batch;
-   ``Recording`` appends the first record of each job to the run directory (later
+   ``Recording`` (``runner.run.recording``) appends the first record of each job to the run
+   directory (later
    ones are kept aside as duplicates, never counted) and applies the stop rule;
-   an ``Events`` listener hears of each record and setup warning.
+   an ``Events`` listener (``runner.run.events``) hears of each record and setup warning.
 
 Then the caller writes the report. The CLI only parses arguments, draws
 ``Events`` and maps errors to exit codes; the benchmark of the Celery path
@@ -22,121 +23,37 @@ from __future__ import annotations
 
 import os
 import socket
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
+from runner.agents.installed.arm_checks import check_installed
 from runner.agents.installed.layer import AgentImages
 from runner.config.controls import Controls
-from runner.config.loader import LoadedControls
-from runner.errors import RouteMismatch, RunInterrupted, UsageError, UserError
+from runner.config.loader import LoadedControls, load_controls
+from runner.errors import RunInterrupted, UsageError, UserError
 from runner.executors.contract import Executor, Interrupted, PreparedRun
-from runner.executors.local import local_runner
+from runner.executors.local import LocalExecutor, local_runner
 from runner.records import Trial
 from runner.run.agent_images import Layered, ensure, installed_arms
-from runner.suite.load import Suite
-from runner.trial.env import stop_reason
+from runner.run.events import Events, Notes, Quiet
+from runner.run.plan_checks import command_names
+from runner.run.prepare import prepare
+from runner.run.recording import BudgetReached, Recording
+from runner.sandbox.docker import DockerSandboxFactory
+from runner.sandbox.engine import connect, image_id
+from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
+from runner.sandbox.python_version import python_version
+from runner.sandbox.reaper import reap
+from runner.store.setup_warnings import first_sign
+from runner.suite.load import Suite, load_suite
+from runner.trial.sandbox_specs import preflight_spec
 
 if TYPE_CHECKING:
     from docker import APIClient
 
     from runner.distributed.credentials import Broker, BrokerOptions
-
-
-@dataclass
-class Recording:
-    """Records each batch into the run directory; counts passes per arm; stops a scored run
-    at a route mismatch (the record is kept). ``on_trial`` sees every counted record."""
-
-    prepared: PreparedRun
-    on_trial: Callable[[Trial], None] = lambda trial: None
-    finished: Counter[str] = field(default_factory=Counter)
-    passes: Counter[str] = field(default_factory=Counter)
-
-    spent_usd: float = 0.0  # priced trials' dollars, for budget.run_usd
-
-    def __post_init__(self) -> None:
-        for trial in self.prepared.run_dir.scored_trials():
-            self.finished[trial.arm] += 1
-            self.passes[trial.arm] += int(trial.passed)
-            self.spent_usd += trial.cost_usd or 0.0
-
-    @property
-    def recorded(self) -> int:
-        return sum(self.finished.values())
-
-    def batch(self, fresh: list[Trial], duplicates: list[Trial]) -> None:
-        """Append a batch, fsync'd: ``fresh`` records are the first of their job (the
-        executor knows: the local pool runs each job once, the Celery coordinator keeps the
-        set of pending jobs); ``duplicates`` are kept aside for audit, never counted."""
-        self.prepared.run_dir.write_records(fresh, duplicates)
-        for trial in fresh:
-            self._count(trial)
-
-    def _count(self, trial: Trial) -> None:
-        reason = stop_reason(trial, self.prepared.loaded.controls)
-        if reason is not None:
-            raise RouteMismatch(
-                f"{reason}; a scored run stops at a reply from another model than the route "
-                f"pins (the record is kept in {self.prepared.run_dir.ledger_path})"
-            )
-        self.finished[trial.arm] += 1
-        self.passes[trial.arm] += int(trial.passed)
-        self.spent_usd += trial.cost_usd or 0.0
-        self.on_trial(trial)
-        budget = self.prepared.loaded.controls.budget
-        if budget is not None and budget.run_usd is not None and self.spent_usd >= budget.run_usd:
-            raise BudgetReached(budget.run_usd)
-
-
-class BudgetReached(Exception):
-    """The run's dollar budget is spent: no further trial starts (not an error: the
-    records so far are the run, and the report says the budget ended it)."""
-
-
-def describe(arms: Sequence[str], recording: Recording) -> str:
-    """Passes per arm so far: ``ctrl 3/12 · cand 7/12``."""
-    return " · ".join(f"{arm} {recording.passes[arm]}/{recording.finished[arm]}" for arm in arms)
-
-
-# --- the service ----------------------------------------------------------------------
-
-
-class Notes(Protocol):
-    """Where lines about a run go (a warning, the reaper, the registry)."""
-
-    def note(self, line: str) -> None: ...
-
-
-class Events(Notes, Protocol):
-    """What a run tells whoever shows it; every method returns at once."""
-
-    def started(self, prepared: PreparedRun, recording: Recording, total: int) -> None:
-        """The executor is about to run the jobs still to do."""
-
-    def recorded(self, trial: Trial, recording: Recording, total: int) -> None:
-        """A record was written (the first of its job)."""
-
-    def setup_warning(self, text: str) -> None:
-        """The first record of a kind of setup warning (per arm)."""
-
-
-class Quiet:
-    """``Events`` that show nothing (benchmarks, tests)."""
-
-    def note(self, line: str) -> None:
-        pass
-
-    def started(self, prepared: PreparedRun, recording: Recording, total: int) -> None:
-        pass
-
-    def recorded(self, trial: Trial, recording: Recording, total: int) -> None:
-        pass
-
-    def setup_warning(self, text: str) -> None:
-        pass
 
 
 class Engine:
@@ -147,14 +64,12 @@ class Engine:
 
     @property
     def client(self) -> APIClient:
-        from runner.sandbox.engine import connect
 
         if self._client is None:
             self._client = connect()
         return self._client
 
     def image_digest(self, image: str) -> str:
-        from runner.sandbox.engine import image_id
 
         return image_id(self.client, image)
 
@@ -257,7 +172,6 @@ class RunService:
     def prepare(self, controls: Path, options: RunOptions) -> PreparedRun:
         """Every check before the first sandbox; trials that run here are preflighted here
         (workers check their own)."""
-        from runner.run.prepare import prepare
 
         local = options.broker is None
         return prepare(
@@ -280,9 +194,6 @@ class RunService:
     ) -> list[Layered]:
         """Fetch and layer every installed agent onto the task images it runs on, when
         missing (with progress); a pinned ``artifacts_sha256`` must match (exit 3)."""
-        from runner.agents.installed.arm_checks import check_installed
-        from runner.config.loader import load_controls
-        from runner.suite.load import load_suite
 
         loaded = load_controls(controls)
         if not installed_arms(loaded.controls):
@@ -296,17 +207,12 @@ class RunService:
         self, loaded: LoadedControls, suite: Suite, say: Callable[[str], None] | None = None
     ) -> list[Layered]:
         """``layer_agents`` on controls and a suite already loaded (``prepare``'s step)."""
-        from runner.sandbox.engine import connect
-        from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
 
         builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S))
         return ensure(loaded, suite, AgentImages(builder, builder, say or self.events.note))
 
     def _python_of(self, controls: Controls, image: str) -> str:
         """The Python of ``image`` on this engine (``runtime.python``), asked once per run."""
-        from runner.sandbox.docker import DockerSandboxFactory
-        from runner.sandbox.python_version import python_version
-        from runner.trial.sandbox_specs import preflight_spec
 
         spec = replace(preflight_spec(controls, image), model_access=None)  # no gateway needed
         return python_version(DockerSandboxFactory(self.engine.client), spec)
@@ -319,9 +225,6 @@ class RunService:
         local pool, after reaping what a killed run on this host left."""
         if options.broker is not None:
             return self._celery(prepared, options)
-        from runner.executors.local import LocalExecutor
-        from runner.sandbox.docker import DockerSandboxFactory
-        from runner.sandbox.reaper import reap
 
         for line in reap(self.engine.client, dry_run=False, past_deadline=False):
             if line != "nothing to remove":
@@ -361,7 +264,6 @@ class RunService:
     def execute(self, prepared: PreparedRun, options: RunOptions) -> Recording:
         """Run the jobs still to do, recording each batch; ``RunInterrupted`` on Ctrl-C,
         with what was recorded kept."""
-        from runner.store.setup_warnings import first_sign
 
         executor = self.executor(prepared, options)
         total = len(prepared.jobs)
@@ -402,9 +304,6 @@ class Preflight:
         self.engine = engine
 
     def __call__(self, controls: Controls, image: str) -> None:
-        from runner.run.plan_checks import command_names
-        from runner.sandbox.docker import DockerSandboxFactory
-        from runner.trial.sandbox_specs import preflight_spec
 
         names = command_names(controls)
         factory = DockerSandboxFactory(self.engine.client)
