@@ -46,6 +46,7 @@ SYMPY = Project(
 # Django's tests folder as the instance needs it: the runner, its settings, one app.
 DJANGO_TESTS = ("runtests.py", "test_sqlite.py", "urls.py", "utils_tests/__init__.py")
 DJANGO_TEST_FILE = "tests/utils_tests/test_text.py"
+SYMPY_FILES = ("setup.py", "setup.cfg", "pyproject.toml", "README.md", "LICENSE")
 SPECS = {
     "django/django": {
         "4.2": {
@@ -113,13 +114,31 @@ SHAPES = (
     ),
 )
 
+# What _release takes from each sdist (folders, then single files): the rest (Django's
+# tests and docs, sympy's doc) is never unpacked.
+TAKEN = {DJANGO.repo: ("django",), SYMPY.repo: ("sympy", *SYMPY_FILES)}
+TAKEN_FILES = {("tests", *name.split("/")) for name in DJANGO_TESTS} | {
+    tuple(DJANGO_TEST_FILE.split("/"))
+}
+
+
+def _taken(project: Project, parts: tuple[str, ...]) -> bool:
+    """Whether _release keeps the sdist's file at ``parts``: of Django, neither the
+    translations of its apps nor of a language but English."""
+    if parts[0] not in TAKEN[project.repo] and parts not in TAKEN_FILES:
+        return False
+    if project is DJANGO and "locale" in parts[:-1]:
+        at = parts.index("locale")
+        return "conf" in parts[:at] and (len(parts) == at + 2 or parts[at + 1] == "en")
+    return True
+
 
 def _release(project: Project, archive: Path, repo: Path) -> str:
     """The release as the repository's first commit (Django trimmed); its id."""
     unpacked = repo.parent / f".{repo.name}.unpacked"
     shutil.rmtree(unpacked, ignore_errors=True)
     unpacked.mkdir(parents=True)
-    unpack(archive, unpacked)
+    unpack(archive, unpacked, lambda parts: _taken(project, parts))
     repo.mkdir(parents=True)
     if project is DJANGO:
         shutil.copytree(
@@ -137,7 +156,7 @@ def _release(project: Project, archive: Path, repo: Path) -> str:
         shutil.copy2(unpacked / DJANGO_TEST_FILE, repo / DJANGO_TEST_FILE)
     else:
         shutil.copytree(unpacked / "sympy", repo / "sympy")
-        for name in ("setup.py", "setup.cfg", "pyproject.toml", "README.md", "LICENSE"):
+        for name in SYMPY_FILES:
             if (unpacked / name).exists():
                 shutil.copy2(unpacked / name, repo / name)
     shutil.rmtree(unpacked)

@@ -36,6 +36,7 @@ import stat
 import subprocess
 import sys
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -463,14 +464,17 @@ def sdist(project: Project, cache: Path) -> Path:
     return path
 
 
-def unpack(archive: Path, into: Path) -> None:
+def unpack(
+    archive: Path, into: Path, keep: Callable[[tuple[str, ...]], bool] | None = None
+) -> None:
     """The sdist's files under its top folder, less PKG-INFO and *.egg-info, written in
-    sorted order with the executable bit the archive gives."""
+    sorted order with the executable bit the archive gives; with ``keep``, only the files
+    whose path (its parts below the top folder) it keeps."""
     with tarfile.open(archive) as tar:
         members = sorted(tar.getmembers(), key=lambda member: member.name)
         for member in members:
             parts = PurePosixPath(member.name).parts[1:]
-            if not member.isfile() or not parts:
+            if not member.isfile() or not parts or (keep is not None and not keep(parts)):
                 continue
             if parts == ("PKG-INFO",) or any(part.endswith(".egg-info") for part in parts):
                 continue
