@@ -6,11 +6,12 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -353,6 +354,24 @@ def session_directory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
 
 
+def made_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]
+) -> Path:
+    """The directory ``make`` fills, made once per session by the first pytest-xdist worker
+    to need it while the others wait (a module-scoped fixture would be made again on every
+    worker its tests go to). Read-only: a test that changes it works on its own copy."""
+    shared = session_directory(tmp_path_factory)
+    with open(shared / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made, marker = shared / name, shared / f"{name}.made"
+        if not marker.exists():  # made where it stays: what it holds may name its own path
+            shutil.rmtree(made, ignore_errors=True)
+            made.mkdir()
+            make(made)
+            marker.touch()
+        return made
+
+
 # The session's registry (tests/test_registry.py, registry_server): directory, port, pid.
 SHARED_REGISTRY = "registry.json"
 
@@ -433,8 +452,6 @@ def proxy_image(docker_api: Any) -> str:
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[Any]:
     """A real Redis on a free loopback port for one test; a failure in CI when missing."""
-    import shutil
-
     from tests.distributed_support import RedisServer
 
     if shutil.which("redis-server") is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import leftover_sandboxes, run_cli
+from tests.conftest import leftover_sandboxes, made_once, run_cli
 from tests.helpers import ADD_GOLD, make_suite, repo_task, write_agent
 
 pytestmark = pytest.mark.docker
@@ -33,24 +34,38 @@ def ledger(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
 
 
-def test_run_report_replay(tmp_path: Path, docker_api: Any) -> None:
+def _make_gold_run(root: Path) -> None:
+    """The gold suite's run (two tasks, control and gold), and what it printed."""
     from runner.config.loader import load_controls
 
-    controls = gold_suite(tmp_path)
-    out = tmp_path / "run"
+    controls = gold_suite(root)
     registered = load_controls(controls).protocol_sha256
     result = run_cli(
-        "run", str(controls), "--out", str(out), "-j", "2", "--expect-protocol", registered
+        "run", str(controls), "--out", str(root / "run"), "-j", "2", "--expect-protocol", registered
     )
     assert result.returncode == 0, result.stderr
+    (root / "stdout.txt").write_text(result.stdout)
+
+
+@pytest.fixture
+def gold_run(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, docker_api: Any) -> Path:
+    """A copy, in this test's directory, of the gold suite and its run: run once per session
+    (``made_once``) for the tests that read, resume, replay or re-verify a finished run.
+    The copy's run.json names the original's controls, which no test changes."""
+    made = made_once(tmp_path_factory, "run-cli-gold-run", _make_gold_run)
+    shutil.copytree(made, tmp_path, dirs_exist_ok=True)
+    return tmp_path
+
+
+def test_run_report_replay(gold_run: Path) -> None:
+    out = gold_run / "run"
+    stdout = (gold_run / "stdout.txt").read_text()  # what the run printed
     # No negative controls (an integrity row), the exploratory channel and a two-task pack
     # (publication rows): one integrity row fails, so the headline is shown, with the
     # refusal slice marked as not measured, and the verdict is demo.
-    assert "gold vs ctrl: +100.0 pp pass rate (95% CI" in result.stdout
-    assert "refusal slice: not measured" in result.stdout
-    assert "verdict: demo (failing: refusal slice present; channel scored; pack size)" in (
-        result.stdout
-    )
+    assert "gold vs ctrl: +100.0 pp pass rate (95% CI" in stdout
+    assert "refusal slice: not measured" in stdout
+    assert "verdict: demo (failing: refusal slice present; channel scored; pack size)" in stdout
     records = ledger(out)
     assert len(records) == 4 and len({r["job_id"] for r in records}) == 4
     assert {(r["arm"], r["outcome"]) for r in records} == {("ctrl", "miss"), ("gold", "success")}
@@ -152,10 +167,8 @@ def test_interrupted_run_resumes_each_job_once(tmp_path: Path, docker_api: Any) 
     assert refused.returncode == 3 and "protocol" in refused.stderr
 
 
-def test_report_without_control_records_exits_4(tmp_path: Path, docker_api: Any) -> None:
-    controls = gold_suite(tmp_path, n=1)
-    out = tmp_path / "run"
-    assert run_cli("run", str(controls), "--out", str(out)).returncode == 0
+def test_report_without_control_records_exits_4(gold_run: Path) -> None:
+    out = gold_run / "run"
     kept = [r for r in ledger(out) if r["arm"] != "ctrl"]
     (out / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
     result = run_cli("report", str(out))
@@ -163,21 +176,18 @@ def test_report_without_control_records_exits_4(tmp_path: Path, docker_api: Any)
     assert "control" in result.stderr and "pp" not in result.stdout and "%" not in result.stdout
 
 
-def test_existing_run_dir_needs_resume(tmp_path: Path, docker_api: Any) -> None:
-    controls = gold_suite(tmp_path, n=1)
-    out = tmp_path / "run"
-    assert run_cli("run", str(controls), "--out", str(out)).returncode == 0
+def test_existing_run_dir_needs_resume(gold_run: Path) -> None:
+    controls, out = gold_run / "controls.yaml", gold_run / "run"
+    before = ledger(out)
     again = run_cli("run", str(controls), "--out", str(out))
     assert again.returncode == 1 and "--resume" in again.stderr
     resumed = run_cli("run", str(controls), "--out", str(out), "--resume")
     assert resumed.returncode == 0 and "0 to run" in resumed.stderr
-    assert len(ledger(out)) == 2
+    assert len(before) == 4 and ledger(out) == before
 
 
-def test_reverify_reruns_hidden_tests_and_lists_changes(tmp_path: Path, docker_api: Any) -> None:
-    controls = gold_suite(tmp_path)
-    out = tmp_path / "run"
-    assert run_cli("run", str(controls), "--out", str(out)).returncode == 0
+def test_reverify_reruns_hidden_tests_and_lists_changes(gold_run: Path) -> None:
+    out = gold_run / "run"
     clean = run_cli("replay", str(out), "--reverify")
     assert clean.returncode == 0, clean.stderr
     assert "reverify: 4 verdicts re-run, 0 changed" in clean.stdout
