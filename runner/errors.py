@@ -15,6 +15,9 @@
         ├── SandboxError          recorded as outcome ``error``, never as an agent failure
         └── EndpointError         the model endpoint: unreachable, key refused, retries spent
 
+Exit code 5 is not an error: ``deltarun gate``'s "not decided" (``runner.report.gate_decision``
+defines the gate's codes: 0 pass, 1 fail, 5 not decided).
+
 Third-party exceptions (docker, yaml, pydantic) are translated into these at the
 boundary with ``raise ... from exc``, so the CLI prints one line and exits with
 the right code, never a traceback.

@@ -27,7 +27,8 @@ from runner.errors import DeltarunError, UserError
 
 # Imported for their commands, which register on ``app`` in this order (that of --help).
 COMMAND_MODULES = tuple(
-    importlib.import_module(f"runner.cli.{name}") for name in ("suites", "runs", "fleet", "view")
+    importlib.import_module(f"runner.cli.{name}")
+    for name in ("suites", "runs", "gate", "fleet", "view")
 )
 
 

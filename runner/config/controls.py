@@ -23,6 +23,7 @@ from runner.config.arms import (
     Route,
     ScriptedAgent,
 )
+from runner.config.gate_spec import GateSpec
 from runner.config.runtime import TOOL_NAMES, Runtime, Tools
 from runner.records import Strict
 
@@ -108,6 +109,10 @@ class Controls(Strict):
     budget: Budget | None = Field(
         default=None, description="Token and dollar budgets per trial and per run."
     )
+    gate: GateSpec | None = Field(
+        default=None,
+        description="Criteria `deltarun gate` decides (docs/ci.md); part of the protocol hash.",
+    )
 
     @model_validator(mode="after")
     def _arms(self) -> Controls:
@@ -142,6 +147,14 @@ class Controls(Strict):
                 f"exactly one arm must have 'control: true' (found {len(controls)}); "
                 "mark the frozen baseline as the control"
             )
+        if self.gate is not None and self.gate.arms is not None:
+            candidates = [leg.name for leg in self.legs() if leg.name not in controls]
+            for name in self.gate.arms:
+                if name not in candidates:
+                    raise ValueError(
+                        f"gate.arms: {name!r} is not a candidate arm; choose from "
+                        f"{', '.join(candidates) or '(none)'}"
+                    )
         return self
 
     def _own_routes(self) -> bool:

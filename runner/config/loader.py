@@ -100,7 +100,7 @@ UNSET_OMITTED = (
     ("suite", "validation"),
     ("suite", "exclude"),
 )
-TOP_LEVEL_UNSET_OMITTED = ("prices", "budget")
+TOP_LEVEL_UNSET_OMITTED = ("prices", "budget", "gate")
 TOGGLES_UNSET_OMITTED = ("on_files", "on_env")
 
 

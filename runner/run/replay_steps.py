@@ -1,4 +1,5 @@
-"""``deltarun replay``: the report rebuilt byte for byte, then (``--reverify``) the
+"""``deltarun replay``: the report (and the gate's ``decision.json``, when the run has one)
+rebuilt byte for byte, then (``--reverify``) the
 hidden tests re-run on the stored patches; the lines to print, each as its step ends.
 
 The suite a re-verification reads is found and checked (``run.reverify.reverify_inputs``)
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from runner.report.headline import headline
+from runner.run.gate_files import replay_decision
 from runner.run.report_files import replay
 from runner.run.reverify import reverify_inputs, reverify_run
 from runner.store.changes import CHANGES, Changed
@@ -29,7 +31,9 @@ def replay_steps(
     hears (done, total) of the re-verification."""
     run = RunDir(run_dir)
     inputs = reverify_inputs(run, controls) if reverify else None
-    yield from headline(replay(run, accept_edits=accept_edits))
+    built = replay(run, accept_edits=accept_edits)
+    yield from headline(built)
+    yield from replay_decision(run, built, rewrite=accept_edits)
     state = "rebuilt, stamped as edited" if accept_edits else "identical"
     yield f"replay of {run_dir}: {state}"
     if inputs is None:

@@ -1,0 +1,112 @@
+"""The ``gate`` command: a CI decision on a finished run, as an exit code and CI's files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from typer import Option
+
+from runner.cli.common import RunDirArg, app, say
+from runner.errors import UsageError
+
+# The options, one declaration each; the criteria are for exploratory runs only.
+Junit = Annotated[
+    Path | None, Option("--junit", help="Write JUnit XML: one test case per criterion")
+]
+Summary = Annotated[
+    Path | None,
+    Option(
+        "--summary",
+        help="Write a Markdown summary for a pull-request comment (also appended to "
+        "$GITHUB_STEP_SUMMARY when that is set)",
+    ),
+]
+Superiority = Annotated[
+    float | None,
+    Option(
+        "--superiority",
+        min=0.0,
+        max=1.0,
+        help="Pass when the paired delta's 95% lower bound is above MARGIN (0: plain)",
+    ),
+]
+NonInferiority = Annotated[
+    float | None,
+    Option(
+        "--non-inferiority",
+        min=0.0,
+        max=1.0,
+        help="Pass when the paired delta's 95% lower bound is above -MARGIN",
+    ),
+]
+RefusalSuperiority = Annotated[
+    float | None,
+    Option("--refusal-superiority", min=0.0, max=1.0, help="--superiority on the refusal slice"),
+]
+RefusalNonInferiority = Annotated[
+    float | None,
+    Option("--refusal-non-inferiority", min=0.0, max=1.0, help="--non-inferiority, refusal slice"),
+]
+CostPerPass = Annotated[
+    float | None, Option("--cost-per-pass-max", help="Dollars per pass at most")
+]
+CostRatio = Annotated[
+    float | None, Option("--cost-ratio-max", help="Cost per pass at most the control's times this")
+]
+ErrorRate = Annotated[
+    float | None,
+    Option("--error-rate-max", min=0.0, max=1.0, help="Infrastructure error rate at most this"),
+]
+Arms = Annotated[
+    list[str] | None,
+    Option("--arm", help="With command-line criteria: gate this arm (repeat; default all)"),
+]
+
+
+@app.command()
+def gate(
+    run_dir: RunDirArg,
+    junit: Junit = None,
+    summary: Summary = None,
+    superiority: Superiority = None,
+    non_inferiority: NonInferiority = None,
+    refusal_superiority: RefusalSuperiority = None,
+    refusal_non_inferiority: RefusalNonInferiority = None,
+    cost_per_pass_max: CostPerPass = None,
+    cost_ratio_max: CostRatio = None,
+    error_rate_max: ErrorRate = None,
+    arm: Arms = None,
+) -> None:
+    """Decide the run's gate: each criterion of the controls' gate: section pass, fail,
+    undecided or missing, and write RUN_DIR/decision.json. Exit 0 pass, 1 fail, 5 not
+    decided (docs/ci.md). Criteria on the command line replace the controls' and are
+    refused for a scored run (its criteria are locked before the run)."""
+    from runner.config.gate_spec import GateSpec
+    from runner.run.gate_files import gate_run
+
+    given = {
+        "superiority": superiority,
+        "non_inferiority": non_inferiority,
+        "refusal_superiority": refusal_superiority,
+        "refusal_non_inferiority": refusal_non_inferiority,
+        "cost_per_pass_max": cost_per_pass_max,
+        "cost_ratio_max": cost_ratio_max,
+        "error_rate_max": error_rate_max,
+    }
+    chosen = {key: value for key, value in given.items() if value is not None}
+    spec = None
+    if chosen:
+        try:
+            spec = GateSpec(arms=arm or None, **chosen)
+        except ValidationError as exc:
+            raise UsageError(f"gate criteria: {exc.errors()[0]['msg']}") from exc
+    elif arm:
+        raise UsageError("--arm goes with command-line criteria (e.g. --non-inferiority 0.05)")
+    step = os.environ.get("GITHUB_STEP_SUMMARY")
+    outcome = gate_run(run_dir, spec, junit, summary, Path(step) if step else None)
+    say(outcome.lines, markup=False)
+    raise typer.Exit(outcome.exit_code)

@@ -1,0 +1,237 @@
+"""The gate's decision: each criterion of a ``GateSpec`` against a run's scores. Pure.
+
+Every criterion ends ``pass``, ``fail``, ``undecided`` or ``missing``, with its numbers:
+
+- the delta criteria read the paired delta's 95% interval the scorer already computed
+  (``runner.evidence.scoring.PairedDelta.ci95``): against a threshold ``theta`` (``margin``
+  for superiority, ``-margin`` for non-inferiority) they pass when the lower bound is above
+  it, fail when the upper bound is below it, and are undecided while the interval
+  straddles it (the rule of ``runner.evidence.sequential.decide`` at a single, final look:
+  each side is a one-sided 97.5% bound). No pair, or no interval: missing;
+- cost per pass and its ratio to the control's are the priced totals over the passes
+  (``runner.report.cost``), compared as observed; an arm not fully priced, or no model
+  behind it, is missing; priced dollars with no pass fail;
+- the error ceiling compares each gated arm's, and the control's, infrastructure error
+  rate as observed; an arm without trials is missing;
+- preconditions: a withheld headline fails, and so does each required checklist row that
+  fails (``GateSpec.required_rows``); a required row the checklist lacks is missing.
+
+Overall: ``fail`` when any criterion fails, else ``undecided`` when any is undecided or
+missing, else ``pass``. ``EXIT_CODES`` maps it to the command's exit code: missing data is
+never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from runner.config.gate_spec import GateSpec
+from runner.evidence.scoring import PairedDelta, Scores
+from runner.report.checklist import Row
+from runner.report.cost import ArmCost, CostTable
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    UNDECIDED = "undecided"
+    MISSING = "missing"
+
+
+# The exit codes of `deltarun gate`, in one place: 0 pass, 1 fail, 5 not decided (an
+# interval straddles a threshold, or data is missing). 2, 3, 4 and 130 keep the meanings
+# of runner.errors (usage, digest or protocol mismatch, no control arm, interrupted).
+EXIT_PASS, EXIT_FAIL, EXIT_NOT_DECIDED = 0, 1, 5
+EXIT_CODES = {Verdict.PASS: EXIT_PASS, Verdict.FAIL: EXIT_FAIL, Verdict.UNDECIDED: EXIT_NOT_DECIDED}
+
+PRECONDITION = "precondition"
+HEADLINE = "headline not withheld"
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One criterion for one arm (``arm`` empty for a precondition) and its numbers."""
+
+    name: str
+    arm: str
+    verdict: Verdict
+    threshold: float | None = None
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+    n: int = 0
+    detail: str = ""
+    row: str = ""  # a precondition's checklist row (or HEADLINE)
+
+
+@dataclass(frozen=True)
+class ArmTasks:
+    """Tasks the arm helped (passed where the control did not) and hurt, from its delta."""
+
+    arm: str
+    helped: tuple[str, ...]
+    hurt: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    criteria: tuple[Criterion, ...]
+    tasks: tuple[ArmTasks, ...]
+
+    @property
+    def overall(self) -> Verdict:
+        verdicts = {c.verdict for c in self.criteria}
+        if Verdict.FAIL in verdicts:
+            return Verdict.FAIL
+        if verdicts & {Verdict.UNDECIDED, Verdict.MISSING} or not verdicts:
+            return Verdict.UNDECIDED
+        return Verdict.PASS
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.overall]
+
+
+def by_interval(name: str, arm: str, delta: PairedDelta | None, threshold: float) -> Criterion:
+    """Pass above the threshold, fail below it, undecided across it; missing without an
+    interval."""
+    if delta is None or delta.ci95 is None or delta.mean is None or delta.n_tasks == 0:
+        n = 0 if delta is None else delta.n_tasks
+        return Criterion(name, arm, Verdict.MISSING, threshold, n=n, detail="no paired interval")
+    low, high = delta.ci95
+    if low > threshold:
+        verdict = Verdict.PASS
+    elif high < threshold:
+        verdict = Verdict.FAIL
+    else:
+        verdict = Verdict.UNDECIDED
+    return Criterion(
+        name, arm, verdict, threshold, delta.mean, low, high, delta.n_tasks, delta.ci_method or ""
+    )
+
+
+def at_most(name: str, arm: str, value: float | None, limit: float, n: int, why: str) -> Criterion:
+    """An observed value against a ceiling; missing when there is none (``why`` says why)."""
+    if value is None:
+        return Criterion(name, arm, Verdict.MISSING, limit, n=n, detail=why)
+    verdict = Verdict.PASS if value <= limit else Verdict.FAIL
+    return Criterion(name, arm, verdict, limit, value, n=n)
+
+
+def decide(
+    spec: GateSpec,
+    scores: Scores,
+    rows: Sequence[Row],
+    withheld: bool,
+    cost: CostTable | None,
+) -> GateDecision:
+    """Every criterion of ``spec`` for every gated arm, after the preconditions."""
+    control = next(s.arm for s in scores.summaries if s.control)
+    arms = spec.arms or [s.arm for s in scores.summaries if not s.control]
+    found: list[Criterion] = list(_preconditions(spec, rows, withheld))
+    deltas = {d.arm: d for d in scores.deltas}
+    refusals = {d.arm: d for d in scores.refusal}
+    for arm in arms:
+        found += _delta_criteria(spec, arm, deltas.get(arm), refusals.get(arm))
+        found += _cost_criteria(spec, arm, control, cost)
+    if spec.error_rate_max is not None:
+        for arm in [*arms, control]:
+            summary = next((s for s in scores.summaries if s.arm == arm), None)
+            rate = None if summary is None else summary.error_rate
+            found.append(
+                at_most(
+                    "error_rate_max",
+                    arm,
+                    None if rate is None else rate.value,
+                    spec.error_rate_max,
+                    0 if rate is None else rate.n,
+                    "no trial",
+                )
+            )
+    tasks = tuple(_tasks(arm, deltas.get(arm)) for arm in arms)
+    return GateDecision(tuple(found), tasks)
+
+
+def _preconditions(spec: GateSpec, rows: Sequence[Row], withheld: bool) -> list[Criterion]:
+    failing = [row.item for row in rows if not row.ok]
+    found = [
+        Criterion(
+            PRECONDITION,
+            "",
+            Verdict.FAIL if withheld else Verdict.PASS,
+            detail=f"failing rows: {', '.join(failing)}" if withheld else "the report shows it",
+            row=HEADLINE,
+        )
+    ]
+    by_item = {row.item: row for row in rows}
+    for item in spec.required_rows():
+        row = by_item.get(item)
+        if row is None:
+            found.append(
+                Criterion(PRECONDITION, "", Verdict.MISSING, detail="no such row", row=item)
+            )
+        else:
+            verdict = Verdict.PASS if row.ok else Verdict.FAIL
+            found.append(Criterion(PRECONDITION, "", verdict, detail=row.detail, row=item))
+    return found
+
+
+def _delta_criteria(
+    spec: GateSpec, arm: str, delta: PairedDelta | None, refusal: PairedDelta | None
+) -> list[Criterion]:
+    found = []
+    for name, margin, sign, paired in (
+        ("superiority", spec.superiority, 1.0, delta),
+        ("non_inferiority", spec.non_inferiority, -1.0, delta),
+        ("refusal_superiority", spec.refusal_superiority, 1.0, refusal),
+        ("refusal_non_inferiority", spec.refusal_non_inferiority, -1.0, refusal),
+    ):
+        if margin is not None:
+            found.append(by_interval(name, arm, paired, sign * margin + 0.0))
+    return found
+
+
+def _cost_criteria(
+    spec: GateSpec, arm: str, control: str, cost: CostTable | None
+) -> list[Criterion]:
+    if spec.cost_per_pass_max is None and spec.cost_ratio_max is None:
+        return []
+    rows = {} if cost is None else {a.arm: a for a in cost.arms}
+    mine, why = _per_pass(rows.get(arm))
+    found = []
+    if spec.cost_per_pass_max is not None:
+        n = rows[arm].passes if arm in rows else 0
+        found.append(at_most("cost_per_pass_max", arm, mine, spec.cost_per_pass_max, n, why))
+    if spec.cost_ratio_max is not None:
+        theirs, their_why = _per_pass(rows.get(control))
+        ratio = None
+        if mine is not None and theirs is not None:
+            ratio = float("inf") if theirs == 0 else mine / theirs
+        reason = why if mine is None else f"control: {their_why}"
+        if mine is not None and theirs == 0 and mine == 0:
+            ratio = 1.0
+        found.append(at_most("cost_ratio_max", arm, ratio, spec.cost_ratio_max, 0, reason))
+    return found
+
+
+def _per_pass(row: ArmCost | None) -> tuple[float | None, str]:
+    """Dollars per pass of an arm's cost row (infinite: dollars spent, no pass), or None and
+    why."""
+    if row is None:
+        return None, "nothing priced in this run"
+    if not row.live:
+        return None, "no model drives the arm"
+    if row.priced < row.trials:
+        return None, f"{row.trials - row.priced} of {row.trials} trials not priced"
+    if row.passes == 0:
+        return (float("inf") if row.usd > 0 else None), "no pass"
+    return row.usd / row.passes, ""
+
+
+def _tasks(arm: str, delta: PairedDelta | None) -> ArmTasks:
+    cases = [] if delta is None else delta.cases
+    helped = tuple(c.task_id for c in cases if c.delta is not None and c.delta > 0)
+    hurt = tuple(c.task_id for c in cases if c.delta is not None and c.delta < 0)
+    return ArmTasks(arm, helped, hurt)

@@ -1,0 +1,151 @@
+"""``deltarun gate``'s workflow: choose the criteria, decide on the replayed report, write
+``decision.json`` into the run directory and the CI files asked for; and the replay of
+``decision.json`` byte for byte. The decision itself is ``runner.report.gate_decision`` (pure), its
+forms ``runner.report.gate_formats``.
+
+The report is replayed first (``runner.run.report_files.replay``): a gate decides only on
+a run whose stored report its ledger still reproduces (exit 3 otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from runner.config.controls import Controls
+from runner.config.gate_spec import GateSpec
+from runner.errors import DigestMismatch, UsageError
+from runner.report.assemble import BuiltReport
+from runner.report.cost import cost_table
+from runner.report.gate_decision import GateDecision, decide
+from runner.report.gate_formats import decision_json, junit_xml, lines, summary_markdown
+from runner.run.report_files import replay
+from runner.store.rundir import RunDir
+
+DECISION_FILE = "decision.json"
+FROM_CONTROLS, FROM_COMMAND_LINE = "controls", "command line"
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    lines: list[str]
+    exit_code: int
+    decision: GateDecision
+
+
+def criteria_for(controls: Controls, given: GateSpec | None, where: str) -> tuple[GateSpec, str]:
+    """The criteria to decide and where they come from: the command line's only in the
+    exploratory channel, else the controls' ``gate:`` section."""
+    if given is not None:
+        if controls.channel == "scored":
+            raise UsageError(
+                f"{where}: channel scored takes its criteria from the controls' gate: section "
+                "(hashed before the run); drop the command-line criteria"
+            )
+        candidates = [leg.name for leg in controls.legs() if leg.name != controls.control_arm]
+        unknown = [arm for arm in given.arms or [] if arm not in candidates]
+        if unknown:
+            raise UsageError(
+                f"--arm {unknown[0]}: not a candidate arm of this run; choose from "
+                f"{', '.join(candidates) or '(none)'}"
+            )
+        return given, FROM_COMMAND_LINE
+    if controls.gate is None:
+        raise UsageError(
+            f"{where}: no gate: section in the controls; add one before the run, or (channel "
+            "exploratory) give criteria such as --non-inferiority 0.05"
+        )
+    return controls.gate, FROM_CONTROLS
+
+
+def _decide(
+    run: RunDir, built: BuiltReport, spec: GateSpec, source: str
+) -> tuple[GateDecision, str]:
+    meta = run.meta()
+    controls = run.stored_controls()
+    cost = cost_table(controls, meta.arms, run.scored_trials())
+    decision = decide(spec, built.scores, built.rows, built.withheld, cost)
+    head: dict[str, Any] = {
+        "run_id": meta.run_id,
+        "protocol_sha256": meta.protocol_sha256,
+        "channel": meta.channel,
+        "source": source,
+        "spec": spec.model_dump(mode="json", exclude_none=True),
+    }
+    return decision, decision_json(decision, head)
+
+
+def gate_run(
+    path: Path,
+    given: GateSpec | None,
+    junit: Path | None = None,
+    summary: Path | None = None,
+    step_summary: Path | None = None,
+) -> GateOutcome:
+    """Decide the run's gate; write decision.json, and the JUnit and summary files asked for
+    (the summary appended to ``step_summary``, GitHub's ``$GITHUB_STEP_SUMMARY``)."""
+    run = RunDir(path)
+    controls = run.stored_controls()
+    spec, source = criteria_for(controls, given, str(path / "controls.yaml"))
+    built = replay(run)
+    decision, text = _decide(run, built, spec, source)
+    written = [run.write_file(DECISION_FILE, text)]
+    meta = run.meta()
+    if junit is not None:
+        junit.write_text(junit_xml(decision, meta.run_id), encoding="utf-8")
+        written.append(junit)
+    markdown = summary_markdown(decision, meta.run_id, meta.protocol_sha256, source)
+    if summary is not None:
+        summary.write_text(markdown, encoding="utf-8")
+        written.append(summary)
+    if step_summary is not None:
+        with step_summary.open("a", encoding="utf-8") as out:
+            out.write(markdown)
+        written.append(step_summary)
+    shown = [*lines(decision), *(f"wrote {p}" for p in written)]
+    return GateOutcome(shown, decision.exit_code, decision)
+
+
+def replay_decision(run: RunDir, built: BuiltReport, rewrite: bool = False) -> list[str]:
+    """Rebuild ``decision.json`` from the criteria it names and require the same bytes
+    (exit 3 otherwise); nothing when the run has none. ``rewrite``: write it anew
+    (``replay --accept-edits``)."""
+    path = run.path / DECISION_FILE
+    if not path.is_file():
+        return []
+    stored = path.read_text(encoding="utf-8")
+    spec, source = _stored_criteria(run, path, stored)
+    _, text = _decide(run, built, spec, source)
+    if rewrite:
+        run.write_file(DECISION_FILE, text)
+        return [f"{path}: rebuilt"]
+    if text != stored:
+        raise DigestMismatch(
+            f"{path}: the replayed decision differs from the stored one; decision.json or the "
+            "run directory was changed after the gate (run `deltarun gate` again)"
+        )
+    return [f"{path}: identical"]
+
+
+def _stored_criteria(run: RunDir, path: Path, stored: str) -> tuple[GateSpec, str]:
+    changed = DigestMismatch(
+        f"{path}: does not name criteria this run can have been gated on; it was changed "
+        "after the gate (run `deltarun gate` again)"
+    )
+    try:
+        data = json.loads(stored)
+        source = data["source"]
+        if source == FROM_CONTROLS:
+            spec = run.stored_controls().gate
+            if spec is None:
+                raise changed
+            return spec, source
+        if source == FROM_COMMAND_LINE:
+            return GateSpec.model_validate(data["spec"]), source
+    except (ValueError, KeyError, TypeError, ValidationError) as exc:
+        raise changed from exc
+    raise changed
