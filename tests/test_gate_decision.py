@@ -198,6 +198,15 @@ def test_cost_ratio_against_the_control_and_nothing_priced() -> None:
     unpriced_control = CostTable((cost_row(CONTROL, priced=0), cost_row("cand")), None)
     (found,) = only({"cost_ratio_max": 2}, cost=unpriced_control)
     assert found.verdict is Verdict.MISSING and found.detail.startswith("control:")
+    neither = CostTable((cost_row(CONTROL, passes=0), cost_row("cand", passes=0)), None)
+    (found,) = only({"cost_ratio_max": 2}, cost=neither)
+    assert (found.verdict, found.detail) == (
+        Verdict.MISSING,
+        "neither the arm nor the control passed",
+    )
+    free = CostTable((cost_row(CONTROL, usd=0.0), cost_row("cand", usd=0.4)), None)
+    (found,) = only({"cost_ratio_max": 100}, cost=free)
+    assert (found.verdict, found.estimate) == (Verdict.FAIL, math.inf)
     (found,) = only({"cost_per_pass_max": 1.0}, cost=None)
     assert (found.verdict, found.detail) == (Verdict.MISSING, "nothing priced in this run")
 

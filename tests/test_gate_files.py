@@ -50,6 +50,8 @@ def test_a_pass_an_undecided_and_a_fail_exit_0_5_and_1(tmp_path: Path) -> None:
     assert decision["source"] == "command line" and decision["spec"] == {"superiority": 0.9}
     protocol = json.loads((FIXTURES / "run-quickstart" / "run.json").read_text())
     assert decision["protocol_sha256"] == protocol["protocol_sha256"]
+    report = json.loads((run / "report.json").read_text())
+    assert decision["ledger_sha256"] == report["pins"]["ledger_sha256"]
     # nothing but decision.json was added to the run directory
     added = {p.name for p in run.iterdir()} - {
         p.name for p in (FIXTURES / "run-quickstart").iterdir()

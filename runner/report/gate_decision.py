@@ -23,6 +23,7 @@ never 0.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -206,14 +207,24 @@ def _cost_criteria(
         found.append(at_most("cost_per_pass_max", arm, mine, spec.cost_per_pass_max, n, why))
     if spec.cost_ratio_max is not None:
         theirs, their_why = _per_pass(rows.get(control))
-        ratio = None
-        if mine is not None and theirs is not None:
-            ratio = float("inf") if theirs == 0 else mine / theirs
-        reason = why if mine is None else f"control: {their_why}"
-        if mine is not None and theirs == 0 and mine == 0:
-            ratio = 1.0
+        ratio, reason = _ratio(mine, why, theirs, their_why)
         found.append(at_most("cost_ratio_max", arm, ratio, spec.cost_ratio_max, 0, reason))
     return found
+
+
+def _ratio(
+    mine: float | None, why: str, theirs: float | None, their_why: str
+) -> tuple[float | None, str]:
+    """The arm's cost per pass over the control's, or None and why."""
+    if mine is None:
+        return None, why
+    if theirs is None:
+        return None, f"control: {their_why}"
+    if math.isinf(mine) and math.isinf(theirs):
+        return None, "neither the arm nor the control passed"
+    if theirs == 0:
+        return (1.0 if mine == 0 else math.inf), ""
+    return mine / theirs, ""
 
 
 def _per_pass(row: ArmCost | None) -> tuple[float | None, str]:
@@ -226,7 +237,7 @@ def _per_pass(row: ArmCost | None) -> tuple[float | None, str]:
     if row.priced < row.trials:
         return None, f"{row.trials - row.priced} of {row.trials} trials not priced"
     if row.passes == 0:
-        return (float("inf") if row.usd > 0 else None), "no pass"
+        return (math.inf if row.usd > 0 else None), "no pass"
     return row.usd / row.passes, ""
 
 

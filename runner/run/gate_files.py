@@ -72,6 +72,7 @@ def _decide(
     head: dict[str, Any] = {
         "run_id": meta.run_id,
         "protocol_sha256": meta.protocol_sha256,
+        "ledger_sha256": run.ledger_sha256(),
         "channel": meta.channel,
         "source": source,
         "spec": spec.model_dump(mode="json", exclude_none=True),
