@@ -29,6 +29,7 @@ Superiority = Annotated[
     float | None,
     Option(
         "--superiority",
+        metavar="MARGIN",
         min=0.0,
         max=1.0,
         help="Pass when the paired delta's 95% lower bound is above MARGIN (0: plain)",
@@ -38,6 +39,7 @@ NonInferiority = Annotated[
     float | None,
     Option(
         "--non-inferiority",
+        metavar="MARGIN",
         min=0.0,
         max=1.0,
         help="Pass when the paired delta's 95% lower bound is above -MARGIN",
@@ -45,25 +47,50 @@ NonInferiority = Annotated[
 ]
 RefusalSuperiority = Annotated[
     float | None,
-    Option("--refusal-superiority", min=0.0, max=1.0, help="--superiority on the refusal slice"),
+    Option(
+        "--refusal-superiority",
+        metavar="MARGIN",
+        min=0.0,
+        max=1.0,
+        help="--superiority on the refusal slice",
+    ),
 ]
 RefusalNonInferiority = Annotated[
     float | None,
-    Option("--refusal-non-inferiority", min=0.0, max=1.0, help="--non-inferiority, refusal slice"),
+    Option(
+        "--refusal-non-inferiority",
+        metavar="MARGIN",
+        min=0.0,
+        max=1.0,
+        help="--non-inferiority, refusal slice",
+    ),
 ]
 CostPerPass = Annotated[
-    float | None, Option("--cost-per-pass-max", help="Dollars per pass at most")
+    float | None, Option("--cost-per-pass-max", metavar="DOLLARS", help="Dollars per pass at most")
 ]
 CostRatio = Annotated[
-    float | None, Option("--cost-ratio-max", help="Cost per pass at most the control's times this")
+    float | None,
+    Option(
+        "--cost-ratio-max", metavar="RATIO", help="Cost per pass at most the control's times this"
+    ),
 ]
 ErrorRate = Annotated[
     float | None,
-    Option("--error-rate-max", min=0.0, max=1.0, help="Infrastructure error rate at most this"),
+    Option(
+        "--error-rate-max",
+        metavar="RATE",
+        min=0.0,
+        max=1.0,
+        help="Infrastructure error rate at most this",
+    ),
 ]
 Arms = Annotated[
     list[str] | None,
-    Option("--arm", help="With command-line criteria: gate this arm (repeat; default all)"),
+    Option(
+        "--arm",
+        metavar="NAME",
+        help="With command-line criteria: gate this arm (repeat; default all)",
+    ),
 ]
 
 
