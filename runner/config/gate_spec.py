@@ -7,6 +7,8 @@ only. ``runner.report.gate_decision`` decides them; ``docs/ci.md`` explains each
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from runner.records import Strict
@@ -34,6 +36,47 @@ CRITERIA = (
     "cost_ratio_max",
     "error_rate_max",
 )
+
+
+class SequentialSpec(Strict):
+    """How ``deltarun run --until-decided`` looks at the delta criteria (docs/ci.md): the
+    tasks in a seeded order fixed by the protocol, in blocks, a look after each block with
+    a group-sequential boundary (``runner.evidence.sequential``). Give ``block`` or ``looks``."""
+
+    spending: Literal["obrien_fleming", "pocock"] = Field(
+        description="Alpha-spending function (Lan-DeMets): obrien_fleming spends little at "
+        "early looks, pocock evenly."
+    )
+    alpha: float = Field(
+        default=0.025,
+        gt=0,
+        lt=0.5,
+        strict=True,
+        description="One-sided level of each bound over all looks (0.025: a 95% interval's "
+        "lower or upper bound).",
+    )
+    block: int | None = Field(
+        default=None, ge=1, strict=True, description="Tasks per look (every arm, every repeat)."
+    )
+    looks: int | None = Field(
+        default=None,
+        ge=1,
+        strict=True,
+        description="Planned looks: the suite in this many equal blocks (instead of block).",
+    )
+
+    @model_validator(mode="after")
+    def _one_size(self) -> SequentialSpec:
+        if (self.block is None) == (self.looks is None):
+            raise ValueError("gate.sequential: give exactly one of block (tasks per look) or looks")
+        return self
+
+    def block_size(self, tasks: int) -> int:
+        """Tasks per block for a suite of ``tasks`` (at least 1)."""
+        if self.block is not None:
+            return self.block
+        assert self.looks is not None
+        return max(1, -(-tasks // self.looks))
 
 
 def _margin(description: str) -> float | None:
@@ -82,6 +125,11 @@ class GateSpec(Strict):
         description="Infrastructure error rate (errors over trials) at most this, for each "
         "gated arm and the control.",
     )
+    sequential: SequentialSpec | None = Field(
+        default=None,
+        description="Group-sequential looks for `deltarun run --until-decided`: the run "
+        "stops once every delta criterion is decided (docs/ci.md). Hashed only when present.",
+    )
     require: list[str] | None = Field(
         default=None,
         description="Checklist rows that must hold (their item text); default: the rows of "
@@ -93,6 +141,20 @@ class GateSpec(Strict):
         if all(getattr(self, name) is None for name in CRITERIA):
             raise ValueError(f"gate: name at least one criterion ({', '.join(CRITERIA)})")
         return self
+
+    def delta_targets(self) -> list[tuple[str, float, bool]]:
+        """The delta criteria given, as (name, threshold, on the refusal slice): the
+        threshold is ``margin`` for superiority, ``-margin`` for non-inferiority."""
+        found = []
+        for name, margin, sign, refusal in (
+            ("superiority", self.superiority, 1.0, False),
+            ("non_inferiority", self.non_inferiority, -1.0, False),
+            ("refusal_superiority", self.refusal_superiority, 1.0, True),
+            ("refusal_non_inferiority", self.refusal_non_inferiority, -1.0, True),
+        ):
+            if margin is not None:
+                found.append((name, sign * margin + 0.0, refusal))
+        return found
 
     def required_rows(self) -> tuple[str, ...]:
         return DEFAULT_REQUIRED_ROWS if self.require is None else tuple(self.require)

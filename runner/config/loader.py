@@ -85,6 +85,8 @@ def protocol_hash(controls: Controls, agent_dir_digests: dict[str, str]) -> str:
     for key in TOP_LEVEL_UNSET_OMITTED:
         if not data.get(key):
             data.pop(key, None)
+    if data.get("gate") and data["gate"].get("sequential") is None:
+        data["gate"].pop("sequential", None)  # added later: hashed only when present
     for arm in data["arms"]:
         toggles = arm.get("toggles") or {}
         for key in TOGGLES_UNSET_OMITTED:
