@@ -23,7 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+import runner.config.arms
 import runner.config.controls
+import runner.config.gate_spec
+import runner.config.runtime
 import runner.records
 from runner.errors import UsageError, UserError
 from runner.suite.load import parse_task_line
@@ -93,7 +96,13 @@ EXAMPLES = {
 
 def _pattern_fields() -> dict[tuple[str, str], TypeAdapter[Any]]:
     found = {}
-    for module in (runner.config.controls, runner.records):
+    for module in (
+        runner.config.arms,
+        runner.config.controls,
+        runner.config.gate_spec,
+        runner.config.runtime,
+        runner.records,
+    ):
         for name, cls in vars(module).items():
             if not (inspect.isclass(cls) and issubclass(cls, BaseModel)):
                 continue

@@ -38,13 +38,13 @@ _LETTERS = {
     "setup": {"skipped": "s", "error": "E"},
     "teardown": {"skipped": "s", "error": "E"},
 }
-_PROGRESS = re.compile(r"^(?:(\S+\.py) )?([.FEsxX]+)( *)(\[ *\d+%\])?$")
-_RULE = re.compile(r"^={3,} (.*?) ={3,}$")
-_SECTION = re.compile(r"^_+ (.+?) _+$")
-_PYTEST_SUMMARY = re.compile(r"^(=+ )?((?:\d+ \w+)(?:, \d+ \w+)*|no tests ran) in (\S+.*?)( =+)?$")
+_PROGRESS = re.compile(r"^(?:(\S+\.py) )?([.FEsxX]+)( *)(\[ *\d+%\])?\Z")
+_RULE = re.compile(r"^={3,} (.*?) ={3,}\Z")
+_SECTION = re.compile(r"^_+ (.+?) _+\Z")
+_PYTEST_SUMMARY = re.compile(r"^(=+ )?((?:\d+ \w+)(?:, \d+ \w+)*|no tests ran) in (\S+.*?)( =+)?\Z")
 _SUMMARY_LINE = re.compile(r"^(?:FAILED|ERROR|PASSED|XFAIL|XPASS|SKIPPED) (\S+)")
 _VERBOSE = re.compile(r"^(\S+::\S+) (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
-_PERCENT = re.compile(r"\[ *\d+%\]$")
+_PERCENT = re.compile(r"\[ *\d+%\]\Z")
 _COLLECTED = re.compile(r"^(?:collecting \.\.\. )?collected \d+ items?\b")
 _COLLECTED_NUMBER = re.compile(r"(\d+) (items?|selected)\b")
 # pytest's order of the words in its summary line ("warnings" and "errors" singular here).
@@ -58,15 +58,15 @@ _PYTEST_ORDER = (
     "warning",
     "error",
 )
-_UNIT_LINE = re.compile(r"^(\w+) \(([\w.]+)\)(?: \.\.\. .*)?$")
+_UNIT_LINE = re.compile(r"^(\w+) \(([\w.]+)\)(?: \.\.\. .*)?\Z")
 _UNIT_HEAD = re.compile(r"^(?:FAIL|ERROR|UNEXPECTED SUCCESS): (\w+) \(([\w.]+)\)")
-_UNIT_RAN = re.compile(r"^Ran (\d+) tests? in (.*)$")
-_UNIT_STATUS = re.compile(r"^(OK|FAILED)(?: \(.*\))?$")
-_DJANGO_FOUND = re.compile(r"^Found (\d+) test\(s\)\.$")
+_UNIT_RAN = re.compile(r"^Ran (\d+) tests? in (.*)\Z")
+_UNIT_STATUS = re.compile(r"^(OK|FAILED)(?: \(.*\))?\Z")
+_DJANGO_FOUND = re.compile(r"^Found (\d+) test\(s\)\.\Z")
 _SYMPY_FILE = re.compile(r"^(\S+\.py)\[(\d+)\] ")
-_SYMPY_TEST = re.compile(r"^(test_\w+) (.*?)(\s+\[(?:OK|FAIL)\])?$")
-_SYMPY_HEAD = re.compile(r"^_+ (\S+?)::?(\w+) _+$")
-_SYMPY_SUMMARY = re.compile(r"^(=+) tests finished: .*?in ([\d.]+ seconds) (=+)$")
+_SYMPY_TEST = re.compile(r"^(test_\w+) (.*?)(\s+\[(?:OK|FAIL)\])?\Z")
+_SYMPY_HEAD = re.compile(r"^_+ (\S+?)::?(\w+) _+\Z")
+_SYMPY_SUMMARY = re.compile(r"^(=+) tests finished: .*?in ([\d.]+ seconds) (=+)\Z")
 
 
 def stored_log(
