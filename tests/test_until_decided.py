@@ -203,3 +203,47 @@ def test_agreeing_pairs_never_decide_and_every_target_must_decide() -> None:
     assert one_missing.targets[1].decision is Decision.CONTINUE
     with pytest.raises(ValueError):
         look_at(OBF, [13], 12, [SUP], {})
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+def test_the_gate_decides_on_the_last_look_and_an_early_stop_is_complete() -> None:
+    from runner.config.gate_spec import DEFAULT_REQUIRED_ROWS
+    from runner.report.checklist import Row
+    from runner.report.gate_decision import PRECONDITION, Stop, Verdict, decide
+    from runner.report.gate_formats import decision_json, lines
+    from tests.test_gate_decision import scores
+
+    diffs = [1.0, 1.0, 1.0, 0.0] * 2
+    last = look_at(OBF, [4, 8], 12, [SUP], {SUP: diffs})
+    stop = Stop(last, 3, True, 12, 16, 24, "obrien_fleming", complete=True)
+    rows = [
+        Row(item, item != "run complete", "8 planned jobs missing")
+        for item in DEFAULT_REQUIRED_ROWS
+    ]
+    spec = GateSpec(superiority=0.0)
+    # the fixed interval says undecided; the look decides, on its repeated interval
+    decision = decide(spec, scores(ci95=(-0.1, 0.9)), rows, False, None, stop)
+    sup = next(c for c in decision.criteria if c.name == "superiority")
+    interval = last.targets[0].interval
+    assert interval is not None
+    assert (sup.verdict, sup.low, sup.high, sup.n) == (Verdict.PASS, interval.low, interval.high, 8)
+    assert sup.detail == "repeated interval at look 2 of 3"
+    complete = next(c for c in decision.criteria if c.row == "run complete")
+    assert complete.verdict is Verdict.PASS and "stopped early at look 2 of 3" in complete.detail
+    assert decision.exit_code == 0
+    shown = lines(decision)
+    assert any(line.startswith("sequential: stopped at look 2 of 3 (early") for line in shown)
+    assert any("repeated [" in line for line in shown)
+    assert '"trials_saved": 8' in decision_json(decision, {})
+    # a stop before a decision (budget, Ctrl-C) leaves run complete failing
+    late = Stop(last, 3, False, 12, 16, 24, "obrien_fleming", complete=True)
+    held = decide(spec, scores(), rows, False, None, late)
+    failing = [c for c in held.criteria if c.name == PRECONDITION and c.verdict is Verdict.FAIL]
+    assert [c.row for c in failing] == ["run complete"]
+    assert "before a decision" in late.line()
+    # without a stop, the fixed interval as before, and no sequential entry in decision.json
+    plain = decide(spec, scores(ci95=(-0.1, 0.9)), rows, False, None)
+    assert next(c for c in plain.criteria if c.name == "superiority").verdict is Verdict.UNDECIDED
+    assert "sequential" not in decision_json(plain, {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -55,6 +56,20 @@ AllowMissing = Annotated[
 ]
 
 
+UntilDecided = Annotated[
+    bool,
+    Option(
+        "--until-decided",
+        help="Stop as soon as the gate is decided. The tasks run in the seeded order of the "
+        "controls' gate.sequential block, block by block (every arm and repeat of a block "
+        "before the next); after each block the gate's delta criteria are looked at with "
+        "a group-sequential boundary, and the run stops once every one passes or fails, "
+        "or the suite is spent. Writes looks.json; `deltarun gate` then decides on the "
+        "interval valid after the stop (docs/ci.md). Local pool only.",
+    ),
+]
+
+
 @app.command()
 @takes_groups
 def run(
@@ -71,6 +86,7 @@ def run(
     allow_missing: AllowMissing = False,
     baseline_mode: BaselineMode = None,
     blob_warn: BlobWarn = "256m",
+    until_decided: UntilDecided = False,
 ) -> None:
     """Run every (task, arm, repeat) job and write the report.
 
@@ -82,7 +98,7 @@ def run(
     run's archives are kept there too, out of Redis memory.
     """
     from runner.run.report_files import report_headline
-    from runner.run.service import RunOptions, RunService
+    from runner.run.service import UNTIL_DECIDED_LOCAL, RunOptions, RunService
     from runner.sizes import parse_size
     from runner.view.static_site import bundle_beside_report
 
@@ -90,6 +106,8 @@ def run(
         blob_warn_bytes = parse_size(blob_warn)
     except ValueError as exc:
         raise UsageError(f"--blob-warn: {exc}") from None
+    if until_decided and (broker.named or os.environ.get("DELTARUN_BROKER_URL")):
+        raise UsageError(UNTIL_DECIDED_LOCAL)  # before Redis is reached
     with c.Shown() as events:
         found = broker.find()
         options = RunOptions(
@@ -104,6 +122,7 @@ def run(
             allow_missing=allow_missing,
             baseline_mode=baseline_mode,
             blob_warn_bytes=blob_warn_bytes,
+            until_decided=until_decided,
         )
         prepared = RunService(events).run(controls, options)
     say(report_headline(prepared.run_dir.path) + bundle_beside_report(prepared.run_dir.path))

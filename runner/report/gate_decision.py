@@ -16,6 +16,10 @@ Every criterion ends ``pass``, ``fail``, ``undecided`` or ``missing``, with its 
 - preconditions: a withheld headline fails, and so does each required checklist row that
   fails (``GateSpec.required_rows``); a required row the checklist lacks is missing.
 
+After ``run --until-decided`` (``Stop``) the delta criteria read the repeated interval at
+the run's last look instead (``runner.evidence.stopping``; valid after a stop, however it
+fell), and an early stop whose blocks are every one recorded satisfies ``run complete``.
+
 Overall: ``fail`` when any criterion fails, else ``undecided`` when any is undecided or
 missing, else ``pass``. ``EXIT_CODES`` maps it to the command's exit code: missing data is
 never 0.
@@ -30,7 +34,9 @@ from enum import StrEnum
 
 from runner.config.gate_spec import GateSpec
 from runner.evidence.scoring import PairedDelta, Scores
-from runner.report.checklist import Row
+from runner.evidence.sequential import Decision
+from runner.evidence.stopping import Look, TargetLook
+from runner.report.checklist import Row, withhold_headline
 from runner.report.cost import ArmCost, CostTable
 
 
@@ -77,9 +83,40 @@ class ArmTasks:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """Where a sequential run stopped: its last look (deciding this gate's criteria), the
+    planned looks, what it spent and whether the ledger holds exactly the looked blocks."""
+
+    look: Look
+    planned: int
+    early: bool
+    tasks_total: int
+    trials_spent: int
+    trials_total: int
+    spending: str
+    complete: bool
+
+    def line(self) -> str:
+        why = "early, every delta criterion decided" if self.early else "the suite spent"
+        if not self.early and not self.look.final:
+            why = "before a decision (budget or interruption)"
+        return (
+            f"sequential: stopped at look {self.look.number} of {self.planned} ({why}): "
+            f"{self.look.tasks_done} of {self.tasks_total} tasks, "
+            f"{self.trials_total - self.trials_spent} of {self.trials_total} trials saved; "
+            f"{self.spending} boundary {self.look.bound:.3f}"
+        )
+
+
+RUN_COMPLETE = "run complete"
+_VERDICTS = {Decision.PASS: Verdict.PASS, Decision.FAIL: Verdict.FAIL}
+
+
+@dataclass(frozen=True)
 class GateDecision:
     criteria: tuple[Criterion, ...]
     tasks: tuple[ArmTasks, ...]
+    stop: Stop | None = None
 
     @property
     def overall(self) -> Verdict:
@@ -127,14 +164,24 @@ def decide(
     rows: Sequence[Row],
     withheld: bool,
     cost: CostTable | None,
+    stop: Stop | None = None,
 ) -> GateDecision:
-    """Every criterion of ``spec`` for every gated arm, after the preconditions."""
+    """Every criterion of ``spec`` for every gated arm, after the preconditions; with
+    ``stop``, the delta criteria at the sequential run's last look."""
     control = next(s.arm for s in scores.summaries if s.control)
     arms = spec.arms or [s.arm for s in scores.summaries if not s.control]
+    if stop is not None and stop.early and stop.complete:
+        rows = [_stopped_row(row, stop) if row.item == RUN_COMPLETE else row for row in rows]
+        withheld = withhold_headline(rows)
     found: list[Criterion] = list(_preconditions(spec, rows, withheld))
     deltas = {d.arm: d for d in scores.deltas}
     refusals = {d.arm: d for d in scores.refusal}
     for arm in arms:
+        if stop is not None:
+            found += [by_look(t.target.name, arm, t, stop) for t in stop.look.targets
+                      if t.target.arm == arm]  # fmt: skip
+            found += _cost_criteria(spec, arm, control, cost)
+            continue
         found += _delta_criteria(spec, arm, deltas.get(arm), refusals.get(arm))
         found += _cost_criteria(spec, arm, control, cost)
     if spec.error_rate_max is not None:
@@ -152,7 +199,31 @@ def decide(
                 )
             )
     tasks = tuple(_tasks(arm, deltas.get(arm)) for arm in arms)
-    return GateDecision(tuple(found), tasks)
+    return GateDecision(tuple(found), tasks, stop)
+
+
+def _stopped_row(row: Row, stop: Stop) -> Row:
+    """``run complete`` for a run stopped early: every job of the blocks it spent has one
+    record (``Stop.complete``), the rest were never to run."""
+    detail = (
+        f"stopped early at look {stop.look.number} of {stop.planned}: {stop.trials_spent} "
+        f"jobs of the blocks spent, one record each"
+    )
+    return Row(row.item, True, detail)
+
+
+def by_look(name: str, arm: str, target: TargetLook, stop: Stop) -> Criterion:
+    """A delta criterion at the sequential run's last look: its repeated interval."""
+    threshold = target.target.threshold
+    interval = target.interval
+    where = f"repeated interval at look {stop.look.number} of {stop.planned}"
+    if interval is None:
+        return Criterion(name, arm, Verdict.MISSING, threshold, detail=f"{where}: no pair")
+    verdict = _VERDICTS.get(target.decision, Verdict.UNDECIDED)
+    return Criterion(
+        name, arm, verdict, threshold, interval.estimate, interval.low, interval.high,
+        interval.n, where,
+    )  # fmt: skip
 
 
 def _preconditions(spec: GateSpec, rows: Sequence[Row], withheld: bool) -> list[Criterion]:

@@ -40,7 +40,8 @@ def numbers(c: Criterion) -> str:
     signed = c.name.endswith("superiority") or c.name.endswith("inferiority")
     parts = [f"estimate {_num(c.estimate, signed)}"]
     if c.low is not None and c.high is not None:
-        parts.append(f"95% [{_num(c.low, signed)}, {_num(c.high, signed)}]")
+        label = "repeated" if c.detail.startswith("repeated interval") else "95%"
+        parts.append(f"{label} [{_num(c.low, signed)}, {_num(c.high, signed)}]")
     bound = "above" if signed else "at most"
     parts.append(f"{bound} {_num(c.threshold, signed)}")
     if c.n:
@@ -62,6 +63,8 @@ def lines(decision: GateDecision) -> list[str]:
     for c in decision.criteria:
         if c.name != PRECONDITION:
             out.append(f"{c.verdict.value:<10} {c.name} {c.arm}: {numbers(c)}")
+    if decision.stop is not None:
+        out.append(decision.stop.line())
     overall = decision.overall
     out.append(f"gate: {OVERALL_WORDS[overall]} (exit {decision.exit_code})")
     return out
@@ -69,7 +72,7 @@ def lines(decision: GateDecision) -> list[str]:
 
 def _finite(value: float | None) -> float | str | None:
     if value is not None and math.isinf(value):
-        return "inf"
+        return "inf" if value > 0 else "-inf"
     return value
 
 
@@ -97,6 +100,20 @@ def decision_json(decision: GateDecision, head: dict[str, Any]) -> str:
         ],
         "tasks": {t.arm: {"helped": list(t.helped), "hurt": list(t.hurt)} for t in decision.tasks},
     }
+    stop = decision.stop
+    if stop is not None:  # only a sequential run's decision has it: older files keep their bytes
+        data["sequential"] = {
+            "look": stop.look.number,
+            "planned_looks": stop.planned,
+            "stopped_early": stop.early,
+            "boundary": _finite(stop.look.bound),
+            "spending": stop.spending,
+            "tasks_spent": stop.look.tasks_done,
+            "tasks_total": stop.tasks_total,
+            "trials_spent": stop.trials_spent,
+            "trials_saved": stop.trials_total - stop.trials_spent,
+            "line": stop.line(),
+        }
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
@@ -159,6 +176,10 @@ def _listed(ids: tuple[str, ...]) -> str:
     return (shown + (f" and {more} more" if more > 0 else "")) or "none"
 
 
+def _interval_head(decision: GateDecision) -> str:
+    return "interval" if decision.stop is not None else "95% interval"
+
+
 def summary_markdown(decision: GateDecision, run_id: str, protocol: str, source: str) -> str:
     """A Markdown summary for a pull-request comment or ``$GITHUB_STEP_SUMMARY``: the
     decision, a table of criteria, the helped and hurt tasks of each arm."""
@@ -167,8 +188,9 @@ def summary_markdown(decision: GateDecision, run_id: str, protocol: str, source:
         f"### deltarun gate: {OVERALL_WORDS[overall]} (exit {decision.exit_code})",
         "",
         f"Run `{run_id}`, protocol `{protocol[:12]}`, criteria from {source}.",
+        *(["", _cell(decision.stop.line())] if decision.stop is not None else []),
         "",
-        "| criterion | arm | verdict | estimate | 95% interval | threshold | n |",
+        f"| criterion | arm | verdict | estimate | {_interval_head(decision)} | threshold | n |",
         "|---|---|---|---|---|---|---|",
     ]
     pre = [c for c in decision.criteria if c.name == PRECONDITION]

@@ -4,7 +4,9 @@
 forms ``runner.report.gate_formats``.
 
 The report is replayed first (``runner.run.report_files.replay``): a gate decides only on
-a run whose stored report its ledger still reproduces (exit 3 otherwise).
+a run whose stored report its ledger still reproduces (exit 3 otherwise). A run of
+``run --until-decided`` has ``looks.json``: it is rebuilt from the ledger too
+(``runner.run.looks_file``), and the delta criteria are decided at its last look.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from runner.config.gate_spec import GateSpec
 from runner.errors import DigestMismatch, UsageError
 from runner.report.assemble import BuiltReport
 from runner.report.cost import cost_table
-from runner.report.gate_decision import GateDecision, decide
+from runner.report.gate_decision import GateDecision, Stop, decide
 from runner.report.gate_formats import decision_json, junit_xml, lines, summary_markdown
+from runner.run.looks_file import checked_looks, last_look_for, targets_of
 from runner.run.report_files import replay
 from runner.store.rundir import RunDir
 
@@ -68,7 +71,8 @@ def _decide(
     meta = run.meta()
     controls = run.stored_controls()
     cost = cost_table(controls, meta.arms, run.scored_trials())
-    decision = decide(spec, built.scores, built.rows, built.withheld, cost)
+    stop = _stop(run, spec)
+    decision = decide(spec, built.scores, built.rows, built.withheld, cost, stop)
     head: dict[str, Any] = {
         "run_id": meta.run_id,
         "protocol_sha256": meta.protocol_sha256,
@@ -78,6 +82,27 @@ def _decide(
         "spec": spec.model_dump(mode="json", exclude_none=True),
     }
     return decision, decision_json(decision, head)
+
+
+def _stop(run: RunDir, spec: GateSpec) -> Stop | None:
+    """Where the sequential run stopped, its last look deciding ``spec``'s delta criteria;
+    None for a run without ``looks.json`` or without a look."""
+    found = checked_looks(run)
+    if found is None or not found.looks:
+        return None
+    look = last_look_for(found, targets_of(spec, run.meta()))
+    if look is None:
+        return None
+    return Stop(
+        look,
+        len(found.blocks),
+        found.stopped_early,
+        found.total,
+        found.trials(look.tasks_done),
+        found.trials(found.total),
+        found.spec.spending,
+        found.complete,
+    )
 
 
 def gate_run(

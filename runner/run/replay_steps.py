@@ -1,4 +1,5 @@
-"""``deltarun replay``: the report (and the gate's ``decision.json``, when the run has one)
+"""``deltarun replay``: the report (and ``looks.json`` and the gate's ``decision.json``,
+when the run has them)
 rebuilt byte for byte, then (``--reverify``) the
 hidden tests re-run on the stored patches; the lines to print, each as its step ends.
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from runner.report.headline import headline
 from runner.run.gate_files import replay_decision
+from runner.run.looks_file import replay_looks
 from runner.run.report_files import replay
 from runner.run.reverify import reverify_inputs, reverify_run
 from runner.store.changes import CHANGES, Changed
@@ -33,6 +35,7 @@ def replay_steps(
     inputs = reverify_inputs(run, controls) if reverify else None
     built = replay(run, accept_edits=accept_edits)
     yield from headline(built)
+    yield from replay_looks(run, rewrite=accept_edits)
     yield from replay_decision(run, built, rewrite=accept_edits)
     state = "rebuilt, stamped as edited" if accept_edits else "identical"
     yield f"replay of {run_dir}: {state}"

@@ -13,6 +13,9 @@ the benchmarks all go through ``RunService``:
    directory (later
    ones are kept aside as duplicates, never counted) and applies the stop rule;
    an ``Events`` listener (``runner.run.events``) hears of each record and setup warning.
+   With ``--until-decided`` the jobs run block by block (``runner.suite.plan``), each
+   block followed by a look (``runner.run.looks_file``); the run stops once the looks
+   decide every delta criterion of the gate.
 
 Then the caller writes the report. The CLI only parses arguments, draws
 ``Events`` and maps errors to exit codes; the benchmark of the Celery path
@@ -33,11 +36,12 @@ from runner.agents.installed.layer import AgentImages
 from runner.config.controls import Controls
 from runner.config.loader import LoadedControls, load_controls
 from runner.errors import RunInterrupted, UsageError, UserError
-from runner.executors.contract import Executor, Interrupted, PreparedRun
+from runner.executors.contract import Executor, Interrupted, PreparedRun, RecordBatch
 from runner.executors.local import LocalExecutor, local_runner
 from runner.records import Trial
 from runner.run.agent_images import Layered, ensure, installed_arms
 from runner.run.events import Events, Notes, Quiet
+from runner.run.looks_file import stop_line, write_looks
 from runner.run.plan_checks import command_names
 from runner.run.prepare import prepare
 from runner.run.recording import BudgetReached, Recording
@@ -48,6 +52,7 @@ from runner.sandbox.python_version import python_version
 from runner.sandbox.reaper import reap
 from runner.store.setup_warnings import first_sign
 from runner.suite.load import Suite, load_suite
+from runner.suite.plan import task_blocks
 from runner.trial.sandbox_specs import preflight_spec
 
 if TYPE_CHECKING:
@@ -74,6 +79,9 @@ class Engine:
         return image_id(self.client, image)
 
 
+UNTIL_DECIDED_LOCAL = "--until-decided runs on the local pool; with --broker it is not built yet"
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How to run, besides the controls: where, how many at once, over which broker."""
@@ -95,6 +103,7 @@ class RunOptions:
     # What the paths of deltarun's own controls may name (validate's: the suite and its
     # gold); None: the controls' folder, as for any controls a user gives
     root: Path | None = None
+    until_decided: bool = False  # block by block, stopping once the gate is decided
 
 
 def plan_line(prepared: PreparedRun, options: RunOptions) -> str:
@@ -153,6 +162,7 @@ class RunService:
         """Prepare, note the plan (``plan_line``) and execute; the run directory then holds
         every record (or the error)."""
         self.check_registry(options)
+        self.check_until_decided(controls, options)
         prepared = self.prepare(controls, options)
         self.events.note(plan_line(prepared, options))
         self.execute(prepared, options)
@@ -168,6 +178,21 @@ class RunService:
         from runner.distributed import registry as registries
 
         registries.check(options.registry)
+
+    @staticmethod
+    def check_until_decided(controls: Path, options: RunOptions) -> None:
+        """``--until-decided`` runs on the local pool, on controls whose gate has a
+        ``sequential:`` block (one line otherwise, before anything is written)."""
+        if not options.until_decided:
+            return
+        if options.broker is not None:
+            raise UsageError(UNTIL_DECIDED_LOCAL)
+        gate = load_controls(controls, root=options.root).controls.gate
+        if gate is None or gate.sequential is None or not gate.delta_targets():
+            raise UsageError(
+                f"{controls}: --until-decided needs a gate: section with a delta criterion "
+                "(superiority, non_inferiority, ...) and a sequential: block (docs/ci.md)"
+            )
 
     def prepare(self, controls: Path, options: RunOptions) -> PreparedRun:
         """Every check before the first sandbox; trials that run here are preflighted here
@@ -281,7 +306,10 @@ class RunService:
         recording.on_trial = on_trial
         events.started(prepared, recording, total)
         try:
-            executor.run(prepared, recording.batch)
+            if options.until_decided:
+                self._blocks(prepared, executor, recording.batch)
+            else:
+                executor.run(prepared, recording.batch)
         except BudgetReached as reached:
             events.note(
                 f"run budget ${reached.args[0]:.2f} reached after {recording.recorded}/{total} "
@@ -292,7 +320,29 @@ class RunService:
                 f"interrupted: {recording.recorded}/{total} jobs recorded in "
                 f"{prepared.run_dir.ledger_path}; continue with --resume"
             ) from None
+        finally:
+            if options.until_decided:
+                write_looks(prepared.run_dir)
         return recording
+
+    def _blocks(self, prepared: PreparedRun, executor: Executor, record: RecordBatch) -> None:
+        """Each block's jobs still to do, then a look (``runner.run.looks_file``), until the
+        looks decide every delta criterion or the suite is spent; a resumed run takes its
+        looks again from the ledger first."""
+        run_dir = prepared.run_dir
+        cut = task_blocks(prepared.loaded.controls, [t["id"] for t in prepared.meta.tasks])
+        todo = {job.job_id for job in prepared.todo}
+        for block in cut or []:
+            found = write_looks(run_dir)
+            if found is not None and found.decided:
+                break
+            tasks = set(block)
+            jobs = [job for job in prepared.jobs if job.task_id in tasks and job.job_id in todo]
+            if jobs:
+                executor.run(replace(prepared, todo=jobs), record)
+        found = write_looks(run_dir)
+        if found is not None:
+            self.events.note(stop_line(found))
 
 
 class Preflight:
