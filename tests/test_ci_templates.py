@@ -2,10 +2,12 @@
 machine by ``tests/ci_driver.py`` (the YAML parsed; only the CI service's own ``uses:``
 actions not run), in a copy of the repository as a checkout would give it, on the real
 Docker engine. GitHub Actions: a passing gate (exit 0, JUnit, the step summary, the run
-directory, deltarun's cache filled where the cache step looks). GitLab CI: the same
-through its script, its JUnit report and artifacts. The fleet workflow: the trials run by
-a real ``deltarun worker`` through a real Redis over TLS, the secrets never in the job's
-output, and a null candidate "not decided" (exit 5) shown as a warning, not a failure."""
+directory, deltarun's cache filled where the cache step looks), and a regression failing
+the job (exit 1). GitLab CI: the same pass through its script, its JUnit report and
+artifacts, from a cached images archive; "not decided" (exit 5) an allowed failure. The
+fleet workflow: the trials run by a real ``deltarun worker`` through a real Redis over
+TLS, the secrets never in the job's output, and a null candidate "not decided" (exit 5)
+shown as a warning annotation, not a failure."""
 
 from __future__ import annotations
 
@@ -61,6 +63,23 @@ def checkout(tmp_path: Path) -> Path:
     (repo / ".venv").symlink_to(ROOT / ".venv")
     assert not (repo / "examples" / "ci" / "suite").exists()  # the job builds it
     return repo
+
+
+def null_candidate(repo: Path) -> None:
+    """The pull request's agent fixes nothing (it only leaves a note)."""
+    for task in TASKS:
+        (repo / "examples" / "ci" / "src" / task / "candidate.diff").write_text(NOTE)
+
+
+def regression(repo: Path) -> None:
+    """The main branch's agent (the control) fixes every task, the pull request's none."""
+    null_candidate(repo)
+    controls = repo / "examples" / "ci" / "controls.yaml"
+    noop = "agent: {type: scripted, action: noop}"
+    assert controls.read_text().count(noop) == 1
+    controls.write_text(
+        controls.read_text().replace(noop, "agent: {type: patch, dir: patches/gold}")
+    )
 
 
 def uploaded_paths(job: Job, workspace: Path) -> list[Path]:
@@ -131,6 +150,41 @@ def test_github_actions_workflow_runs_and_passes_the_gate(tmp_path: Path) -> Non
     assert tags == set(IMAGES)
 
 
+def test_github_actions_workflow_fails_on_a_regression(tmp_path: Path) -> None:
+    repo = checkout(tmp_path)
+    regression(repo)
+    runner_temp = tmp_path / "runner-temp"
+    runner_temp.mkdir()
+    workflow = repo / "examples" / "ci" / "github-actions.yml"
+    job = GitHubJob(workflow, "gate", workspace=repo, temp=runner_temp).run()
+    assert job.status == "failure", job.output()
+    gate = job.step("gate")
+    assert (gate.status, gate.exit_code) == ("failure", 1), gate.output
+    assert "gate: FAIL (exit 1)" in gate.output
+    assert job.outputs["gate"] == {"exit_code": "1"}
+    assert job.annotations == []
+    example = repo / "examples" / "ci"
+    check_gate_files(example, "fail", failures=1, skipped=0)
+    assert "FAIL" in (runner_temp / "step_summary.md").read_text()
+    # the upload runs whatever happened (if: always()), and what it names is there
+    upload = next(step for step in job.steps if step.uses == "actions/upload-artifact@v4")
+    assert upload.status == "action"
+    workflow_steps = load(workflow)["jobs"]["gate"]["steps"]
+    assert next(s for s in workflow_steps if s.get("uses") == upload.uses)["if"] == "always()"
+    for path in uploaded_paths(job, repo):
+        assert path.exists(), path
+
+
+def test_gitlab_job_not_decided_is_an_allowed_failure(tmp_path: Path) -> None:
+    repo = checkout(tmp_path)
+    null_candidate(repo)
+    pipeline = repo / "examples" / "ci" / "gitlab-ci.yml"
+    job = GitLabJob(pipeline, "deltarun-gate", project_dir=repo).run()
+    assert (job.status, job.exit_code) == ("warning", 5), job.output()
+    assert "gate: NOT DECIDED (exit 5)" in job.output()
+    check_gate_files(repo / "examples" / "ci", "undecided", failures=0, skipped=1)
+
+
 def test_gitlab_job_runs_and_reports_junit(tmp_path: Path) -> None:
     repo = checkout(tmp_path)
     pipeline = repo / "examples" / "ci" / "gitlab-ci.yml"
@@ -167,10 +221,7 @@ def test_fleet_workflow_runs_on_a_worker_and_marks_not_decided(tmp_path: Path) -
                 pytest.fail(message)
             pytest.skip(message)
     repo = checkout(tmp_path)
-    # the pull request's agent fixes nothing (it only leaves a note): a null candidate,
-    # not decided on 4 tasks
-    for task in TASKS:
-        (repo / "examples" / "ci" / "src" / task / "candidate.diff").write_text(NOTE)
+    null_candidate(repo)  # not decided on 4 tasks
     secrets_dir = make_secrets(tmp_path / "secrets")
     server = RedisServer(tmp_path / "redis", tls=secrets_dir)
     server.start()
