@@ -92,6 +92,23 @@ Arms = Annotated[
         help="With command-line criteria: gate this arm (repeat; default all)",
     ),
 ]
+BaselineRun = Annotated[
+    Path | None,
+    Option(
+        "--baseline",
+        metavar="RUN_A",
+        help="Decide the candidate arms against this earlier run (run directory or export "
+        "kit) of the same suite and runtime, paired per task",
+    ),
+]
+BaselineArm = Annotated[
+    str | None,
+    Option(
+        "--baseline-arm",
+        metavar="NAME",
+        help="With --baseline: the arm of RUN_A to decide against (default: the same-named arm)",
+    ),
+]
 
 
 @app.command()
@@ -107,11 +124,14 @@ def gate(
     cost_ratio_max: CostRatio = None,
     error_rate_max: ErrorRate = None,
     arm: Arms = None,
+    baseline: BaselineRun = None,
+    baseline_arm: BaselineArm = None,
 ) -> None:
     """Decide the run's gate: each criterion of the controls' gate: section pass, fail,
     undecided or missing, and write RUN_DIR/decision.json. Exit 0 pass, 1 fail, 5 not
     decided (docs/ci.md). Criteria on the command line replace the controls' and are
-    refused for a scored run (its criteria are locked before the run)."""
+    refused for a scored run (its criteria are locked before the run). With --baseline RUN_A,
+    each candidate arm is decided against RUN_A's arm instead of this run's control."""
     from runner.config.gate_spec import GateSpec
     from runner.run.gate_files import gate_run
 
@@ -133,7 +153,11 @@ def gate(
             raise UsageError(f"gate criteria: {exc.errors()[0]['msg']}") from exc
     elif arm:
         raise UsageError("--arm goes with command-line criteria (e.g. --non-inferiority 0.05)")
+    if baseline_arm is not None and baseline is None:
+        raise UsageError("--baseline-arm goes with --baseline RUN_A")
     step = os.environ.get("GITHUB_STEP_SUMMARY")
-    outcome = gate_run(run_dir, spec, junit, summary, Path(step) if step else None)
+    outcome = gate_run(
+        run_dir, spec, junit, summary, Path(step) if step else None, baseline, baseline_arm
+    )
     say(outcome.lines, markup=False)
     raise typer.Exit(outcome.exit_code)

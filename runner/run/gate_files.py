@@ -20,11 +20,19 @@ from pydantic import ValidationError
 
 from runner.config.controls import Controls
 from runner.config.gate_spec import GateSpec
-from runner.errors import DigestMismatch, UsageError
+from runner.errors import DeltarunError, DigestMismatch, UsageError
 from runner.report.assemble import BuiltReport
-from runner.report.cost import cost_table
-from runner.report.gate_decision import GateDecision, Stop, decide
+from runner.report.cost import CostTable, cost_table
+from runner.report.gate_decision import (
+    PRECONDITION,
+    ArmTasks,
+    Criterion,
+    GateDecision,
+    Stop,
+    decide,
+)
 from runner.report.gate_formats import decision_json, junit_xml, lines, summary_markdown
+from runner.run.gate_baseline import Baseline, baseline_head, baseline_scores, check_baseline
 from runner.run.looks_file import checked_looks, last_look_for, targets_of
 from runner.run.report_files import replay
 from runner.store.rundir import RunDir
@@ -66,13 +74,15 @@ def criteria_for(controls: Controls, given: GateSpec | None, where: str) -> tupl
 
 
 def _decide(
-    run: RunDir, built: BuiltReport, spec: GateSpec, source: str
+    run: RunDir, built: BuiltReport, spec: GateSpec, source: str, base: Baseline | None = None
 ) -> tuple[GateDecision, str]:
     meta = run.meta()
     controls = run.stored_controls()
     cost = cost_table(controls, meta.arms, run.scored_trials())
-    stop = _stop(run, spec)
-    decision = decide(spec, built.scores, built.rows, built.withheld, cost, stop)
+    if base is None:
+        decision = decide(spec, built.scores, built.rows, built.withheld, cost, _stop(run, spec))
+    else:
+        decision = _against(run, built, spec, cost, base)
     head: dict[str, Any] = {
         "run_id": meta.run_id,
         "protocol_sha256": meta.protocol_sha256,
@@ -81,7 +91,25 @@ def _decide(
         "source": source,
         "spec": spec.model_dump(mode="json", exclude_none=True),
     }
+    if base is not None:
+        head["baseline"] = baseline_head(base)
     return decision, decision_json(decision, head)
+
+
+def _against(
+    run: RunDir, built: BuiltReport, spec: GateSpec, cost: CostTable | None, base: Baseline
+) -> GateDecision:
+    """Each gated arm against its baseline arm (one ``Scores`` per pair); RUN_B's own
+    checklist gives the preconditions, once."""
+    criteria: list[Criterion] = []
+    tasks: list[ArmTasks] = []
+    for index, scores in enumerate(baseline_scores(run, base)):
+        arm = scores.summaries[1].arm
+        one = decide(spec.model_copy(update={"arms": [arm]}), scores, built.rows,
+                     built.withheld, cost)  # fmt: skip
+        criteria += [c for c in one.criteria if index == 0 or c.name != PRECONDITION]
+        tasks += one.tasks
+    return GateDecision(tuple(criteria), tuple(tasks))
 
 
 def _stop(run: RunDir, spec: GateSpec) -> Stop | None:
@@ -111,14 +139,19 @@ def gate_run(
     junit: Path | None = None,
     summary: Path | None = None,
     step_summary: Path | None = None,
+    baseline: Path | None = None,
+    baseline_arm: str | None = None,
 ) -> GateOutcome:
     """Decide the run's gate; write decision.json, and the JUnit and summary files asked for
-    (the summary appended to ``step_summary``, GitHub's ``$GITHUB_STEP_SUMMARY``)."""
+    (the summary appended to ``step_summary``, GitHub's ``$GITHUB_STEP_SUMMARY``). With
+    ``baseline`` (a run directory or export kit), the gated arms are decided against its arms
+    (``runner.run.gate_baseline``), checked before anything is written."""
     run = RunDir(path)
     controls = run.stored_controls()
     spec, source = criteria_for(controls, given, str(path / "controls.yaml"))
+    base = None if baseline is None else check_baseline(run, baseline, spec, baseline_arm)
     built = replay(run)
-    decision, text = _decide(run, built, spec, source)
+    decision, text = _decide(run, built, spec, source, base)
     written = [run.write_file(DECISION_FILE, text)]
     meta = run.meta()
     if junit is not None:
@@ -132,8 +165,15 @@ def gate_run(
         with step_summary.open("a", encoding="utf-8") as out:
             out.write(markdown)
         written.append(step_summary)
-    shown = [*lines(decision), *(f"wrote {p}" for p in written)]
+    against = [] if base is None else [_against_line(base)]
+    shown = [*against, *lines(decision), *(f"wrote {p}" for p in written)]
     return GateOutcome(shown, decision.exit_code, decision)
+
+
+def _against_line(base: Baseline) -> str:
+    meta = base.run.meta()
+    pairs = ", ".join(f"{b} vs {a}" for b, a in base.pairs.items())
+    return f"baseline: run {meta.run_id} at {base.path} ({pairs}), paired per task"
 
 
 def replay_decision(run: RunDir, built: BuiltReport, rewrite: bool = False) -> list[str]:
@@ -145,7 +185,10 @@ def replay_decision(run: RunDir, built: BuiltReport, rewrite: bool = False) -> l
         return []
     stored = path.read_text(encoding="utf-8")
     spec, source = _stored_criteria(run, path, stored)
-    _, text = _decide(run, built, spec, source)
+    base, unchecked = _stored_baseline(run, path, stored, spec)
+    if unchecked:
+        return [unchecked]
+    _, text = _decide(run, built, spec, source, base)
     if rewrite:
         run.write_file(DECISION_FILE, text)
         return [f"{path}: rebuilt"]
@@ -155,6 +198,35 @@ def replay_decision(run: RunDir, built: BuiltReport, rewrite: bool = False) -> l
             "run directory was changed after the gate (run `deltarun gate` again)"
         )
     return [f"{path}: identical"]
+
+
+def _stored_baseline(
+    run: RunDir, path: Path, stored: str, spec: GateSpec
+) -> tuple[Baseline | None, str]:
+    """The baseline a decision.json names, re-checked; or a line saying why the decision is
+    left unchecked: the recorded baseline path no longer resolves to the same run and ledger."""
+    try:
+        named = json.loads(stored).get("baseline")
+    except (ValueError, AttributeError):
+        return None, ""
+    if not isinstance(named, dict):
+        return None, ""
+    where = Path(str(named.get("path", "")))
+    arm = named.get("baseline_arm")
+    try:
+        base = check_baseline(run, where, spec, arm if isinstance(arm, str) else None)
+        same = (base.run.meta().run_id, base.run.ledger_sha256()) == (
+            named.get("run_id"),
+            named.get("ledger_sha256"),
+        )
+    except (DeltarunError, OSError, ValueError):
+        same = False
+    if not same:
+        return None, (
+            f"{path}: baseline {named.get('run_id')} not found unchanged at {where}; the "
+            "decision against it is left unchecked (give the baseline back at that path)"
+        )
+    return base, ""
 
 
 def _stored_criteria(run: RunDir, path: Path, stored: str) -> tuple[GateSpec, str]:
