@@ -7,10 +7,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from runner.trees.archives import ArchiveCaps, Member, build_tar, read_members
 
 from runner.errors import ArchiveError
 from runner.paths import is_forbidden
+from runner.trees.archives import ArchiveCaps, Member, build_tar, read_members
 
 
 def write(path: Path, build: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runner.trees.cache import CacheDir
 
 from runner.records import Outcome
 from runner.sandbox import overlay
 from runner.sandbox.engine import image_id
 from runner.sandbox.labels import LABEL_PREFIX
 from runner.sandbox.view_probe import views_work
+from runner.trees.cache import CacheDir
 from tests.conftest import IN_CI, run_cli
 from tests.helpers import ADD_FIXTURE, ADD_HIDDEN, PY_IMAGE, make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one

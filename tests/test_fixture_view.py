@@ -6,13 +6,12 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
+from runner.sandbox.base import AGENT_UID
 from runner.trees.archives import SANDBOX_MTIME, ArchiveCaps, Member, build_tar
 from runner.trees.cache import CacheDir
 from runner.trees.declared import runner_config
-from runner.trees.staging import StagedFixture, Staging
-
-from runner.sandbox.base import AGENT_UID
 from runner.trees.facts import BLOCK, FixtureView
+from runner.trees.staging import StagedFixture, Staging
 
 FILES = {
     "pyproject.toml": b'[tool.pytest.ini_options]\naddopts = "-q"\n',

@@ -9,16 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runner.trees.archives import ArchiveCaps
-from runner.trees.cache import CacheDir
-from runner.trees.gitfixture import GitStore, blob_id
-from runner.trees.inputs import LocalInputs, MemberCache
 
 from runner.config.loader import load_controls, protocol_hash
 from runner.errors import ArchiveError, DigestMismatch, UserError
 from runner.records import RepoTask
 from runner.suite.load import load_suite, seal
 from runner.suite.sealing import seal_target
+from runner.trees.archives import ArchiveCaps
+from runner.trees.cache import CacheDir
+from runner.trees.gitfixture import GitStore, blob_id
+from runner.trees.inputs import LocalInputs, MemberCache
 from tests.helpers import ADD_FIXTURE, ADD_GOLD, ADD_HIDDEN, PY_IMAGE, make_suite
 
 GIT_ENV = {

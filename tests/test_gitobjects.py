@@ -13,12 +13,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from runner.trees.archives import SANDBOX_MTIME, Member
-from runner.trees.cache import CacheDir
-from runner.trees.staging import Staging
 
 from runner.sandbox.base import AGENT_UID
 from runner.trees import gitobjects
+from runner.trees.archives import SANDBOX_MTIME, Member
+from runner.trees.cache import CacheDir
+from runner.trees.staging import Staging
 
 # Names chosen for git's tree order: "a-b" < "a.b" < "a/" (directories sort with a slash)
 # < "a0", and non-ASCII bytes.

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runner.trees.declared import holds_declared
 
 from runner.gitpatch import FileDiff
 from runner.grading.patch_policy import Ground, screen_files
+from runner.trees.declared import holds_declared
 
 MODULES = frozenset({"json", "os", "pytest"})
 # tests/ is an import root (no __init__.py); tests/pkg is a package inside it.

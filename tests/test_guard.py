@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runner.trees.archives import single_file_tar
 
 from runner.sandbox.base import ROOT_USER, ExecRequest, ExecResult, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory
+from runner.trees.archives import single_file_tar
 from tests.helpers import PY_IMAGE, tar_bytes
 
 pytestmark = pytest.mark.docker

@@ -16,14 +16,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from runner.trees.inputs import LocalInputs
-
 from runner.agents.factory import make_agent
 from runner.config.loader import load_controls
 from runner.records import Job, Outcome, Trial
 from runner.sandbox.base import ExecRequest, ExecResult
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Verdict, exec_result
 from runner.suite.load import load_suite
+from runner.trees.inputs import LocalInputs
 from runner.trial.env import trial_env
 from runner.trial.execute import execute_trial
 from tests.fake_openai import FakeModel, Step, call, error, reply

@@ -23,13 +23,13 @@ from typing import Any
 import docker
 import docker.errors
 import pytest
-from runner.trees.archives import TAR_SLACK, read_capped_tar_file
 
 from runner.errors import SandboxError
 from runner.sandbox import copy_out, exec_io
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory
 from runner.sandbox.exec_io import Verdict, Watchdog, collect_frames, frames
+from runner.trees.archives import TAR_SLACK, read_capped_tar_file
 from tests.helpers import PY_IMAGE
 
 CHUNK = 1 << 16

@@ -90,10 +90,9 @@ def test_duplicate_ids(tmp_path: Path) -> None:
 def test_hidden_in_fixture_finds_a_hidden_file_the_agent_would_have() -> None:
     """What run.json records for the checklist's hidden-test row: same path and bytes, and
     not a forbidden path (removed before the agent starts)."""
-    from runner.trees.archives import Member
-
     from runner.run.prepare import _exposures
     from runner.suite.load import Suite, hidden_in_fixture
+    from runner.trees.archives import Member
 
     def file(path: str, data: bytes) -> Member:
         return Member(path, False, data, False)

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import pytest
-from runner.trees.declared import matches
 
 from runner.errors import UserError
 from runner.swebench.test_ids import declare, node_ids
+from runner.trees.declared import matches
 
 DJANGO_FILE = "tests/admin_x/tests.py"
 DJANGO_SOURCE = b'''from django.test import TestCase

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runner.trees.inputs import LocalInputs
 
 from runner.agents.factory import agent_members, make_agent
 from runner.config.loader import load_controls
 from runner.records import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.suite.load import load_suite
+from runner.trees.inputs import LocalInputs
 from runner.trial.env import trial_env
 from runner.trial.execute import execute_trial
 from tests.conftest import leftover_sandboxes
@@ -220,11 +220,10 @@ def test_the_baseline_finds_untouched_files_clean_and_edits_changed(
     makes itself (a fixture path git refuses, here a nested ``.git``) give the same
     result: git finds every untouched file clean by its stat data alone, and an edit,
     a new file and a deletion are in the patch."""
+    from runner.sandbox.base import BASELINE_DIR, ROOT_USER, ExecRequest, Limits, SandboxSpec
     from runner.trees.archives import Member
     from runner.trees.cache import CacheDir
     from runner.trees.staging import Staging
-
-    from runner.sandbox.base import BASELINE_DIR, ROOT_USER, ExecRequest, Limits, SandboxSpec
     from runner.trial.workspace import _GIT_ENV, GIT, STAT_CHECK, baseline, copy_in, take_patch
 
     files = {f"pkg/m{i:03d}.py": f"x = {i}\n" for i in range(300)} | ADD_FIXTURE

@@ -11,8 +11,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from runner.trees.inputs import LocalInputs
-
 from runner.agents.factory import agent_members, make_agent
 from runner.config.loader import load_controls
 from runner.errors import SandboxError
@@ -21,6 +19,7 @@ from runner.records import Job, Outcome, Trial
 from runner.sandbox.base import ExecRequest, ExecResult
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Script, Verdict, exec_result
 from runner.suite.load import load_suite
+from runner.trees.inputs import LocalInputs
 from runner.trial.env import trial_env
 from runner.trial.execute import execute_trial
 from tests.helpers import ADD_GOLD, HIDDEN_TEST, make_suite, repo_task, write_agent

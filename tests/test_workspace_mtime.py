@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from runner.records import Outcome
 from runner.trees.archives import SANDBOX_MTIME, Entry, Member, build_tar, owned_tar
 from runner.trees.cache import CacheDir
 from runner.trees.staging import Staging
-
-from runner.records import Outcome
 from tests.helpers import ADD_FIXTURE, make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one
 
