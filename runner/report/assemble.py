@@ -67,7 +67,7 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
     """Score the ledger and render the report files and scorecards (no file written)."""
     meta = run_dir.meta()
     controls = run_dir.stored_controls()
-    trials = _checked_records(run_dir, meta, controls)
+    trials = checked_records(run_dir, meta, controls)
     task_ids = [t["id"] for t in meta.tasks]
     scores = score(trials, meta.arms, meta.control_arm, task_ids)
     edited_from = _edited_from(run_dir)
@@ -110,7 +110,7 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
     return BuiltReport(scores, render_markdown(report), dumps_json(data), tuple(rows), html, cards)
 
 
-def _checked_records(run_dir: RunDir, meta: RunMeta, controls: Controls) -> list[ScoredTrial]:
+def checked_records(run_dir: RunDir, meta: RunMeta, controls: Controls) -> list[ScoredTrial]:
     """The ledger's records, each of this run and protocol; exit 3 or 4 otherwise."""
     if protocol_hash(controls, meta.agent_dir_digests) != meta.protocol_sha256:
         raise ProtocolMismatch(
@@ -139,7 +139,7 @@ def compare_runs(path_a: Path, path_b: Path, arm: str | None, arm_b: str | None)
     """``deltarun compare``: arms of RUN_B against arms of RUN_A, paired per task, as lines.
 
     The suite, channel and arm checks read ``run.json`` only, before any ledger; each
-    run's records are then read as its report reads them (``_checked_records``)."""
+    run's records are then read as its report reads them (``checked_records``)."""
     runs = RunDir(path_a), RunDir(path_b)
     metas = runs[0].meta(), runs[1].meta()
     side_a, side_b = (
@@ -148,7 +148,7 @@ def compare_runs(path_a: Path, path_b: Path, arm: str | None, arm_b: str | None)
     )
     pairs = arm_pairs(side_a, side_b, arm, arm_b)
     records_a, records_b = (
-        _checked_records(run, meta, run.stored_controls())
+        checked_records(run, meta, run.stored_controls())
         for run, meta in zip(runs, metas, strict=True)
     )
     task_ids = list(dict.fromkeys(task["id"] for meta in metas for task in meta.tasks))

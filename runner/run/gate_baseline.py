@@ -20,7 +20,7 @@ from runner.config.gate_spec import GateSpec
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.evidence.scoring import Scores, paired_delta, summarise
 from runner.records import TaskKind
-from runner.report.assemble import _checked_records
+from runner.report.assemble import checked_records
 from runner.store.rundir import RunDir
 
 BASELINE_LABEL = "baseline"
@@ -96,8 +96,8 @@ def baseline_scores(run: RunDir, base: Baseline) -> list[Scores]:
     """One ``Scores`` per pair: the baseline arm as control, RUN_B's arm as candidate (its
     own name), paired per task over both runs' tasks; repeats averaged first."""
     metas = base.run.meta(), run.meta()
-    records_a = _checked_records(base.run, metas[0], base.run.stored_controls())
-    records_b = _checked_records(run, metas[1], run.stored_controls())
+    records_a = checked_records(base.run, metas[0], base.run.stored_controls())
+    records_b = checked_records(run, metas[1], run.stored_controls())
     task_ids = list(dict.fromkeys(task["id"] for meta in metas for task in meta.tasks))
     found = []
     for arm_b, arm_a in base.pairs.items():
