@@ -179,3 +179,28 @@ def test_gc_removes_what_a_killed_worker_left(
     finally:
         coordinator.stop()
         worker.stop()
+
+
+def test_a_container_another_process_is_removing_is_no_error() -> None:
+    """Two runs on one host reap at once: the engine answers 409 ("removal already in
+    progress") to the second remove of the same container, which is what reaping wanted."""
+    import docker
+
+    from runner.sandbox.reaper import _reap_containers, _Verdict
+
+    class Engine:
+        def __init__(self, status: int) -> None:
+            self.status = status
+
+        def containers(self, all: bool, filters: dict[str, object]) -> list[dict[str, object]]:
+            return [{"Id": "c" * 64, "Labels": {}}]
+
+        def remove_container(self, container: str, force: bool, v: bool) -> None:
+            response = type("Response", (), {"status_code": self.status, "reason": "x"})()
+            raise docker.errors.APIError("removal in progress", response=response)
+
+    verdict = _Verdict(now=0.0, here="h", include_live=True, past_deadline=False)
+    lines = _reap_containers(Engine(409), {}, verdict, dry_run=False)  # type: ignore[arg-type]
+    assert lines and lines[0].startswith("removed container cccccccccccc")
+    with pytest.raises(docker.errors.APIError):
+        _reap_containers(Engine(500), {}, verdict, dry_run=False)  # type: ignore[arg-type]

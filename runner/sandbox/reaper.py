@@ -58,6 +58,9 @@ def reap(
     return lines or ["nothing to remove"]
 
 
+CONFLICT = 409  # the engine's answer while another remove of the same container runs
+
+
 @dataclass(frozen=True)
 class _Verdict:
     """Which labelled resources ``reap`` removes: those of an owner gone from this host
@@ -98,6 +101,9 @@ def _reap_containers(
                 client.remove_container(container["Id"], force=True, v=True)
             except docker.errors.NotFound:
                 pass
+            except docker.errors.APIError as exc:
+                if exc.status_code != CONFLICT:  # another process is removing it already
+                    raise
     return lines
 
 
