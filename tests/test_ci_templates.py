@@ -67,8 +67,14 @@ def checkout(tmp_path: Path) -> Path:
 
 def null_candidate(repo: Path) -> None:
     """The pull request's agent fixes nothing (it only leaves a note)."""
+    example = repo / "examples" / "ci"
+    (example / "no-fix").mkdir()
     for task in TASKS:
-        (repo / "examples" / "ci" / "src" / task / "candidate.diff").write_text(NOTE)
+        (example / "no-fix" / f"{task}.diff").write_text(NOTE)
+    controls = example / "controls.yaml"
+    fixer = "agent: {type: patch, dir: patches/gold}"
+    assert controls.read_text().count(fixer) == 1
+    controls.write_text(controls.read_text().replace(fixer, "agent: {type: patch, dir: no-fix}"))
 
 
 def regression(repo: Path) -> None:

@@ -69,6 +69,7 @@ import shutil
 import sys
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -353,14 +354,22 @@ def _prune(out: Path, keep: set[str]) -> None:
                     path.unlink()
 
 
-def build(out: Path = HERE, src: Path = SRC) -> list[dict[str, Any]]:
-    """Build every task under *src* into *out*; return the task lines.
+def build(
+    out: Path = HERE, src: Path = SRC, only: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Build every task under *src* (or the tasks *only* names) into *out*; return the
+    task lines.
 
     Afterwards the owned directories under *out* hold exactly the built files,
     and ``suite/tasks.jsonl`` is written last, so a complete ``tasks.jsonl``
     never names an archive that is not there yet.
     """
     task_dirs = sorted(p for p in src.iterdir() if p.is_dir())
+    if only:
+        unknown = sorted(set(only) - {d.name for d in task_dirs})
+        if unknown:
+            raise BuildError(f"--only: no task {', '.join(unknown)} under {src}")
+        task_dirs = [d for d in task_dirs if d.name in only]
     if not task_dirs:
         raise BuildError(f"no tasks under {src}")
     results = [build_task(d) for d in task_dirs]
@@ -399,6 +408,13 @@ def main(argv: list[str] | None = None) -> int:
         "so next to this script for the quickstart, where they are git-ignored and "
         "controls.yaml expects them)",
     )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=(),
+        metavar="ID",
+        help="build only these tasks of --src (the CI example builds four of the quickstart's)",
+    )
     args = parser.parse_args(argv)
     src = args.src.resolve()
     out = src.parent if args.out is None else args.out.resolve()
@@ -406,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"build_suite: {src} is not a directory", file=sys.stderr)
         return 1
     try:
-        lines = build(out, src)
+        lines = build(out, src, args.only)
     except BuildError as exc:
         print(f"build_suite: {exc}", file=sys.stderr)
         return 1
