@@ -210,3 +210,26 @@ def test_the_formats_of_one_criterion(verdict: Verdict) -> None:
     assert (case.find("failure") is not None) == (verdict is Verdict.FAIL)
     assert (case.find("skipped") is not None) == (verdict in (Verdict.UNDECIDED, Verdict.MISSING))
     assert "| non_inferiority | a\\|b |" in summary_markdown(decision, "r", "p" * 64, "controls")
+
+
+def test_every_criterion_of_the_controls_has_its_command_line_option() -> None:
+    """The command line's criteria are GateSpec's, field for field (arms, require and the
+    sequential design have options of their own or none)."""
+    from dataclasses import fields
+
+    from runner.cli.gate import Criteria
+    from runner.config.gate_spec import GateSpec
+
+    criteria = {field.name for field in fields(Criteria)}
+    assert criteria == set(GateSpec.model_fields) - {"arms", "require", "sequential"}
+
+
+def test_the_default_required_rows_are_rows_of_the_checklist() -> None:
+    """A renamed checklist row would leave a default the gate can never find (missing, so
+    never a pass): each default names a row the report's checklist writes."""
+    from runner.config.gate_spec import DEFAULT_REQUIRED_ROWS
+    from runner.report.assemble import build_report
+    from runner.store.rundir import RunDir
+
+    built = build_report(RunDir(FIXTURES / "run-quickstart"))
+    assert set(DEFAULT_REQUIRED_ROWS) <= {row.item for row in built.rows}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 from typer import Option
 
 from runner.cli.common import RunDirArg, app, say
+from runner.cli.groups import OptionGroup, takes_groups
 from runner.errors import UsageError
 
 # The options, one declaration each; the criteria are for exploratory runs only.
@@ -25,6 +27,8 @@ Summary = Annotated[
         "$GITHUB_STEP_SUMMARY when that is set)",
     ),
 ]
+
+
 Superiority = Annotated[
     float | None,
     Option(
@@ -84,6 +88,26 @@ ErrorRate = Annotated[
         help="Infrastructure error rate at most this",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class Criteria(OptionGroup):
+    """The gate's criteria on the command line (exploratory runs only), one option per
+    field of ``GateSpec`` of the same name."""
+
+    superiority: Superiority = None
+    non_inferiority: NonInferiority = None
+    refusal_superiority: RefusalSuperiority = None
+    refusal_non_inferiority: RefusalNonInferiority = None
+    cost_per_pass_max: CostPerPass = None
+    cost_ratio_max: CostRatio = None
+    error_rate_max: ErrorRate = None
+
+    def given(self) -> dict[str, float]:
+        """The criteria given, by ``GateSpec`` field."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+
 Arms = Annotated[
     list[str] | None,
     Option(
@@ -112,17 +136,13 @@ BaselineArm = Annotated[
 
 
 @app.command()
+@takes_groups
 def gate(
     run_dir: RunDirArg,
+    *,
     junit: Junit = None,
     summary: Summary = None,
-    superiority: Superiority = None,
-    non_inferiority: NonInferiority = None,
-    refusal_superiority: RefusalSuperiority = None,
-    refusal_non_inferiority: RefusalNonInferiority = None,
-    cost_per_pass_max: CostPerPass = None,
-    cost_ratio_max: CostRatio = None,
-    error_rate_max: ErrorRate = None,
+    criteria: Criteria,
     arm: Arms = None,
     baseline: BaselineRun = None,
     baseline_arm: BaselineArm = None,
@@ -135,16 +155,7 @@ def gate(
     from runner.config.gate_spec import GateSpec
     from runner.run.gate_files import gate_run
 
-    given = {
-        "superiority": superiority,
-        "non_inferiority": non_inferiority,
-        "refusal_superiority": refusal_superiority,
-        "refusal_non_inferiority": refusal_non_inferiority,
-        "cost_per_pass_max": cost_per_pass_max,
-        "cost_ratio_max": cost_ratio_max,
-        "error_rate_max": error_rate_max,
-    }
-    chosen = {key: value for key, value in given.items() if value is not None}
+    chosen = criteria.given()
     spec = None
     if chosen:
         try:
