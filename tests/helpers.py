@@ -32,6 +32,18 @@ ADD_GOLD = (
     "-    return a - b\n"
     "+    return a + b\n"
 )
+# The ``calc`` fixture already fixed, and the gold patch backwards on it (add() made to
+# subtract): a control that passes and a candidate that breaks every task.
+ADD_FIXED = {**ADD_FIXTURE, "calc/__init__.py": "def add(a, b):\n    return a + b\n"}
+ADD_BREAK = (
+    "diff --git a/calc/__init__.py b/calc/__init__.py\n"
+    "--- a/calc/__init__.py\n"
+    "+++ b/calc/__init__.py\n"
+    "@@ -1,2 +1,2 @@\n"
+    " def add(a, b):\n"
+    "-    return a + b\n"
+    "+    return a - b\n"
+)
 HIDDEN_TEST = "python3 -m pytest -q -p no:cacheprovider tests/test_hidden.py"
 
 

@@ -13,23 +13,12 @@ import pytest
 import yaml
 
 from tests.conftest import run_cli
-from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task
+from tests.helpers import ADD_BREAK, ADD_FIXED, ADD_GOLD, make_suite, repo_task
 
 pytestmark = pytest.mark.docker
 
 TASKS = 4
 NOOP = {"type": "scripted", "action": "noop"}
-# The gold patch backwards: a correct add() made to subtract.
-BREAK = (
-    "diff --git a/calc/__init__.py b/calc/__init__.py\n"
-    "--- a/calc/__init__.py\n"
-    "+++ b/calc/__init__.py\n"
-    "@@ -1,2 +1,2 @@\n"
-    " def add(a, b):\n"
-    "-    return a + b\n"
-    "+    return a - b\n"
-)
-FIXED = {**ADD_FIXTURE, "calc/__init__.py": "def add(a, b):\n    return a + b\n"}
 
 
 def run_with_gate(
@@ -47,7 +36,7 @@ def run_with_gate(
         root,
         [repo_task(i) for i in ids],
         arms,
-        fixtures={i: FIXED for i in ids} if fixed else None,
+        fixtures={i: ADD_FIXED for i in ids} if fixed else None,
         seal=False,
     )
     data = yaml.safe_load(controls.read_text())
@@ -103,7 +92,7 @@ def test_a_breaking_candidate_fails_non_inferiority(tmp_path: Path) -> None:
         {"name": "ctrl", "control": True, "agent": NOOP},
         {"name": "breaker", "agent": {"type": "patch", "dir": "breaker"}},
     ]
-    run = run_with_gate(tmp_path, arms, {"non_inferiority": 0.1}, BREAK, fixed=True)
+    run = run_with_gate(tmp_path, arms, {"non_inferiority": 0.1}, ADD_BREAK, fixed=True)
     result = run_cli("gate", str(run), "--junit", str(tmp_path / "g.xml"))
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert "fail       non_inferiority breaker: estimate -1.000" in result.stdout

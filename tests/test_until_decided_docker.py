@@ -15,22 +15,12 @@ import pytest
 import yaml
 
 from tests.conftest import run_cli
-from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task
+from tests.helpers import ADD_BREAK, ADD_FIXED, ADD_GOLD, make_suite, repo_task
 
 pytestmark = pytest.mark.docker
 
 TASKS, BLOCK = 12, 4
 NOOP = {"type": "scripted", "action": "noop"}
-BREAK = (  # the gold patch backwards: a correct add() made to subtract
-    "diff --git a/calc/__init__.py b/calc/__init__.py\n"
-    "--- a/calc/__init__.py\n"
-    "+++ b/calc/__init__.py\n"
-    "@@ -1,2 +1,2 @@\n"
-    " def add(a, b):\n"
-    "-    return a + b\n"
-    "+    return a - b\n"
-)
-FIXED = {**ADD_FIXTURE, "calc/__init__.py": "def add(a, b):\n    return a + b\n"}
 
 
 def sequential_run(
@@ -51,7 +41,7 @@ def sequential_run(
         root,
         [repo_task(i) for i in ids],
         arms,
-        fixtures={i: FIXED for i in ids} if fixed else None,
+        fixtures={i: ADD_FIXED for i in ids} if fixed else None,
         seal=False,
     )
     folder = root / "cand"
@@ -134,7 +124,7 @@ def test_a_better_candidate_passes_superiority_at_look_2(tmp_path: Path) -> None
 
 def test_a_worse_candidate_fails_non_inferiority_at_look_2(tmp_path: Path) -> None:
     gate = {"non_inferiority": 0.1, "sequential": {"spending": "pocock", "looks": 3}}
-    run, blocks = sequential_run(tmp_path, gate, BREAK, fixed=True)
+    run, blocks = sequential_run(tmp_path, gate, ADD_BREAK, fixed=True)
     check_stopped(run, blocks, "fail")
     result = run_cli("gate", str(run))
     assert result.returncode == 1, (result.stdout, result.stderr)
