@@ -1,4 +1,4 @@
-"""`deltarun gate RUN_B --baseline RUN_A` on a real run pair in Docker: RUN_A is "main"
+"""`deltarun gate RUN_B --baseline RUN_A` (and `gate RUN_A RUN_B`) on a real run pair in Docker: RUN_A is "main"
 (its agent arm does nothing), RUN_B "the pull request" (its agent arm fixes every task),
 same suite and runtime, different agents. B against A passes superiority (exit 0), A
 against B fails non-inferiority (exit 1), an export kit of A serves as the baseline, and a
@@ -76,6 +76,15 @@ def test_a_pull_request_is_gated_against_the_last_accepted_run(tmp_path: Path) -
     replayed = run_cli("replay", str(run_b))
     assert replayed.returncode == 0, replayed.stderr
     assert "decision.json: identical" in replayed.stdout
+
+    # gate RUN_A RUN_B says the same, pairing as compare does; the baseline is given once
+    first = (run_b / "decision.json").read_bytes()
+    positional = run_cli("gate", str(run_a), str(run_b), "--superiority", "0")
+    assert positional.returncode == 0, (positional.stdout, positional.stderr)
+    assert (run_b / "decision.json").read_bytes() == first
+    twice = run_cli("gate", str(run_a), str(run_b), "--baseline", str(run_a), "--superiority", "0")
+    assert twice.returncode == 2 and "give the baseline once" in twice.stderr, twice.stderr
+    assert twice.stderr.strip().count("\n") == 0
 
     # the other way round: main's agent against the pull request's fails non-inferiority
     worse = run_cli(

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
-from typer import Option
+from typer import Argument, Option
 
 from runner.cli.common import RunDirArg, app, say
 from runner.cli.groups import OptionGroup, takes_groups
@@ -116,6 +116,15 @@ Arms = Annotated[
         help="With command-line criteria: gate this arm (repeat; default all)",
     ),
 ]
+SecondRun = Annotated[
+    Path | None,
+    Argument(
+        metavar="[RUN_B]",
+        help="Given two runs (gate RUN_A RUN_B), RUN_B is decided against RUN_A, paired per "
+        "task as compare pairs them: the same as gate RUN_B --baseline RUN_A",
+        show_default=False,
+    ),
+]
 BaselineRun = Annotated[
     Path | None,
     Option(
@@ -139,6 +148,7 @@ BaselineArm = Annotated[
 @takes_groups
 def gate(
     run_dir: RunDirArg,
+    run_b: SecondRun = None,
     *,
     junit: Junit = None,
     summary: Summary = None,
@@ -151,10 +161,17 @@ def gate(
     undecided or missing, and write RUN_DIR/decision.json. Exit 0 pass, 1 fail, 5 not
     decided (docs/ci.md). Criteria on the command line replace the controls' and are
     refused for a scored run (its criteria are locked before the run). With --baseline RUN_A,
-    each candidate arm is decided against RUN_A's arm instead of this run's control."""
+    each candidate arm is decided against RUN_A's arm instead of this run's control;
+    gate RUN_A RUN_B says the same as gate RUN_B --baseline RUN_A."""
     from runner.config.gate_spec import GateSpec
     from runner.run.gate_files import gate_run
 
+    if run_b is not None:  # gate RUN_A RUN_B: RUN_B against RUN_A, as compare pairs them
+        if baseline is not None:
+            raise UsageError(
+                "give the baseline once: gate RUN_A RUN_B, or gate RUN_B --baseline RUN_A"
+            )
+        run_dir, baseline = run_b, run_dir
     chosen = criteria.given()
     spec = None
     if chosen:
@@ -165,7 +182,9 @@ def gate(
     elif arm:
         raise UsageError("--arm goes with command-line criteria (e.g. --non-inferiority 0.05)")
     if baseline_arm is not None and baseline is None:
-        raise UsageError("--baseline-arm goes with --baseline RUN_A")
+        raise UsageError(
+            "--baseline-arm goes with a baseline: --baseline RUN_A, or gate RUN_A RUN_B"
+        )
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     outcome = gate_run(
         run_dir, spec, junit, summary, Path(step) if step else None, baseline, baseline_arm
