@@ -12,10 +12,15 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from runner.evidence.repeated_interval import (
+    RepeatedInterval,
+    agreeing_repeated_interval,
+    paired_repeated_interval,
+    repeated_interval,
+)
 from runner.evidence.sequential import (
     Decision,
     Design,
-    RepeatedInterval,
     Spending,
     boundaries,
     crossing_probabilities,
@@ -23,10 +28,8 @@ from runner.evidence.sequential import (
     linear,
     look,
     obrien_fleming,
-    paired_repeated_interval,
     pocock,
     power,
-    repeated_interval,
 )
 
 SPENDINGS = list(Spending)
@@ -366,3 +369,72 @@ def test_repeated_interval_at_the_stop_covers_the_true_delta() -> None:
         both_ok = sum(low <= delta <= high for _, _, low, high in runs) / SUITES
         assert min(lower_ok, upper_ok) >= 0.975 - 3 * _mc_se(0.975), (lower_ok, upper_ok)
         assert both_ok >= 0.95 - 3 * _mc_se(0.95), both_ok
+
+
+# ------------------------------------------------------------------------ agreeing pairs
+
+
+@pytest.mark.parametrize("n", [1, 4, 8, 30])
+@pytest.mark.parametrize("bound", [1.96, 2.5, 3.7])
+def test_agreeing_pairs_read_exact_bounds_by_scipy(n: int, bound: float) -> None:
+    # Each share's Clopper-Pearson bound at half the look's one-sided level, by scipy.
+    half = float(sps.norm.sf(bound)) / 2.0
+
+    def cp(k: int) -> tuple[float, float]:
+        ci = sps.binomtest(k, n).proportion_ci(confidence_level=1.0 - 2.0 * half)
+        return float(ci.low), float(ci.high)
+
+    for table, cand, ctrl in [([0, n, 0, 0], n, 0), ([0, 0, n, 0], 0, n), ([n, 0, 0, 0], 0, 0)]:
+        got = agreeing_repeated_interval(table, bound)
+        (cand_low, cand_high), (ctrl_low, ctrl_high) = cp(cand), cp(ctrl)
+        assert (got.low, got.high) == pytest.approx(
+            (cand_low - ctrl_high, cand_high - ctrl_low), abs=1e-9
+        )
+        assert (got.n, got.se, got.crit, got.method) == (n, 0.0, bound, "exact-agreeing")
+        assert got.estimate == (cand - ctrl) / n
+    with pytest.raises(ValueError, match="do not all agree"):
+        agreeing_repeated_interval([1, 2, 0, 1], bound)
+
+
+def test_a_suite_every_task_of_which_is_helped_decides() -> None:
+    design = Design.equally_spaced(Spending.OBRIEN_FLEMING, 3)
+    last = boundaries(design)[-1]
+    helped = agreeing_repeated_interval([0, 8, 0, 0], last)
+    assert decide(helped, 0.0, final=True) is Decision.PASS
+    assert decide(agreeing_repeated_interval([0, 0, 8, 0], last), -0.1, final=True) is (
+        Decision.FAIL
+    )
+    assert decide(agreeing_repeated_interval([0, 4, 0, 0], last), 0.0, final=True) is (
+        Decision.UNDECIDED
+    )  # four heads in a row: 1 in 16 under a coin, not evidence at 2.5%
+    # 60 tasks nobody's outcome changed on: not worse by more than 10 points
+    same = agreeing_repeated_interval([30, 0, 0, 30], last)
+    assert decide(same, -0.1, final=True) is Decision.PASS
+    assert decide(same, 0.0, final=True) is Decision.UNDECIDED
+
+
+@pytest.mark.parametrize("n", [4, 6, 8, 12, 20])
+def test_the_exact_type_one_error_of_a_look_on_binary_pairs(n: int) -> None:
+    # Brute force over every paired table of n binary tasks under the null of no difference
+    # (each task helped or hurt with probability q, else unchanged), each decided by the
+    # look itself (``look_at``): the chance that it passes superiority through the agreeing
+    # pairs' exact interval, the only way a zero standard error can pass, stays below
+    # alpha/2 however q is chosen.
+    from runner.evidence.stopping import Target, look_at
+
+    design = Design.equally_spaced(Spending.OBRIEN_FLEMING, 1)
+    sup = Target("cand", "superiority", 0.0)
+    for q in [i / 20 for i in range(1, 11)]:
+        through_agreeing = 0.0
+        for up in range(n + 1):
+            for down in range(n + 1 - up):
+                same = n - up - down
+                diffs = [1.0] * up + [-1.0] * down + [0.0] * same
+                taken = look_at(design, [n], n, [sup], {sup: diffs}, {sup: [0, up, down, same]})
+                target = taken.targets[0]
+                assert target.interval is not None
+                if target.decision is Decision.PASS and target.interval.se == 0.0:
+                    assert target.interval.method == "exact-agreeing"
+                    p = math.comb(n, up) * math.comb(n - up, down) * q**up * q**down
+                    through_agreeing += p * (1.0 - 2.0 * q) ** same
+        assert through_agreeing <= 0.025 / 2, (n, q, through_agreeing)

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from runner.config.controls import Controls
 from runner.config.gate_spec import GateSpec, SequentialSpec
 from runner.config.loader import protocol_hash
-from runner.evidence.sequential import Decision, Design, boundaries, paired_repeated_interval
+from runner.evidence.repeated_interval import paired_repeated_interval
+from runner.evidence.sequential import Decision, Design, boundaries
 from runner.evidence.stopping import Target, blocks, look_at, task_order
 from runner.hashing import sha256_json
 from runner.records import AnswerTask, Task
@@ -189,11 +190,22 @@ def test_a_null_arm_runs_the_suite_and_ends_undecided() -> None:
     assert taken[-1].final and taken[-1].fraction == 1.0
 
 
-def test_agreeing_pairs_never_decide_and_every_target_must_decide() -> None:
+def test_agreeing_pairs_decide_on_their_counts_and_every_target_must_decide() -> None:
+    # Differences that all agree have no spread: without a binary table (repeats that
+    # disagree, scores like 0.5) they never decide; binary ones read exact bounds on the
+    # counts, and a suite whose every task the candidate fixed stops.
     assert [t.targets[0].decision for t in looks(OBF, [1, 1, 1, 1], 8, SUP)] == [
         Decision.CONTINUE,
         Decision.UNDECIDED,
     ]
+    helped = look_at(OBF, [4, 8, 12], 12, [SUP], {SUP: [1.0] * 12}, {SUP: [0, 12, 0, 0]})
+    assert helped.decided and helped.targets[0].decision is Decision.PASS
+    interval = helped.targets[0].interval
+    assert interval is not None and interval.method == "exact-agreeing" and interval.low > 0
+    early = look_at(OBF, [4], 12, [SUP], {SUP: [1.0] * 4}, {SUP: [0, 4, 0, 0]})
+    assert early.targets[0].decision is Decision.CONTINUE  # four of four is not enough
+    mixed = look_at(OBF, [4, 8], 12, [SUP], {SUP: [0.5] * 8}, {})
+    assert mixed.targets[0].decision is Decision.CONTINUE
     diffs = [1.0, 1.0, 1.0, 0.0] * 2
     both = look_at(OBF, [4, 8], 12, [SUP, NONINF], {SUP: diffs, NONINF: diffs})
     assert both.decided

@@ -1,8 +1,9 @@
 """`deltarun run --until-decided` then `deltarun gate`, on real Docker (issue 40, item 2):
 12 tasks in blocks of 4 against a noop control. A candidate that fixes 3 of the 4 tasks of
-every block passes superiority at look 2 of 3 (8 of 12 tasks), one that breaks 3 of 4 fails
-non-inferiority at look 2; each with looks.json, decision.json on the repeated interval, the
-gate's exit code, and replay identical. Without the flag a run is unchanged (tests/
+every block passes superiority at look 2 of 3 (8 of 12 tasks), on the local pool and on a
+real Celery worker through Redis; one that breaks 3 of 4 fails non-inferiority at look 2;
+each with looks.json, decision.json on the repeated interval, the gate's exit code, and
+replay identical. Without the flag a run is unchanged (tests/
 test_gate_run.py and the rest)."""
 
 from __future__ import annotations
@@ -24,10 +25,16 @@ NOOP = {"type": "scripted", "action": "noop"}
 
 
 def sequential_run(
-    root: Path, gate: dict[str, Any], patch: str, fixed: bool, flag: bool = True
+    root: Path,
+    gate: dict[str, Any],
+    patch: str,
+    fixed: bool,
+    flag: bool = True,
+    broker: list[str] | None = None,
 ) -> tuple[Path, list[list[str]]]:
     """Controls with ``gate`` (and its sequential block); the candidate applies ``patch`` on
-    the first 3 tasks of each block and changes nothing on the 4th."""
+    the first 3 tasks of each block and changes nothing on the 4th. ``broker``: the run's
+    broker options (its trials then run on the workers), else the local pool."""
     from runner.config.loader import load_controls
     from runner.suite.plan import task_blocks
     from runner.suite.sealing import seal_target
@@ -56,7 +63,7 @@ def sequential_run(
             (folder / f"{task_id}.diff").write_text(patch if k < 3 else "")
     seal_target(controls, load_controls)  # the patch directory is part of the protocol
     out = root / "run"
-    args = ["run", str(controls), "--out", str(out), "-j", "2"]
+    args = ["run", str(controls), "--out", str(out), *(broker or ["-j", "2"])]
     result = run_cli(*args, *(["--until-decided"] if flag else []))
     assert result.returncode == 0, (result.stdout, result.stderr)
     if flag:
@@ -143,18 +150,36 @@ def test_a_worse_candidate_fails_non_inferiority_at_look_2(tmp_path: Path) -> No
     replayed(run)
 
 
-def test_until_decided_is_refused_without_a_sequential_block_or_with_a_broker(
-    tmp_path: Path,
+def test_a_better_candidate_stops_at_look_2_on_celery_workers(
+    tmp_path: Path, redis_server: Any
 ) -> None:
+    # The same stop through a broker: the coordinator hands the fleet one block at a time,
+    # so the third block is never queued, and the workers ran every trial.
+    from tests.distributed_support import start_worker
+
+    gate = {"superiority": 0.0, "sequential": {"spending": "obrien_fleming", "block": BLOCK}}
+    worker = start_worker(redis_server, tmp_path / "worker.log", "-c", "2")
+    try:
+        run, blocks = sequential_run(
+            tmp_path, gate, ADD_GOLD, fixed=False, broker=["--broker", redis_server.url]
+        )
+    finally:
+        worker.stop()
+    check_stopped(run, blocks, "pass")
+    ledger = [json.loads(line) for line in (run / "trials.jsonl").read_text().splitlines()]
+    assert {t["worker"] for t in ledger} == {"w1"}
+    result = run_cli("gate", str(run))
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    replayed(run)
+
+
+def test_until_decided_is_refused_without_a_sequential_block(tmp_path: Path) -> None:
     controls = make_suite(tmp_path, [repo_task("t0")], [{"name": "c", "control": True,
                           "agent": NOOP}])  # fmt: skip
-    result = run_cli("run", str(controls), "--out", str(tmp_path / "r"), "--until-decided")
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    assert "--until-decided needs a gate: section" in result.stderr
-    assert not (tmp_path / "r").exists()
-    brokered = run_cli(
-        "run", str(controls), "--out", str(tmp_path / "r"), "--until-decided",
-        "--broker", "redis://127.0.0.1:6379/15",
-    )  # fmt: skip
-    assert "--until-decided runs on the local pool" in brokered.stderr
-    assert not (tmp_path / "r").exists()
+    for broker in ([], ["--broker", "redis://127.0.0.1:6379/15"]):
+        args = ["run", str(controls), "--out", str(tmp_path / "r"), "--until-decided", *broker]
+        result = run_cli(*args)
+        assert result.returncode == 2, (result.stdout, result.stderr)
+        assert "--until-decided needs a gate: section" in result.stderr
+        assert result.stderr.strip().count("\n") == 0
+        assert not (tmp_path / "r").exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -65,7 +64,7 @@ UntilDecided = Annotated[
         "before the next); after each block the gate's delta criteria are looked at with "
         "a group-sequential boundary, and the run stops once every one passes or fails, "
         "or the suite is spent. Writes looks.json; `deltarun gate` then decides on the "
-        "interval valid after the stop (docs/ci.md). Local pool only.",
+        "interval valid after the stop (docs/ci.md). On the local pool or a broker's workers.",
     ),
 ]
 
@@ -98,7 +97,7 @@ def run(
     run's archives are kept there too, out of Redis memory.
     """
     from runner.run.report_files import report_headline
-    from runner.run.service import UNTIL_DECIDED_LOCAL, RunOptions, RunService
+    from runner.run.service import RunOptions, RunService
     from runner.sizes import parse_size
     from runner.view.static_site import bundle_beside_report
 
@@ -106,8 +105,8 @@ def run(
         blob_warn_bytes = parse_size(blob_warn)
     except ValueError as exc:
         raise UsageError(f"--blob-warn: {exc}") from None
-    if until_decided and (broker.named or os.environ.get("DELTARUN_BROKER_URL")):
-        raise UsageError(UNTIL_DECIDED_LOCAL)  # before Redis is reached
+    if until_decided:  # a gate without a sequential block is refused before Redis is reached
+        RunService.check_until_decided(controls, RunOptions(out_dir, until_decided=True))
     with c.Shown() as events:
         found = broker.find()
         options = RunOptions(

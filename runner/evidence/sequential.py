@@ -53,8 +53,11 @@ normal).  ``paired_repeated_interval`` corrects for it by default with the "sign
 level approach" J&T (2000) describe for group-sequential t-tests: each look keeps the
 nominal level ``1 - Phi(c_k)`` of its normal boundary and reads the critical value from
 Student's t with ``n - 1`` degrees of freedom (wider at small ``n``; the normal boundary
-as ``n`` grows).  A zero or undefined standard error (fewer than two tasks, every
-difference equal, as in a small all-agreeing suite) never decides.
+as ``n`` grows).  A zero standard error (every difference equal, as when a candidate
+fixes every task its control misses) has no spread to judge by; when every score is 0 or 1
+(one run per task, or repeats that agree) the look then reads exact bounds on the counts
+instead (``runner.evidence.repeated_interval.agreeing_repeated_interval``), so a suite
+whose every task the candidate fixed can still stop; otherwise it never decides.
 """
 
 from __future__ import annotations
@@ -67,14 +70,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from statistics import NormalDist
 
-from runner.evidence.tdist import student_t_ppf
+from runner.evidence.repeated_interval import EXACT_AGREEING, RepeatedInterval, repeated_interval
 
 __all__ = [
     "SPENDING_FUNCTIONS",
     "Decision",
     "Design",
     "Look",
-    "RepeatedInterval",
     "Spending",
     "boundaries",
     "crossing_probabilities",
@@ -82,10 +84,8 @@ __all__ = [
     "linear",
     "look",
     "obrien_fleming",
-    "paired_repeated_interval",
     "pocock",
     "power",
-    "repeated_interval",
 ]
 
 _NORMAL = NormalDist()
@@ -380,63 +380,6 @@ def power(design: Design, drift: float, fractions: Sequence[float] | None = None
     )
 
 
-# --------------------------------------------------------------------------- intervals
-
-
-@dataclass(frozen=True)
-class RepeatedInterval:
-    """``estimate -/+ crit * se``: ``crit`` is the look's boundary, or its t-corrected value."""
-
-    n: int
-    estimate: float
-    se: float
-    crit: float
-    low: float
-    high: float
-
-
-def repeated_interval(
-    estimate: float, se: float, bound: float, *, df: float | None = None
-) -> RepeatedInterval:
-    """The repeated confidence interval at a look with boundary ``bound`` (J&T 2000 ch. 9).
-
-    With ``df`` the critical value is ``t_df`` at the boundary's nominal level,
-    ``student_t_ppf(Phi(bound), df)``.  ``n`` is ``df + 1`` when given, else 0.
-    """
-    if not (math.isfinite(estimate) and se >= 0.0 and math.isfinite(se)):
-        raise ValueError(f"need a finite estimate and se >= 0, got {estimate!r}, {se!r}")
-    if math.isnan(bound):
-        raise ValueError("bound must not be NaN")
-    crit = bound
-    if df is not None and math.isfinite(bound):
-        crit = -student_t_ppf(_upper_tail(bound), df)
-    half = crit * se if se > 0.0 else (math.inf if math.isinf(crit) else 0.0)
-    n = int(df) + 1 if df is not None else 0
-    return RepeatedInterval(n, estimate, se, crit, estimate - half, estimate + half)
-
-
-def paired_repeated_interval(
-    diffs: Sequence[float], bound: float, *, t_correction: bool = True
-) -> RepeatedInterval:
-    """The repeated interval from the per-task paired differences seen so far.
-
-    Estimate: their mean; ``se``: sample sd (``n - 1``) over ``sqrt(n)``; critical value
-    ``bound``, or with ``t_correction`` Student's t with ``n - 1`` degrees of freedom at the
-    boundary's nominal level.  Fewer than two differences give ``se = 0`` (never decides).
-    """
-    xs = [float(x) for x in diffs]
-    n = len(xs)
-    if n == 0:
-        raise ValueError("need at least one paired difference")
-    if not all(math.isfinite(x) for x in xs):
-        raise ValueError("paired differences must be finite")
-    mean = math.fsum(xs) / n
-    se = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1) / n) if n > 1 else 0.0
-    df = n - 1 if t_correction and n > 1 else None
-    out = repeated_interval(mean, se, bound, df=df)
-    return RepeatedInterval(n, out.estimate, out.se, out.crit, out.low, out.high)
-
-
 # --------------------------------------------------------------------------- decisions
 
 
@@ -461,10 +404,11 @@ class Look:
 
 def decide(interval: RepeatedInterval, threshold: float, *, final: bool) -> Decision:
     """PASS when ``low > threshold``, FAIL when ``high < threshold``, else CONTINUE (UNDECIDED
-    when ``final``).  A zero standard error never decides."""
+    when ``final``).  A zero standard error never decides, but the exact interval of
+    agreeing pairs (whose width never rests on it) does."""
     if not math.isfinite(threshold):
         raise ValueError(f"threshold must be finite, got {threshold!r}")
-    if interval.se > 0.0:
+    if interval.se > 0.0 or interval.method == EXACT_AGREEING:
         if interval.low > threshold:
             return Decision.PASS
         if interval.high < threshold:

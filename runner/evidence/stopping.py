@@ -22,14 +22,12 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from runner.evidence.sequential import (
-    Decision,
-    Design,
+from runner.evidence.repeated_interval import (
     RepeatedInterval,
-    boundaries,
-    decide,
+    agreeing_repeated_interval,
     paired_repeated_interval,
 )
+from runner.evidence.sequential import Decision, Design, boundaries, decide
 
 __all__ = [
     "Look",
@@ -98,12 +96,16 @@ def look_at(
     total: int,
     targets: Sequence[Target],
     diffs: Mapping[Target, Sequence[float]],
+    tables: Mapping[Target, Sequence[int]] | None = None,
 ) -> Look:
     """The look after the blocks whose cumulative task counts are ``done`` (one entry per
     look so far, increasing; the last is this look) in a suite of ``total`` tasks.
 
     ``diffs`` holds each target's per-task paired differences of the tasks done (none: the
-    target continues, or is undecided at the final look)."""
+    target continues, or is undecided at the final look); ``tables``, for a target whose
+    scores are all 0 or 1, their paired 2x2 table (both, only the candidate, only the
+    control, neither): when every difference is equal, the look reads the exact interval
+    of agreeing pairs from it (``runner.evidence.repeated_interval``)."""
     if total < 1 or not done or done[-1] > total:
         raise ValueError(f"need 0 < tasks done <= {total}, got {list(done)!r}")
     fractions = [n / total for n in done]
@@ -117,5 +119,8 @@ def look_at(
             found.append(TargetLook(target, None, undecided))
             continue
         interval = paired_repeated_interval(xs, bound)
+        table = (tables or {}).get(target)
+        if interval.se == 0.0 and table is not None and sum(table) == len(xs):
+            interval = agreeing_repeated_interval(table, bound)
         found.append(TargetLook(target, interval, decide(interval, target.threshold, final=final)))
     return Look(len(done), done[-1], fractions[-1], final, bound, tuple(found))

@@ -104,7 +104,8 @@ def take_looks(run: RunDir) -> Looks | None:
         planned |= jobs
         tasks |= set(block)
         done.append(len(tasks))
-        looks.append(look_at(design, done, len(ids), targets, _diffs(scores, targets, tasks)))
+        diffs, tables = _pairs(scores, targets, tasks)
+        looks.append(look_at(design, done, len(ids), targets, diffs, tables))
         if looks[-1].decided:
             break
     complete = seen == planned
@@ -118,19 +119,35 @@ def last_look_for(found: Looks, targets: list[Target]) -> Look | None:
     if not found.done:
         return None
     tasks = {t for b in found.blocks[: len(found.done)] for t in b}
-    diffs = _diffs(found.scores, targets, tasks)
-    return look_at(found.design, found.done, found.total, targets, diffs)
+    diffs, tables = _pairs(found.scores, targets, tasks)
+    return look_at(found.design, found.done, found.total, targets, diffs, tables)
 
 
-def _diffs(scores: Scores, targets: list[Target], tasks: set[str]) -> dict[Target, list[float]]:
+def _pairs(
+    scores: Scores, targets: list[Target], tasks: set[str]
+) -> tuple[dict[Target, list[float]], dict[Target, list[int]]]:
+    """Each target's paired differences on ``tasks``, and its paired 2x2 table (both, only
+    the candidate, only the control, neither) when every score is 0 or 1."""
     deltas = {d.arm: d for d in scores.deltas}
     refusals = {d.arm: d for d in scores.refusal}
-    found: dict[Target, list[float]] = {}
+    diffs: dict[Target, list[float]] = {}
+    tables: dict[Target, list[int]] = {}
     for target in targets:
         delta = (refusals if target.refusal else deltas).get(target.arm)
-        cases = [] if delta is None else delta.cases
-        found[target] = [c.delta for c in cases if c.delta is not None and c.task_id in tasks]
-    return found
+        cases = [
+            c
+            for c in ([] if delta is None else delta.cases)
+            if c.delta is not None and c.task_id in tasks
+        ]
+        diffs[target] = [c.delta for c in cases if c.delta is not None]
+        table = [0, 0, 0, 0]
+        for c in cases:
+            if c.candidate_score not in (0.0, 1.0) or c.control_score not in (0.0, 1.0):
+                break
+            table[2 * (c.candidate_score == 0.0) + (c.control_score == 0.0)] += 1
+        else:
+            tables[target] = table
+    return diffs, tables
 
 
 def _num(value: float) -> float | str:
@@ -149,19 +166,20 @@ def looks_json(run: RunDir, found: Looks) -> str:
         targets = []
         for t in look.targets:
             i = t.interval
-            targets.append(
-                {
-                    "arm": t.target.arm,
-                    "criterion": t.target.name,
-                    "threshold": t.target.threshold,
-                    "decision": t.decision.value,
-                    "n": 0 if i is None else i.n,
-                    "estimate": None if i is None else i.estimate,
-                    "se": None if i is None else i.se,
-                    "critical_value": None if i is None else _num(i.crit),
-                    "interval": None if i is None else [_num(i.low), _num(i.high)],
-                }
-            )
+            entry = {
+                "arm": t.target.arm,
+                "criterion": t.target.name,
+                "threshold": t.target.threshold,
+                "decision": t.decision.value,
+                "n": 0 if i is None else i.n,
+                "estimate": None if i is None else i.estimate,
+                "se": None if i is None else i.se,
+                "critical_value": None if i is None else _num(i.crit),
+                "interval": None if i is None else [_num(i.low), _num(i.high)],
+            }
+            if i is not None and i.method != "t":  # agreeing pairs: exact bounds, se 0
+                entry["method"] = i.method
+            targets.append(entry)
         looks.append(
             {
                 "look": look.number,

@@ -79,9 +79,6 @@ class Engine:
         return image_id(self.client, image)
 
 
-UNTIL_DECIDED_LOCAL = "--until-decided runs on the local pool; with --broker it is not built yet"
-
-
 @dataclass(frozen=True)
 class RunOptions:
     """How to run, besides the controls: where, how many at once, over which broker."""
@@ -181,12 +178,11 @@ class RunService:
 
     @staticmethod
     def check_until_decided(controls: Path, options: RunOptions) -> None:
-        """``--until-decided`` runs on the local pool, on controls whose gate has a
-        ``sequential:`` block (one line otherwise, before anything is written)."""
+        """``--until-decided`` runs on controls whose gate has a ``sequential:`` block (one
+        line otherwise, before anything is written), on the local pool or through a broker:
+        either executor is handed one block's jobs at a time (``_blocks``)."""
         if not options.until_decided:
             return
-        if options.broker is not None:
-            raise UsageError(UNTIL_DECIDED_LOCAL)
         gate = load_controls(controls, root=options.root).controls.gate
         if gate is None or gate.sequential is None or not gate.delta_targets():
             raise UsageError(
