@@ -6,10 +6,11 @@ downloaded and shared (DESIGN.md, rule 6): whatever they claim, a read of them i
 bytes, nesting depth and time *before* anything is allocated from what they claim, and a
 refusal is one short line. JSON has ``runner.bounded_json``; this module holds the rest:
 
-``read_capped``
-    The bytes of a regular file of at most ``cap`` bytes. The size is taken from the open
-    file (``fstat``), so nothing over the cap is read and a FIFO or a device named as a
-    file is refused instead of read forever.
+``read_capped``, ``open_regular`` and ``sha256_capped``
+    The bytes (an open handle, a digest) of a regular file of at most ``cap`` bytes. The
+    size is taken from the open file (``fstat``), so nothing over the cap is read and a
+    FIFO or a device named as a file is refused instead of waited on or read forever (a
+    FIFO is opened without blocking; a sparse file of terabytes is refused by its size).
 ``load_yaml``
     ``yaml.safe_load`` behind a scan of the parser's events, which PyYAML produces
     iteratively: nesting deeper than ``max_depth`` (the composer and the constructor
@@ -34,13 +35,16 @@ refusal is one short line. JSON has ``runner.bounded_json``; this module holds t
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -72,12 +76,15 @@ class YamlBounds:
     max_nodes: int = 100_000
 
 
-def read_capped(path: Path, cap: int, what: str, error: type[DeltarunError] = UserError) -> bytes:
-    """The bytes of the regular file ``path``, at most ``cap`` of them.
+@contextmanager
+def open_regular(
+    path: Path, cap: int, what: str, error: type[DeltarunError] = UserError
+) -> Iterator[BinaryIO]:
+    """``path`` open for reading when it is a regular file of at most ``cap`` bytes.
 
     Raises ``error`` (one line naming the file, its size and the cap) for a larger file or
-    for anything but a regular file; ``OSError`` (``FileNotFoundError`` among them) is the
-    caller's to word."""
+    for anything but a regular file (a FIFO is opened without waiting for a writer);
+    ``OSError`` (``FileNotFoundError`` among them) is the caller's to word."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with open(fd, "rb", closefd=True) as handle:
         info = os.fstat(fd)
@@ -85,10 +92,30 @@ def read_capped(path: Path, cap: int, what: str, error: type[DeltarunError] = Us
             raise error(f"{path}: not a regular file; {what} must be one")
         if info.st_size > cap:
             raise error(f"{path}: {info.st_size} bytes, over the cap of {cap} for {what}")
-        data = handle.read(info.st_size + 1)  # a file that grew meanwhile shows here
+        yield handle
+
+
+def read_capped(path: Path, cap: int, what: str, error: type[DeltarunError] = UserError) -> bytes:
+    """The bytes of the regular file ``path``, at most ``cap`` of them (``open_regular``)."""
+    with open_regular(path, cap, what, error) as handle:
+        data = handle.read(cap + 1)  # a file that grew meanwhile shows here
     if len(data) > cap:
         raise error(f"{path}: over the cap of {cap} bytes for {what}")
     return data
+
+
+def sha256_capped(path: Path, cap: int, what: str, error: type[DeltarunError] = UserError) -> str:
+    """The hex SHA-256 of the regular file ``path`` of at most ``cap`` bytes, read in chunks
+    (``open_regular``): a suite's archive is hashed before it is read."""
+    digest = hashlib.sha256()
+    total = 0
+    with open_regular(path, cap, what, error) as handle:
+        while chunk := handle.read(1 << 20):
+            total += len(chunk)
+            if total > cap:
+                raise error(f"{path}: over the cap of {cap} bytes for {what}")
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def load_yaml(text: str, bounds: YamlBounds = YamlBounds()) -> Any:

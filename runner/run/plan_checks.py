@@ -4,12 +4,14 @@ needs). One line naming the file, the field and the fix on a failure."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from runner.agents.factory import agent_members
+from runner.agents.interface import ANSWER_BOUNDS
+from runner.bounded_input import read_capped
+from runner.bounded_json import BoundsError, loads_bounded
 from runner.config.arms import CommandAgent, PatchAgent
 from runner.config.controls import Controls
 from runner.config.loader import (
@@ -25,7 +27,7 @@ from runner.paths import inside
 from runner.records import AnswerTask, RepoTask
 from runner.sandbox.base import AGENT_DIR
 from runner.suite.load import Suite
-from runner.suite.sealing import VALIDATION_NAME
+from runner.suite.sealing import VALIDATION_BOUNDS, VALIDATION_NAME
 
 
 def check_expected(path: Path, actual: str, expected: str | None) -> None:
@@ -71,18 +73,19 @@ def check_validation(path: Path, controls: Controls, suite: Suite) -> None:
             f"{path}: channel scored needs a validated suite: run `deltarun validate {path}`, "
             f"then `deltarun seal {path}` (it pins {VALIDATION_NAME} as suite.validation)"
         )
-    try:
-        digest = sha256_bytes(found.read_bytes())
+    try:  # suite input: a regular file, capped, its JSON bounded before it is parsed
+        raw = read_capped(found, VALIDATION_BOUNDS.max_bytes, VALIDATION_NAME)
     except OSError as exc:
         raise UserError(f"{found}: cannot read the pinned validation ({exc})") from exc
+    digest = sha256_bytes(raw)
     if digest != pinned:
         raise DigestMismatch(
             f"{found}: digest mismatch: controls pin {pinned}, file has {digest}; restore it "
             "or validate again and seal the controls"
         )
     try:
-        data = json.loads(found.read_bytes())
-    except ValueError:
+        data = loads_bounded(raw, VALIDATION_BOUNDS)
+    except BoundsError:
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
         raise UserError(f"{found}: not a validation deltarun wrote; run deltarun validate again")
@@ -186,9 +189,9 @@ def check_recorded(path: Path, loaded: LoadedControls, suite: Suite, allow: bool
         ]
         for member in members:
             if member.path.endswith(".answer.json"):
-                try:
-                    json.loads(member.data)
-                except ValueError as exc:
+                try:  # bounded before it is parsed, as the trial reads it (parse_answer)
+                    loads_bounded(member.data, ANSWER_BOUNDS)
+                except BoundsError as exc:
                     raise UserError(
                         f"{path}: arms[{index}] ({arm.name}): {arm.agent.dir}/{member.path} is "
                         f"not JSON ({exc}); fix it (an answer is one JSON value)"

@@ -17,15 +17,23 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from runner.atomic import write_atomic
+from runner.bounded_input import sha256_capped
 from runner.config.loader import format_validation_error
-from runner.errors import DigestMismatch, UserError
-from runner.hashing import sha256_bytes, sha256_file
+from runner.errors import ArchiveError, DigestMismatch, UserError
+from runner.hashing import sha256_bytes
 from runner.paths import closed_folder, inside, writable
 from runner.records import AnswerTask, GitRepo, RepoTask, Task
 from runner.suite import authoring_checks as task_checks
 from runner.suite.environments import check_contexts
-from runner.suite.lines import parse_json_line, task_lines
-from runner.trees.archives import DEFAULT_CAPS, ArchiveCaps, Member, build_tar, read_members
+from runner.suite.lines import TASKS_MAX_BYTES, parse_json_line, task_lines
+from runner.trees.archives import (
+    DEFAULT_CAPS,
+    ArchiveCaps,
+    Member,
+    archive_file_cap,
+    build_tar,
+    read_members,
+)
 from runner.trees.cache import CacheDir
 from runner.trees.gitfixture import GitStore, TreeEntry, blob_id, check_entries, is_bundle
 
@@ -96,6 +104,16 @@ def read_tasks(path: Path) -> list[Task]:
     return tasks
 
 
+BUNDLE_MAX_BYTES = 8 << 30
+"""The largest git bundle a suite may ship (hashed whole, then fetched by git)."""
+
+
+def archive_sha256(archive: Path, caps: ArchiveCaps) -> str:
+    """The SHA-256 of a tar fixture or hidden archive: a regular file within the size its
+    caps allow (``archive_file_cap``), hashed before it is read."""
+    return sha256_capped(archive, archive_file_cap(caps), "an archive", ArchiveError)
+
+
 def _archive_files(task: Task) -> list[tuple[str, str, str]]:
     """(field, relative path, pinned digest) of each tar archive a task names."""
     if not isinstance(task, RepoTask):
@@ -152,7 +170,10 @@ class GitChecks:
     def bundle_sha256(self, path: Path) -> str:
         """The SHA-256 of a bundle file; empty for a bare repository directory."""
         if path not in self._digests:
-            self._digests[path] = sha256_file(path) if is_bundle(path) else ""
+            bundle = is_bundle(path)
+            self._digests[path] = (
+                sha256_capped(path, BUNDLE_MAX_BYTES, "a git bundle") if bundle else ""
+            )
         return self._digests[path]
 
     def facts(self, task: RepoTask, source: str) -> GitFacts:
@@ -215,7 +236,7 @@ def seal(
                 members = _strip(archive, members, folder)
                 warn(f"{tasks_path}:{number}: stripped '{folder}/' from {relative}")
             paths[name] = {m.path for m in members}
-            digest = sha256_file(archive)
+            digest = archive_sha256(archive, caps)
             if digest != pinned:
                 data[f"{name}_sha256"] = digest
                 changed = True
@@ -277,7 +298,7 @@ def load_suite(
     and ``UserError`` when an archive is unsealed or unsafe.
     """
     try:
-        actual = sha256_file(tasks_path)
+        actual = sha256_capped(tasks_path, TASKS_MAX_BYTES, "tasks.jsonl")
     except FileNotFoundError as exc:
         raise UserError(
             f"{tasks_path}: tasks file not found; check suite.file in controls"
@@ -305,7 +326,7 @@ def load_suite(
                     f"{tasks_path}: task {task.id!r}: {name}_sha256 is empty; run `deltarun seal`"
                 )
             try:
-                digest = sha256_file(archive)
+                digest = archive_sha256(archive, caps)
             except FileNotFoundError as exc:
                 raise UserError(
                     f"{archive}: archive of task {task.id!r} not found; restore it or fix {name!r}"

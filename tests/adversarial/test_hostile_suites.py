@@ -81,7 +81,8 @@ def sentinel_in(tmp_path: Path) -> list[str]:
         dirs[:] = [d for d in dirs if Path(folder, d) != tmp_path / "outside"]
         for name in files:
             path = Path(folder, name)
-            if not path.is_symlink() and path.is_file() and SENTINEL.encode() in path.read_bytes():
+            small = not path.is_symlink() and path.is_file() and path.stat().st_size < 1 << 26
+            if small and SENTINEL.encode() in path.read_bytes():  # not an attack's sparse file
                 hits.append(str(path.relative_to(tmp_path)))
     return hits
 
