@@ -1,16 +1,19 @@
-"""`deltarun run --until-decided` then `deltarun gate`, on real Docker (issue 40, item 2):
-12 tasks in blocks of 4 against a noop control. A candidate that fixes 3 of the 4 tasks of
-every block passes superiority at look 2 of 3 (8 of 12 tasks), on the local pool and on a
-real Celery worker through Redis; one that breaks 3 of 4 fails non-inferiority at look 2;
-each with looks.json, decision.json on the repeated interval, the gate's exit code, and
-replay identical. Without the flag a run is unchanged (tests/
-test_gate_run.py and the rest)."""
+"""`deltarun run --until-decided` then `deltarun gate`, on real Docker (issue 40, item 2 and
+its "done when"): suites in blocks against a noop control. A candidate 30 pp better (it
+fixes 3 of the 10 tasks of every block of a 30-task suite) passes superiority at look 2 of 3
+(20 of 30 tasks); one 30 pp worse (it breaks 3 of 10 tasks the control passes) fails
+non-inferiority at look 2 of 3; a null arm (it changes nothing) spends a 12-task suite and is
+not decided (exit 5). Each with looks.json, decision.json on the repeated interval, the
+gate's exit code, JUnit and the summary, and replay identical. The same stop on a real
+Celery worker through Redis (12 tasks in blocks of 4, 3 of 4 fixed). Without the flag a run
+is unchanged (tests/test_gate_run.py and the rest)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree as ET
 
 import pytest
 import yaml
@@ -20,7 +23,6 @@ from tests.helpers import ADD_BREAK, ADD_FIXED, ADD_GOLD, make_suite, repo_task
 
 pytestmark = pytest.mark.docker
 
-TASKS, BLOCK = 12, 4
 NOOP = {"type": "scripted", "action": "noop"}
 
 
@@ -29,17 +31,21 @@ def sequential_run(
     gate: dict[str, Any],
     patch: str,
     fixed: bool,
-    flag: bool = True,
+    shape: tuple[int, int, int] = (12, 4, 3),
+    stop: str | None = "sequential: stopped at look 2 of 3 (every delta criterion decided)",
     broker: list[str] | None = None,
 ) -> tuple[Path, list[list[str]]]:
-    """Controls with ``gate`` (and its sequential block); the candidate applies ``patch`` on
-    the first 3 tasks of each block and changes nothing on the 4th. ``broker``: the run's
-    broker options (its trials then run on the workers), else the local pool."""
+    """Controls with ``gate`` (and its sequential block) over ``shape`` = (tasks, block size,
+    tasks changed per block): the candidate applies ``patch`` on the first ``changed`` tasks
+    of each block and changes nothing on the rest. ``stop``: the line the run prints about
+    its stop. ``broker``: the run's broker options (its trials then run on the workers),
+    else the local pool."""
     from runner.config.loader import load_controls
     from runner.suite.plan import task_blocks
     from runner.suite.sealing import seal_target
 
-    ids = [f"t{i:02d}" for i in range(TASKS)]
+    tasks, size, changed = shape
+    ids = [f"t{i:02d}" for i in range(tasks)]
     arms = [
         {"name": "ctrl", "control": True, "agent": NOOP},
         {"name": "cand", "agent": {"type": "patch", "dir": "cand"}},
@@ -57,40 +63,54 @@ def sequential_run(
     controls.write_text(yaml.safe_dump({**data, "gate": gate}, sort_keys=False))
     seal_target(controls, load_controls)
     blocks = task_blocks(load_controls(controls).controls, ids)
-    assert blocks is not None and [len(b) for b in blocks] == [BLOCK] * 3
+    assert blocks is not None and [len(b) for b in blocks] == [size] * (tasks // size)
     for block in blocks:
         for k, task_id in enumerate(block):
-            (folder / f"{task_id}.diff").write_text(patch if k < 3 else "")
+            (folder / f"{task_id}.diff").write_text(patch if k < changed else "")
     seal_target(controls, load_controls)  # the patch directory is part of the protocol
     out = root / "run"
     args = ["run", str(controls), "--out", str(out), *(broker or ["-j", "2"])]
-    result = run_cli(*args, *(["--until-decided"] if flag else []))
+    result = run_cli(*args, "--until-decided")
     assert result.returncode == 0, (result.stdout, result.stderr)
-    if flag:
-        assert "sequential: stopped at look 2 of 3 (every delta criterion decided)" in (
-            result.stdout + result.stderr
-        )
+    if stop is not None:
+        assert stop in result.stdout + result.stderr
     return out, blocks
 
 
 def check_stopped(run: Path, blocks: list[list[str]], decision: str) -> dict[str, Any]:
     """Looks.json says look 2 of 3 decided; the ledger holds exactly the first two blocks."""
+    size = len(blocks[0])
     looks = json.loads((run / "looks.json").read_text())
     assert looks["order"] == blocks
-    assert [look["tasks"] for look in looks["looks"]] == [4, 8]
+    assert [look["tasks"] for look in looks["looks"]] == [size, 2 * size]
     assert [look["targets"][0]["decision"] for look in looks["looks"]] == ["continue", decision]
     assert looks["stop"] == {
         "looks_taken": 2,
         "decided": True,
         "stopped_early": True,
-        "tasks_spent": 8,
-        "tasks_saved": 4,
-        "trials_spent": 16,
-        "trials_saved": 8,
+        "tasks_spent": 2 * size,
+        "tasks_saved": size,
+        "trials_spent": 4 * size,
+        "trials_saved": 2 * size,
     }
     ledger = [json.loads(line) for line in (run / "trials.jsonl").read_text().splitlines()]
-    assert {t["task_id"] for t in ledger} == set(blocks[0] + blocks[1]) and len(ledger) == 16
+    assert {t["task_id"] for t in ledger} == set(blocks[0] + blocks[1])
+    assert len(ledger) == 4 * size
     return looks
+
+
+def gated(run: Path, root: Path, code: int, verdict: str) -> dict[str, Any]:
+    """``deltarun gate`` with JUnit and the summary: its exit code and line, each file."""
+    xml, summary = root / "gate.xml", root / "gate.md"
+    result = run_cli("gate", str(run), "--junit", str(xml), "--summary", str(summary))
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert f"gate: {verdict} (exit {code})" in result.stdout
+    decision = json.loads((run / "decision.json").read_text())
+    assert decision["exit_code"] == code
+    suite = ET.parse(xml).getroot().find("testsuite[@name='cand']")
+    assert suite is not None
+    assert f"exit {code}" in summary.read_text() or verdict.lower() in summary.read_text().lower()
+    return decision
 
 
 def replayed(run: Path) -> None:
@@ -100,44 +120,43 @@ def replayed(run: Path) -> None:
     assert "decision.json: identical" in result.stdout
 
 
-def test_a_better_candidate_passes_superiority_at_look_2(tmp_path: Path) -> None:
-    gate = {
-        "superiority": 0.0,
-        "sequential": {"spending": "obrien_fleming", "block": BLOCK},
-    }
-    run, blocks = sequential_run(tmp_path, gate, ADD_GOLD, fixed=False)
+def test_a_candidate_30_points_better_passes_superiority_at_look_2(tmp_path: Path) -> None:
+    gate = {"superiority": 0.0, "sequential": {"spending": "obrien_fleming", "block": 10}}
+    run, blocks = sequential_run(tmp_path, gate, ADD_GOLD, fixed=False, shape=(30, 10, 3))
     looks = check_stopped(run, blocks, "pass")
-    result = run_cli("gate", str(run), "--summary", str(tmp_path / "g.md"))
-    assert result.returncode == 0, (result.stdout, result.stderr)
+    decision = gated(run, tmp_path, 0, "PASS")
+    result = run_cli("gate", str(run))
     assert "sequential: stopped at look 2 of 3 (early" in result.stdout
-    assert "pass       superiority cand: estimate +0.750, repeated [" in result.stdout
-    assert "gate: PASS (exit 0)" in result.stdout
-    decision = json.loads((run / "decision.json").read_text())
+    assert "pass       superiority cand: estimate +0.300, repeated [" in result.stdout
     sup = next(c for c in decision["criteria"] if c["name"] == "superiority")
     target = looks["looks"][-1]["targets"][0]
-    assert sup["ci95"] == target["interval"] and sup["n"] == 8 and sup["ci95"][0] > 0
-    assert decision["sequential"]["look"] == 2 and decision["sequential"]["trials_saved"] == 8
+    assert sup["ci95"] == target["interval"] and sup["n"] == 20 and sup["ci95"][0] > 0
+    assert decision["sequential"]["look"] == 2 and decision["sequential"]["trials_saved"] == 20
     complete = next(c for c in decision["criteria"] if c["row"] == "run complete")
     assert complete["verdict"] == "pass" and "stopped early at look 2 of 3" in complete["detail"]
-    assert "stopped at look 2 of 3" in (tmp_path / "g.md").read_text()
+    assert "stopped at look 2 of 3" in (tmp_path / "gate.md").read_text()
     replayed(run)
     # a resumed run takes its looks again from the ledger: nothing more to run
     controls = tmp_path / "controls.yaml"
     again = run_cli("run", str(controls), "--out", str(run), "--resume", "--until-decided")
     assert again.returncode == 0, (again.stdout, again.stderr)
-    assert len((run / "trials.jsonl").read_text().splitlines()) == 16
+    assert len((run / "trials.jsonl").read_text().splitlines()) == 40
     replayed(run)
 
 
-def test_a_worse_candidate_fails_non_inferiority_at_look_2(tmp_path: Path) -> None:
-    gate = {"non_inferiority": 0.1, "sequential": {"spending": "pocock", "looks": 3}}
-    run, blocks = sequential_run(tmp_path, gate, ADD_BREAK, fixed=True)
+def test_a_candidate_30_points_worse_fails_non_inferiority_at_look_2(tmp_path: Path) -> None:
+    gate = {"non_inferiority": 0.02, "sequential": {"spending": "pocock", "looks": 3}}
+    run, blocks = sequential_run(tmp_path, gate, ADD_BREAK, fixed=True, shape=(30, 10, 3))
     check_stopped(run, blocks, "fail")
+    gated(run, tmp_path, 1, "FAIL")
     result = run_cli("gate", str(run))
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    assert "fail       non_inferiority cand: estimate -0.750, repeated [" in result.stdout
-    assert "gate: FAIL (exit 1)" in result.stdout
-    assert json.loads((run / "decision.json").read_text())["exit_code"] == 1
+    assert "fail       non_inferiority cand: estimate -0.300, repeated [" in result.stdout
+    case = (
+        ET.parse(tmp_path / "gate.xml")
+        .getroot()
+        .find("testsuite[@name='cand']/testcase[@name='non_inferiority']")
+    )
+    assert case is not None and case.find("failure") is not None
     replayed(run)
     looks = run / "looks.json"
     kept = looks.read_text()
@@ -150,6 +169,26 @@ def test_a_worse_candidate_fails_non_inferiority_at_look_2(tmp_path: Path) -> No
     replayed(run)
 
 
+def test_a_null_arm_spends_the_suite_and_is_not_decided(tmp_path: Path) -> None:
+    # The candidate changes nothing: every difference is 0, and 12 agreeing tasks are too few
+    # to bound the delta within 2 points either way; the run spends the suite.
+    gate = {"non_inferiority": 0.02, "sequential": {"spending": "obrien_fleming", "block": 4}}
+    run, _ = sequential_run(
+        tmp_path, gate, ADD_GOLD, fixed=False, shape=(12, 4, 0),
+        stop="sequential: stopped at look 3 of 3 (the suite spent)",
+    )  # fmt: skip
+    looks = json.loads((run / "looks.json").read_text())
+    assert [look["targets"][0]["decision"] for look in looks["looks"]] == [
+        "continue", "continue", "undecided",
+    ]  # fmt: skip
+    assert looks["looks"][-1]["targets"][0]["method"] == "exact-agreeing"
+    assert looks["stop"]["tasks_spent"] == 12 and not looks["stop"]["stopped_early"]
+    decision = gated(run, tmp_path, 5, "NOT DECIDED")
+    noninf = next(c for c in decision["criteria"] if c["name"] == "non_inferiority")
+    assert noninf["verdict"] == "undecided" and noninf["estimate"] == 0.0
+    replayed(run)
+
+
 def test_a_better_candidate_stops_at_look_2_on_celery_workers(
     tmp_path: Path, redis_server: Any
 ) -> None:
@@ -157,7 +196,7 @@ def test_a_better_candidate_stops_at_look_2_on_celery_workers(
     # so the third block is never queued, and the workers ran every trial.
     from tests.distributed_support import start_worker
 
-    gate = {"superiority": 0.0, "sequential": {"spending": "obrien_fleming", "block": BLOCK}}
+    gate = {"superiority": 0.0, "sequential": {"spending": "obrien_fleming", "block": 4}}
     worker = start_worker(redis_server, tmp_path / "worker.log", "-c", "2")
     try:
         run, blocks = sequential_run(
