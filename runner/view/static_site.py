@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runner.atomic import write_atomic
 from runner.errors import UserError
+from runner.paths import own_folder, writable
 from runner.store.rundir import VIEW_BUNDLE
 from runner.view.assets import data_script, static_files
 from runner.view.source import RunSource
@@ -36,19 +38,21 @@ def write_bundle(source: RunSource, out: Path) -> int:
         raise UserError(f"{out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not (out / "data" / "index.js").is_file():
         raise UserError(f"{out}: not empty and not a viewer bundle; give a new folder")
-    trials_dir = out / "data" / "trial"
-    trials_dir.mkdir(parents=True, exist_ok=True)
+    own_folder(out.parent, out.name, what="deltarun writes the viewer")
+    own_folder(out, "data/trial", what="deltarun writes the viewer's data")
+
+    def put(relative: str, text: str) -> None:
+        # A link a run directory ships where a page goes is refused, never written through.
+        write_atomic(writable(out, relative, what="deltarun writes a viewer page"), text.encode())
+
     for name, text in static_files().items():
-        (out / name).write_text(text, encoding="utf-8")
+        put(name, text)
     index = source.index()
     run = source.run_page()
-    (out / "data" / "index.js").write_text(
-        data_script("index", 0, {"matrix": index, "run": run}), encoding="ascii"
-    )
+    put("data/index.js", data_script("index", 0, {"matrix": index, "run": run}))
     for key in index["trials"]:
         line = int(key)
-        detail = source.trial(line)
-        (trials_dir / f"{line}.js").write_text(data_script("trial", line, detail), encoding="ascii")
+        put(f"data/trial/{line}.js", data_script("trial", line, source.trial(line)))
     return len(index["trials"])
 
 
@@ -61,7 +65,8 @@ def bundle_beside_report(run_dir: Path) -> list[str]:
         folder = str(source.meta.get("view_bundle") or "")
         if not folder:
             return []
-        count = write_bundle(source, run_dir / folder)
+        # run.json names the folder: held inside the run directory, a real folder (no link)
+        count = write_bundle(source, own_folder(run_dir, folder, what="the viewer is written"))
     except (OSError, UserError) as exc:
         return [f"viewer: not written ({exc}); `deltarun view {run_dir}` serves the same pages"]
     return [f"viewer: {run_dir / folder / 'index.html'} ({count} trials)"]

@@ -9,6 +9,7 @@ sentinel nowhere; none may wait on a FIFO or read a sparse file of terabytes.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -18,10 +19,12 @@ from tests.adversarial.test_hostile_suites import (  # noqa: F401  pkg is a fixt
     BAD,
     COMMANDS,
     Held,
+    cli,
     edit_controls,
     edit_task,
     pkg,
     refused,
+    snapshot,
 )
 
 HUGE = 1 << 40  # a sparse file of a terabyte: costs its author nothing
@@ -92,3 +95,60 @@ def test_a_scored_run_reads_a_capped_validation_only(tmp_path: Path, pkg: Path, 
     tried = "deltarun run, channel scored, suite/validation.json a FIFO"
     needles = ("validation.json", "not a regular file")
     refused(tmp_path, held, "suite file: validation.json a FIFO", tried, args, *needles, codes=(1,))
+
+
+def _view_links_out(run: Path, out: Path) -> None:
+    (run / "view").symlink_to(out / "work", target_is_directory=True)
+
+
+def _bundle_climbs(run: Path, out: Path) -> None:
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, "view_bundle": "../outside/work"}))
+
+
+def _bundle_absolute(run: Path, out: Path) -> None:
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, "view_bundle": str(out / "viewer")}))
+
+
+def _page_links_out(run: Path, out: Path) -> None:
+    (run / "view").mkdir()
+    (run / "view" / "index.html").symlink_to(out / "secret.txt")
+
+
+def _data_links_out(run: Path, out: Path) -> None:
+    (run / "view" / "data").mkdir(parents=True)
+    (run / "view" / "data" / "index.js").write_text("")
+    (run / "view" / "data" / "trial").symlink_to(out / "work", target_is_directory=True)
+
+
+VIEWER = {
+    "view/ a link out": _view_links_out,
+    "run.json view_bundle ../": _bundle_climbs,
+    "run.json view_bundle absolute": _bundle_absolute,
+    "view/index.html a link out": _page_links_out,
+    "view/data/trial a link out": _data_links_out,
+}
+
+
+@pytest.mark.parametrize("attack", sorted(VIEWER))
+def test_report_writes_the_viewer_only_into_the_run_directory(
+    tmp_path: Path, pkg: Path, held: Held, attack: str
+) -> None:
+    """`deltarun report RUN_DIR` of someone else's run directory (a kit's run/): the viewer
+    pages go into its own real folder, never through a link it ships nor where run.json's
+    view_bundle climbs to. The report is still written; the viewer is one line saying why
+    not."""
+    from tests.test_report_input import make_run
+
+    run = make_run(pkg)
+    out = tmp_path / "outside"
+    VIEWER[attack](run, out)
+    before = snapshot(tmp_path)
+    result = cli(tmp_path, "report", str(run))
+    said = [line for line in result.stdout.splitlines() if line.startswith("viewer:")]
+    held(f"run directory: {attack}", f"deltarun report on a run whose {attack}", said[0][:200])
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert len(said) == 1 and "not written" in said[0], result.stdout
+    assert snapshot(tmp_path) == before
+    assert not (out / "viewer").exists() and not any((out / "work").iterdir())
