@@ -25,7 +25,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path, PurePath, PurePosixPath
 
-from runner.errors import SuitePathError
+from runner.errors import SuitePathError, UserError
 
 # The uid (and gid) an agent runs as in every sandbox; its workspace files are owned by it.
 AGENT_UID = 1000
@@ -163,3 +163,22 @@ def own_folder(base: Path, relative: str, *, what: str) -> Path:
         raise SuitePathError(f"{path}: not a folder, where {what}; remove it")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def new_folder(out: Path, *, option: str = "--out") -> None:
+    """``out`` (a folder deltarun writes whole: an import's suite) is new or an empty real
+    folder. A link there is refused (``SuitePathError``, exit 2), whatever it points at: the
+    folder is made beside it and renamed into place, never written through a link a
+    downloaded kit may ship where the user points ``option``; anything else there is a
+    ``UserError``."""
+    try:
+        mode = out.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise SuitePathError(
+            f"{option} {out}: a symbolic link (to {os.readlink(out)}); deltarun writes a new "
+            f"folder there, never through a link: pass a new {option} directory"
+        )
+    if not stat.S_ISDIR(mode) or any(out.iterdir()):
+        raise UserError(f"{out}: exists and is not empty; pass a new {option} directory")

@@ -29,6 +29,7 @@ import yaml
 from runner.config.controls import Controls
 from runner.config.loader import parse_controls
 from runner.errors import UserError
+from runner.paths import new_folder
 from runner.seedkits.seed_arms import GivenArm, arm_list, copy_arms
 from runner.suite.load import parse_task_line
 
@@ -95,8 +96,7 @@ def controls_text(plan: Plan, document: dict[str, Any]) -> str:
 
 def check_out(out: Path) -> None:
     """``out`` is new or an empty folder (checked first, and again before writing)."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(f"{out}: exists and is not empty; pass a new --out directory")
+    new_folder(out)
 
 
 @contextmanager
@@ -108,6 +108,7 @@ def staged(out: Path) -> Iterator[Path]:
     work = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.part-"))
     try:
         yield work
+        check_out(out)  # again: nothing took its place meanwhile
         if out.exists():
             out.rmdir()
         os.replace(work, out)

@@ -38,7 +38,7 @@ import yaml
 from runner.bounded_input import YamlBounds, load_yaml
 from runner.bounded_json import BoundsError, loads_bounded
 from runner.errors import UserError
-from runner.paths import inside
+from runner.paths import inside, new_folder
 from runner.swebench.from_images import FromImages, set_images, sources
 from runner.swebench.import_envs import make_environments, read_specs, read_text, suite_image
 from runner.swebench.instances import Instance, instance_of, parse_instances
@@ -156,8 +156,7 @@ def import_swebench(options: ImportOptions, say: Callable[[str], None]) -> Impor
     instances = load_instances(options.instances)
     predictions = _predictions(options, instances)
     control = _control(options, [name for name, _ in options.predictions])
-    if options.out.exists() and any(options.out.iterdir()):
-        raise UserError(f"{options.out}: exists and is not empty; pass a new --out directory")
+    new_folder(options.out)
     if options.dockerfile_template is not None and options.environment is not None:
         raise UserError("give --environment or --dockerfile-template, not both")
     if options.dockerfile_template is not None and not options.dockerfile_template.is_file():
@@ -171,6 +170,7 @@ def import_swebench(options: ImportOptions, say: Callable[[str], None]) -> Impor
         work = Path(tempfile.mkdtemp(dir=options.out.parent, prefix=f".{options.out.name}.part-"))
         try:
             result = _write(options, taken, predictions, control, work, say, specs)
+            new_folder(options.out)  # again: nothing took its place meanwhile
             if options.out.exists():
                 options.out.rmdir()
             os.replace(work, options.out)

@@ -152,3 +152,37 @@ def test_report_writes_the_viewer_only_into_the_run_directory(
     assert len(said) == 1 and "not written" in said[0], result.stdout
     assert snapshot(tmp_path) == before
     assert not (out / "viewer").exists() and not any((out / "work").iterdir())
+
+
+def _seed_kit(pkg: Path, out: Path) -> list[str]:
+    from tests.test_seed_import import build_kit
+
+    return ["import", "seed004", str(build_kit(pkg))]
+
+
+def _swebench(pkg: Path, out: Path) -> list[str]:
+    from tests.adversarial.test_hostile_suites import _instance
+
+    (pkg / "instances.jsonl").write_text(json.dumps(_instance("owner/name")) + "\n")
+    return ["import", "swebench", str(pkg / "instances.jsonl"), "--repos", str(pkg)]
+
+
+IMPORTS = {"seed004": _seed_kit, "swebench": _swebench}
+
+
+@pytest.mark.parametrize("target", ["an empty folder", "nothing"])
+@pytest.mark.parametrize("kind", sorted(IMPORTS))
+def test_an_import_never_writes_its_suite_through_an_out_link(
+    tmp_path: Path, pkg: Path, held: Held, kind: str, target: str
+) -> None:
+    """The kit ships a link where the user points --out (inside the kit): the import makes
+    its folder beside it and would rename it onto the link, or write into the folder the
+    link names. Refused in one line naming the option, exit 2."""
+    out = tmp_path / "outside"
+    args = IMPORTS[kind](pkg, out)
+    (out / "empty").mkdir()
+    (pkg / "out").symlink_to(out / ("empty" if target == "an empty folder" else "new"))
+    tried = f"deltarun import {kind} --out KIT/out, a link to {target} outside"
+    attack = f"import: --out a link to {target}"
+    refused(tmp_path, held, attack, tried, [*args, "--out", str(pkg / "out")], "--out", "link")
+    assert not (out / "new").exists() and not any((out / "empty").iterdir())
