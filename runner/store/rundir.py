@@ -41,15 +41,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
 from runner.atomic import write_atomic
+from runner.bounded_input import open_regular, read_capped, sha256_capped
+from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 from runner.config.controls import Controls
-from runner.config.loader import parse_controls
+from runner.config.loader import CONTROLS_MAX_BYTES, parse_controls
 from runner.errors import ProtocolMismatch, UserError
-from runner.hashing import sha256_bytes, sha256_file
+from runner.hashing import sha256_bytes
+from runner.paths import inside
 from runner.records import ScoredTrial, Trial
 
 RUN_FILE = "run.json"
@@ -58,6 +61,9 @@ DUPLICATES = "trials.duplicates.jsonl"
 SESSIONS = "sessions"
 TASK_TEXTS = "task_texts.jsonl"
 TASK_TEXTS_BYTES = 64 << 20  # of task_texts.jsonl read back (a run directory is input)
+RUN_FILE_BOUNDS = JsonBounds(max_bytes=64 << 20, max_items=10_000_000)  # run.json read back
+LEDGER_BYTES = 1 << 40  # a ledger read or hashed: a regular file (not a FIFO), within this
+RECORD_BYTES = 256 << 20  # one ledger line read back
 TASK_TEXTS_LINES = 200_000
 VIEW_BUNDLE = "view"  # RunMeta.view_bundle of a new run
 
@@ -133,6 +139,20 @@ def texts_of(lines: Sequence[str]) -> dict[str, TaskText]:
     return texts
 
 
+def _lines(raw: BinaryIO, path: Path) -> Iterator[str]:
+    """The ledger's lines as text, each read within ``RECORD_BYTES`` (a run directory is
+    input: one endless line is refused, not held in memory)."""
+    number = 0
+    while line := raw.readline(RECORD_BYTES + 1):
+        number += 1
+        if len(line) > RECORD_BYTES:
+            raise UserError(f"{path}:{number}: a record over {RECORD_BYTES} bytes; not a ledger")
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{path}:{number}: not UTF-8 ({exc.reason})") from None
+
+
 def new_run_id(protocol_id: str, now: datetime) -> str:
     return f"{protocol_id}-{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
 
@@ -146,10 +166,20 @@ class RunDir:
         self._recorded: set[str] | None = None
         self.line_of: dict[str, int] = {}  # job id → ledger line, for error messages
 
+    def _input(self, name: str) -> Path:
+        """A file of the run directory read as input (a baseline, a kit's run, a replay):
+        held inside it, no link out (``paths.inside``)."""
+        return inside(self.path, name, file=self.path, field=name)
+
     def stored_controls(self) -> Controls:
         """The controls the run was started with (``controls.yaml`` kept in the run)."""
         path = self.path / "controls.yaml"
-        return parse_controls(path.read_text(encoding="utf-8"), str(path))
+        try:
+            data = read_capped(self._input("controls.yaml"), CONTROLS_MAX_BYTES, "controls")
+            text = data.decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: cannot read the controls the run kept ({exc})") from exc
+        return parse_controls(text, str(path))
 
     @property
     def ledger_path(self) -> Path:
@@ -160,11 +190,12 @@ class RunDir:
 
     def meta(self) -> RunMeta:
         try:
-            data = json.loads((self.path / RUN_FILE).read_text(encoding="utf-8"))
+            raw = read_capped(self._input(RUN_FILE), RUN_FILE_BOUNDS.max_bytes, RUN_FILE)
+            data = loads_bounded(raw, RUN_FILE_BOUNDS)
             return RunMeta(**{"view_bundle": "", **data})  # absent: written before the field
         except FileNotFoundError as exc:
             raise UserError(f"{self.path}: not a run directory (no {RUN_FILE})") from exc
-        except (json.JSONDecodeError, TypeError) as exc:
+        except (BoundsError, TypeError, OSError) as exc:
             raise UserError(f"{self.path / RUN_FILE}: unreadable run metadata ({exc})") from exc
 
     def create(self, meta: RunMeta, controls_bytes: bytes, texts: Sequence[TaskText] = ()) -> None:
@@ -229,8 +260,8 @@ class RunDir:
             raise UserError(
                 f"{path}: missing; this run directory has no ledger (restore it from a copy)"
             )
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
+        with open_regular(self._input(LEDGER), LEDGER_BYTES, "a ledger") as raw:
+            for number, line in enumerate(_lines(raw, path), start=1):
                 if not line.endswith("\n"):
                     raise UserError(
                         f"{path}:{number}: truncated record (a crash mid-write?); "
@@ -323,7 +354,7 @@ class RunDir:
 
     def ledger_sha256(self) -> str:
         try:
-            return sha256_file(self.ledger_path)
+            return sha256_capped(self._input(LEDGER), LEDGER_BYTES, "a ledger")
         except FileNotFoundError as exc:
             raise UserError(
                 f"{self.ledger_path}: missing; this run directory has no ledger "

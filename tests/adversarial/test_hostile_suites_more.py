@@ -186,3 +186,56 @@ def test_an_import_never_writes_its_suite_through_an_out_link(
     attack = f"import: --out a link to {target}"
     refused(tmp_path, held, attack, tried, [*args, "--out", str(pkg / "out")], "--out", "link")
     assert not (out / "new").exists() and not any((out / "empty").iterdir())
+
+
+def _kit_run_links_out(run: Path, kit: Path, out: Path) -> None:
+    (out / "run").symlink_to(run, target_is_directory=True)
+    (kit / "run").symlink_to(out / "run", target_is_directory=True)
+
+
+def _controls_fifo(run: Path, kit: Path, out: Path) -> None:
+    (run / "controls.yaml").unlink()
+    os.mkfifo(run / "controls.yaml")
+
+
+def _controls_links_out(run: Path, kit: Path, out: Path) -> None:
+    (out / "controls.yaml").write_bytes((run / "controls.yaml").read_bytes())
+    (run / "controls.yaml").unlink()
+    (run / "controls.yaml").symlink_to(out / "controls.yaml")
+
+
+def _ledger_fifo(run: Path, kit: Path, out: Path) -> None:
+    (run / "trials.jsonl").unlink()
+    os.mkfifo(run / "trials.jsonl")
+
+
+BASELINES = {
+    # (make it, the command's tail, exit code, what the line names)
+    "kit run/ a link out": (_kit_run_links_out, "gate", 2, "run/"),
+    "controls.yaml a FIFO": (_controls_fifo, "gate", 1, "not a regular file"),
+    "controls.yaml a link out": (_controls_links_out, "gate", 2, "symbolic link"),
+    "trials.jsonl a FIFO (replay)": (_ledger_fifo, "replay", 1, "not a regular file"),
+    "trials.jsonl a FIFO (gate)": (_ledger_fifo, "gate", 1, "trials.jsonl"),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(BASELINES))
+def test_a_run_directory_read_as_input_is_held_and_bounded(
+    tmp_path: Path, pkg: Path, held: Held, attack: str
+) -> None:
+    """Another run directory read as input (gate --baseline KIT, replay of a downloaded
+    run): its files are regular, capped and inside it; a FIFO is not waited on."""
+    from tests.test_report_input import make_run
+
+    ours = make_run(tmp_path / "mine")
+    base = make_run(pkg)
+    kit = pkg / "kit"
+    kit.mkdir()
+    make, command, code, needle = BASELINES[attack]
+    make(base, kit, tmp_path / "outside")
+    target = kit if "kit" in attack else base
+    args = ["gate", str(ours), "--baseline", str(target), "--non-inferiority", "0.05"]
+    if command == "replay":
+        args = ["replay", str(target)]
+    tried = f"deltarun {command} with a run directory whose {attack}"
+    refused(tmp_path, held, f"run directory: {attack}", tried, args, needle, codes=(code,))
