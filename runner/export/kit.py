@@ -56,16 +56,17 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.bounded_input import open_regular, read_capped
 from runner.config.arms import CommandAgent, PatchAgent
 from runner.config.controls import Controls
-from runner.config.loader import load_controls, parse_controls
+from runner.config.loader import CONTROLS_MAX_BYTES, load_controls, parse_controls
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.export.kit_files import KitInput, kit_readme, replay_script
 from runner.hashing import sha256_bytes
 from runner.paths import inside
 from runner.records import GitRepo, RepoTask, Task
 from runner.store.rundir import LEDGER, RUN_FILE, TASK_TEXTS, RunDir, RunMeta
-from runner.suite.lines import lines_of
+from runner.suite.lines import TASKS_MAX_BYTES, lines_of
 from runner.suite.load import load_suite, task_of
 from runner.suite.sealing import VALIDATION_NAME
 from runner.trees.archives import members_from_dir, tree_digest
@@ -74,6 +75,7 @@ EVIDENCE = "run"
 SCRIPT = "replay.sh"
 README = "README.md"
 RESERVED = (EVIDENCE, SCRIPT, README)
+INPUT_MAX_BYTES = 16 << 30  # one file the kit copies: a regular file, within this
 EVIDENCE_FILES = (
     RUN_FILE,
     "controls.yaml",
@@ -142,7 +144,10 @@ class _Staging:
         digest = hashlib.sha256()
         tmp = path.with_name(path.name + ".export-tmp")
         try:
-            with ref.original.open("rb") as source, tmp.open("wb") as sink:
+            with (  # suite input: a regular file (a FIFO is not waited on)
+                open_regular(ref.original, INPUT_MAX_BYTES, ref.what) as source,
+                tmp.open("wb") as sink,
+            ):
                 while chunk := source.read(_CHUNK):
                     digest.update(chunk)
                     sink.write(chunk)
@@ -173,8 +178,9 @@ def export_kit(run_dir: RunDir, kit: Path, controls_path: Path | None = None) ->
     """Write the kit of ``run_dir`` into ``kit`` (new or empty); see the module docstring."""
     meta = run_dir.meta()
     stored = run_dir.path / "controls.yaml"
-    try:
-        controls_bytes = stored.read_bytes()
+    try:  # a run directory is input: held inside it, capped
+        held = inside(run_dir.path, "controls.yaml", file=run_dir.path, field="controls.yaml")
+        controls_bytes = read_capped(held, CONTROLS_MAX_BYTES, "controls")
         controls = parse_controls(controls_bytes.decode("utf-8"), str(stored))
     except FileNotFoundError as exc:
         raise UserError(f"{stored}: missing; a run directory keeps the controls as run") from exc
@@ -266,7 +272,7 @@ def _read_suite(
     rel = posixpath.normpath(controls.suite.file)
     ref = KitInput("suite.file (tasks.jsonl)", rel, original, meta.suite_sha256)
     try:
-        data = original.read_bytes()
+        data = read_capped(original, TASKS_MAX_BYTES, "tasks.jsonl")
     except FileNotFoundError as exc:
         raise UserError(
             f"{original}: tasks file not found; restore the suite or pass --controls where "
@@ -431,7 +437,10 @@ def _copy_evidence(staging: _Staging, run_dir: RunDir) -> list[str]:
         source = run_dir.path / name
         if not source.is_file():
             continue
-        staging.put_bytes(f"{EVIDENCE}/{name}", source.read_bytes(), f"{source}")
+        # A link out of the run directory (report.md to a key file) is refused, not copied.
+        held = inside(run_dir.path, name, file=run_dir.path, field=name)
+        data = read_capped(held, INPUT_MAX_BYTES, "evidence")
+        staging.put_bytes(f"{EVIDENCE}/{name}", data, f"{source}")
         copied.append(name)
     return copied
 

@@ -239,3 +239,25 @@ def test_a_run_directory_read_as_input_is_held_and_bounded(
         args = ["replay", str(target)]
     tried = f"deltarun {command} with a run directory whose {attack}"
     refused(tmp_path, held, f"run directory: {attack}", tried, args, needle, codes=(code,))
+
+
+@pytest.mark.parametrize("attack", ["report.md a link out", "hidden archive a FIFO"])
+def test_export_copies_only_regular_files_held_inside(
+    tmp_path: Path, pkg: Path, held: Held, attack: str
+) -> None:
+    """`deltarun export` of someone else's run: a link in the run directory to a file of the
+    user's (report.md to a key) would be copied into a kit meant to be shared; a FIFO in
+    the suite would be waited on."""
+    from tests.adversarial.test_hostile_suites import _prepared_run
+
+    run = _prepared_run(pkg)
+    if attack.startswith("report.md"):
+        (run / "report.md").symlink_to(tmp_path / "outside" / "secret.txt")
+        needles, code = ("report.md", "symbolic link"), 2
+    else:
+        _hidden_fifo(pkg)
+        needles, code = ("hidden/t1.tar", "not a regular file"), 1
+    args = ["export", str(run), "--kit", str(tmp_path / "kit")]
+    tried = f"deltarun export of a run whose {attack}"
+    refused(tmp_path, held, f"export: {attack}", tried, args, *needles, codes=(code,))
+    assert not (tmp_path / "kit").exists()
