@@ -168,14 +168,18 @@ def test_the_gate_reads_the_scorers_t_interval_which_scipy_reproduces() -> None:
 
 
 def cost_row(arm: str, *, live: bool = True, priced: int = 10, usd: float = 2.0, passes: int = 4):
-    return ArmCost(arm, live, 10, priced, usd, passes)
+    """Ten trials on ten tasks, ``usd`` spread evenly, the first ``passes`` tasks passed."""
+    tasks = tuple((f"t{i}", usd / 10, int(i < passes)) for i in range(10))
+    return ArmCost(arm, live, 10, priced, usd, passes, tasks)
 
 
 @pytest.mark.parametrize(
     ("row", "verdict", "estimate"),
     [
-        (cost_row("cand", usd=2.0, passes=4), Verdict.PASS, 0.5),
-        (cost_row("cand", usd=2.4, passes=4), Verdict.FAIL, 0.6),
+        (cost_row("cand", usd=4.0, passes=10), Verdict.PASS, 0.4),  # $0.40 each, every time
+        (cost_row("cand", usd=6.0, passes=10), Verdict.FAIL, 0.6),
+        (cost_row("cand", usd=2.0, passes=4), Verdict.UNDECIDED, 0.5),  # 0.5 but 4 passes
+        (cost_row("cand", usd=1.6, passes=8), Verdict.PASS, 0.2),  # [0.15, 0.32]
         (cost_row("cand", usd=2.0, passes=0), Verdict.FAIL, math.inf),
         (cost_row("cand", usd=0.0, passes=0, priced=10), Verdict.MISSING, None),
         (cost_row("cand", priced=9), Verdict.MISSING, None),
@@ -183,18 +187,28 @@ def cost_row(arm: str, *, live: bool = True, priced: int = 10, usd: float = 2.0,
     ],
 )
 def test_cost_per_pass(row: ArmCost, verdict: Verdict, estimate: float | None) -> None:
+    # On the interval over tasks: $0.50 a pass observed on 4 passes of 10 is undecided
+    # against $0.50 (Fieller: [0.26, 6.5]), $0.20 on 8 passes of 10 is below it.
     table = CostTable((cost_row(CONTROL), row), None)
     (found,) = only({"cost_per_pass_max": 0.5}, cost=table)
-    assert (found.verdict, found.estimate, found.threshold) == (verdict, estimate, 0.5)
+    assert found.verdict is verdict and found.threshold == 0.5
+    assert found.estimate == (None if estimate is None else pytest.approx(estimate))
+    if verdict in (Verdict.PASS, Verdict.UNDECIDED) or estimate == pytest.approx(0.6):
+        assert found.low is not None and found.high is not None and found.n == 10
+        assert found.low <= found.estimate <= found.high
 
 
 def test_cost_ratio_against_the_control_and_nothing_priced() -> None:
-    control = cost_row(CONTROL, usd=1.0, passes=4)  # $0.25 a pass
-    table = CostTable((control, cost_row("cand", usd=1.5, passes=4)), None)
-    (found,) = only({"cost_ratio_max": 1.5}, cost=table)
+    control = cost_row(CONTROL, usd=1.0, passes=10)  # $0.10 a pass on every task
+    table = CostTable((control, cost_row("cand", usd=1.5, passes=10)), None)
+    (found,) = only({"cost_ratio_max": 1.6}, cost=table)
     assert (found.verdict, found.estimate) == (Verdict.PASS, pytest.approx(1.5))
     (found,) = only({"cost_ratio_max": 1.4}, cost=table)
     assert found.verdict is Verdict.FAIL
+    noisy = CostTable((control, cost_row("cand", usd=1.5, passes=4)), None)
+    (found,) = only({"cost_ratio_max": 4.0}, cost=noisy)  # 3.75 observed, 4 passes of 10
+    assert found.verdict is Verdict.UNDECIDED and found.estimate == pytest.approx(3.75)
+    assert found.low is not None and found.high is not None and found.low < 4.0 < found.high
     unpriced_control = CostTable((cost_row(CONTROL, priced=0), cost_row("cand")), None)
     (found,) = only({"cost_ratio_max": 2}, cost=unpriced_control)
     assert found.verdict is Verdict.MISSING and found.detail.startswith("control:")

@@ -27,6 +27,8 @@ class ArmCost:
     priced: int  # trials with a cost
     usd: float  # the priced trials' total
     passes: int
+    # Per task: (task id, dollars of its priced trials, passes), for the gate's intervals
+    tasks: tuple[tuple[str, float, int], ...] = ()
 
     @property
     def status(self) -> str:
@@ -66,22 +68,27 @@ def cost_table(
     if not controls.prices and not any(t.cost_usd is not None for t in trials):
         return None
     live = {leg.name for leg in controls.legs() if controls.model_route(leg.arm.agent)}
-    rows = []
-    for arm in arms:
-        mine = [t for t in trials if t.arm == arm]
-        priced = [t.cost_usd for t in mine if t.cost_usd is not None]
-        rows.append(
-            ArmCost(
-                arm,
-                arm in live,
-                len(mine),
-                len(priced),
-                float(sum(priced)),
-                sum(1 for t in mine if t.passed),
-            )
-        )
+    rows = [arm_cost(arm, arm in live, [t for t in trials if t.arm == arm]) for arm in arms]
     budget = controls.budget.run_usd if controls.budget else None
     return CostTable(tuple(rows), budget)
+
+
+def arm_cost(arm: str, live: bool, trials: Sequence[Record]) -> ArmCost:
+    """One arm's cost row from its trials, with each task's dollars and passes."""
+    priced = [t.cost_usd for t in trials if t.cost_usd is not None]
+    per_task: dict[str, tuple[float, int]] = {}
+    for t in trials:
+        usd, passes = per_task.get(t.task_id, (0.0, 0))
+        per_task[t.task_id] = (usd + (t.cost_usd or 0.0), passes + int(t.passed))
+    return ArmCost(
+        arm,
+        live,
+        len(trials),
+        len(priced),
+        float(sum(priced)),
+        sum(1 for t in trials if t.passed),
+        tuple((task, usd, passes) for task, (usd, passes) in per_task.items()),
+    )
 
 
 def dollars(value: float | None) -> str:

@@ -8,9 +8,11 @@ Every criterion ends ``pass``, ``fail``, ``undecided`` or ``missing``, with its 
   it, fail when the upper bound is below it, and are undecided while the interval
   straddles it (the rule of ``runner.evidence.sequential.decide`` at a single, final look:
   each side is a one-sided 97.5% bound). No pair, or no interval: missing;
-- cost per pass and its ratio to the control's are the priced totals over the passes
-  (``runner.report.cost``), compared as observed; an arm not fully priced, or no model
-  behind it, is missing; priced dollars with no pass fail;
+- cost per pass and its ratio to the control's (paired by task) read their 95% interval
+  over tasks (``runner.evidence.cost_bounds``): pass when the upper bound is at most the
+  limit, fail when the lower bound is above it, undecided between; an arm not fully
+  priced, no model behind it, or fewer than two tasks is missing; priced dollars with no
+  pass fail;
 - the error ceiling compares each gated arm's, and the control's, infrastructure error
   rate as observed; an arm without trials is missing;
 - preconditions: a withheld headline fails, and so does each required checklist row that
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from runner.config.gate_spec import GateSpec
+from runner.evidence.cost_bounds import CostInterval, per_pass_interval, per_pass_ratio_interval
 from runner.evidence.scoring import PairedDelta, Scores
 from runner.evidence.sequential import Decision
 from runner.evidence.stopping import Look, TargetLook
@@ -268,19 +271,60 @@ def _delta_criteria(
 def _cost_criteria(
     spec: GateSpec, arm: str, control: str, cost: CostTable | None
 ) -> list[Criterion]:
+    """Cost per pass and its ratio to the control's, each on its 95% interval over tasks
+    (``runner.evidence.cost_bounds``): pass when the upper bound is at most the limit, fail
+    when the lower bound is above it, undecided between; missing when the arm (or the
+    control) is not priced whole, or there is no interval (fewer than two tasks)."""
     if spec.cost_per_pass_max is None and spec.cost_ratio_max is None:
         return []
     rows = {} if cost is None else {a.arm: a for a in cost.arms}
     mine, why = _per_pass(rows.get(arm))
     found = []
     if spec.cost_per_pass_max is not None:
-        n = rows[arm].passes if arm in rows else 0
-        found.append(at_most("cost_per_pass_max", arm, mine, spec.cost_per_pass_max, n, why))
+        limit = spec.cost_per_pass_max
+        name = "cost_per_pass_max"
+        if mine is None or math.isinf(mine):  # unpriced, or dollars spent and no pass
+            n = rows[arm].passes if arm in rows else 0
+            found.append(at_most(name, arm, mine, limit, n, why))
+        else:
+            tasks = [(usd, float(passes)) for _, usd, passes in rows[arm].tasks]
+            interval = per_pass_interval(tasks)
+            found.append(_by_cost_interval(name, arm, interval, limit, "fieller, over tasks"))
     if spec.cost_ratio_max is not None:
         theirs, their_why = _per_pass(rows.get(control))
         ratio, reason = _ratio(mine, why, theirs, their_why)
-        found.append(at_most("cost_ratio_max", arm, ratio, spec.cost_ratio_max, 0, reason))
+        limit, name = spec.cost_ratio_max, "cost_ratio_max"
+        if ratio is None or ratio == 0.0 or math.isinf(ratio) or mine == theirs == 0.0:
+            found.append(at_most(name, arm, ratio, limit, 0, reason))
+        else:
+            theirs_by_task = {task: (usd, passes) for task, usd, passes in rows[control].tasks}
+            pairs = [
+                (usd, float(passes), theirs_by_task[task][0], float(theirs_by_task[task][1]))
+                for task, usd, passes in rows[arm].tasks
+                if task in theirs_by_task
+            ]
+            interval = per_pass_ratio_interval(pairs)
+            method = "log-delta, paired by task"
+            found.append(_by_cost_interval(name, arm, interval, limit, method))
     return found
+
+
+def _by_cost_interval(
+    name: str, arm: str, interval: CostInterval | None, limit: float, method: str
+) -> Criterion:
+    if interval is None:
+        why = "no interval: fewer than two tasks, or a side with no pass or no dollars"
+        return Criterion(name, arm, Verdict.MISSING, limit, detail=why)
+    if interval.high <= limit:
+        verdict = Verdict.PASS
+    elif interval.low > limit:
+        verdict = Verdict.FAIL
+    else:
+        verdict = Verdict.UNDECIDED
+    return Criterion(
+        name, arm, verdict, limit, interval.estimate, interval.low, interval.high, interval.n,
+        method,
+    )  # fmt: skip
 
 
 def _ratio(

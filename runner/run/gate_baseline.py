@@ -22,6 +22,7 @@ from runner.evidence.scoring import Scores, paired_delta, summarise
 from runner.paths import inside
 from runner.records import TaskKind
 from runner.report.assemble import checked_records
+from runner.report.cost import ArmCost, arm_cost
 from runner.store.rundir import RunDir
 
 BASELINE_LABEL = "baseline"
@@ -114,6 +115,18 @@ def baseline_scores(run: RunDir, base: Baseline) -> list[Scores]:
             )
         )
     return found
+
+
+def baseline_costs(base: Baseline) -> list[ArmCost]:
+    """The cost row of each baseline arm a pair names, under its name in the decision
+    (``control_name``), for the gate's ``cost_ratio_max`` against the baseline."""
+    meta, controls = base.run.meta(), base.run.stored_controls()
+    records = checked_records(base.run, meta, controls)
+    live = {leg.name for leg in controls.legs() if controls.model_route(leg.arm.agent)}
+    return [
+        arm_cost(control_name(arm_a), arm_a in live, [t for t in records if t.arm == arm_a])
+        for arm_a in dict.fromkeys(base.pairs.values())
+    ]
 
 
 def baseline_head(base: Baseline) -> dict[str, Any]:

@@ -32,7 +32,13 @@ from runner.report.gate_decision import (
     decide,
 )
 from runner.report.gate_formats import decision_json, junit_xml, lines, summary_markdown
-from runner.run.gate_baseline import Baseline, baseline_head, baseline_scores, check_baseline
+from runner.run.gate_baseline import (
+    Baseline,
+    baseline_costs,
+    baseline_head,
+    baseline_scores,
+    check_baseline,
+)
 from runner.run.looks_file import checked_looks, last_look_for, targets_of
 from runner.run.report_files import replay
 from runner.store.rundir import RunDir
@@ -103,6 +109,8 @@ def _against(
     checklist gives the preconditions, once."""
     criteria: list[Criterion] = []
     tasks: list[ArmTasks] = []
+    if cost is not None:  # the baseline arms' dollars beside RUN_B's, for cost_ratio_max
+        cost = CostTable((*cost.arms, *baseline_costs(base)), cost.run_budget_usd)
     for index, scores in enumerate(baseline_scores(run, base)):
         arm = scores.summaries[1].arm
         one = decide(spec.model_copy(update={"arms": [arm]}), scores, built.rows,
