@@ -13,7 +13,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
 from runner.atomic import write_atomic
+from runner.bounded_input import read_capped
+from runner.config.loader import CONTROLS_MAX_BYTES
 from runner.errors import DigestMismatch, UserError
+from runner.paths import writable
 from runner.run.agent_images import Layered
 from runner.run.service import RunService
 
@@ -42,7 +45,10 @@ def pin_artifacts(controls: Path, digests: dict[int, str]) -> int:
     rt = YAML(typ="rt")
     rt.preserve_quotes = True
     rt.width = sys.maxsize
-    text = controls.read_text(encoding="utf-8")
+    try:  # loaded within bounds before (RunService.layer_agents): read again, capped
+        text = read_capped(controls, CONTROLS_MAX_BYTES, "a controls file").decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{controls}: cannot read the controls file ({exc})") from exc
     data = rt.load(text)
     arms = data.get("arms") if isinstance(data, CommentedMap) else None
     changed = 0
@@ -56,7 +62,8 @@ def pin_artifacts(controls: Path, digests: dict[int, str]) -> int:
     if changed:
         buffer = io.StringIO()
         rt.dump(data, buffer)
-        write_atomic(controls, buffer.getvalue().encode("utf-8"))
+        where = writable(controls.parent, controls.name, what="deltarun pins the artifacts")
+        write_atomic(where, buffer.getvalue().encode("utf-8"))
     return changed
 
 

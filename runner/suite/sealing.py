@@ -278,8 +278,9 @@ def write_controls(path: Path, text: str) -> None:
 
 def _write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` atomically: an interrupted write leaves the old file."""
+    where = writable(path.parent, path.name, what="deltarun pins the controls")  # no link
     try:
-        write_atomic(path, text.encode("utf-8"))
+        write_atomic(where, text.encode("utf-8"))
     except OSError as exc:
         raise UserError(f"{path}: cannot write the controls file ({exc})") from exc
 

@@ -16,8 +16,10 @@ from pathlib import Path
 import yaml
 
 from runner.atomic import write_atomic
-from runner.config.loader import load_controls
+from runner.bounded_input import load_yaml, read_capped
+from runner.config.loader import CONTROLS_MAX_BYTES, load_controls
 from runner.grading.validation import Verdict
+from runner.paths import writable
 from runner.run.service import RunService
 from runner.run.validate import validate
 from runner.suite.sealing import seal_target
@@ -96,8 +98,9 @@ def seal_and_validate(
 
 def write_exclude(controls: Path, task_ids: list[str]) -> None:
     """Put ``task_ids`` into the imported controls' ``suite.exclude`` (kept comments first)."""
-    text = controls.read_text(encoding="utf-8")
+    where = writable(controls.parent, controls.name, what="deltarun writes suite.exclude")
+    text = read_capped(where, CONTROLS_MAX_BYTES, "a controls file").decode("utf-8")
     header = "".join(line for line in text.splitlines(keepends=True) if line.startswith("#"))
-    document = yaml.safe_load(text)
+    document = load_yaml(text)  # the import wrote it; read within bounds all the same
     document["suite"]["exclude"] = task_ids
-    write_atomic(controls, (header + yaml.safe_dump(document, sort_keys=False)).encode())
+    write_atomic(where, (header + yaml.safe_dump(document, sort_keys=False)).encode())

@@ -261,3 +261,28 @@ def test_export_copies_only_regular_files_held_inside(
     tried = f"deltarun export of a run whose {attack}"
     refused(tmp_path, held, f"export: {attack}", tried, args, *needles, codes=(code,))
     assert not (tmp_path / "kit").exists()
+
+
+def test_every_writer_of_the_controls_refuses_a_link(tmp_path: Path) -> None:
+    """Each place that rewrites a controls file (seal's and build's pins, build's artifacts,
+    an import's exclusions) checks the file itself, not only its caller: a link there is
+    refused, the file it names left as it was."""
+    from runner.errors import SuitePathError
+    from runner.run.agent_build import pin_artifacts
+    from runner.suite.sealing import write_controls
+    from runner.swebench.workflow import write_exclude
+
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("arms: [{agent: {}}]\nsuite: {}\n")
+    link = tmp_path / "controls.yaml"
+    link.symlink_to(secret)
+    writers = {
+        "write_controls": lambda: write_controls(link, "x: 1\n"),
+        "pin_artifacts": lambda: pin_artifacts(link, {0: "0" * 64}),
+        "write_exclude": lambda: write_exclude(link, ["t1"]),
+    }
+    for name, write in writers.items():
+        with pytest.raises(SuitePathError, match="symbolic link"):
+            write()
+        assert secret.read_text() == "arms: [{agent: {}}]\nsuite: {}\n", name
