@@ -72,7 +72,7 @@ sys.path.insert(0, str(ROOT))
 from bench import smoke  # noqa: E402
 from bench.bench_worker import BENCH_TASK  # noqa: E402
 from bench.dispatch import JOB_KEY, VENV, Reached, answer_suite, broker_of  # noqa: E402
-from runner.distributed import keys  # noqa: E402
+from runner.distributed import blob_gc, keys  # noqa: E402
 from runner.distributed.celery_app import make_app  # noqa: E402
 from runner.distributed.coordinator import _Coordinator  # noqa: E402
 from runner.errors import RunInterrupted  # noqa: E402
@@ -371,6 +371,7 @@ class Fleet:
     memory_before: int
     memory_peak: int
     memory_after: int
+    memory_after_gc: int  # after ``gc --broker``'s collect (the run finished: nothing live)
     split: dict[str, float]
     dispatch: Dispatch
     warnings: list[str]
@@ -406,6 +407,8 @@ def run_fleet(server: RedisServer, reached: Reached, work: Path, workers: int, j
             last = Snapshot.take(client, sessions)
         peak = sampler.finish()
         after = int(client.info("memory")["used_memory"])
+        blob_gc.collect(client, lambda registry, tag: True)  # gc --broker, blobs in Redis
+        after_gc = int(client.info("memory")["used_memory"])
     finally:
         stop(procs)
     with prepared.run_dir.ledger_path.open("rb") as ledger:
@@ -417,7 +420,7 @@ def run_fleet(server: RedisServer, reached: Reached, work: Path, workers: int, j
     dispatch = Dispatch(
         probe.sent_to - probe.sent_from, *sampler.depth(probe.sent_from, probe.sent_to)
     )
-    return Fleet(workers, usage, before, peak, after, split, dispatch, notes.lines)
+    return Fleet(workers, usage, before, peak, after, after_gc, split, dispatch, notes.lines)
 
 
 def run_bare(server: RedisServer, work: Path, workers: int, jobs: int) -> tuple[Usage, Dispatch]:
@@ -473,7 +476,8 @@ def print_fleet(fleet: Fleet) -> None:
     )
     print(
         f"{n} Redis used_memory peak {fleet.memory_peak / MIB:,.1f} MiB, after "
-        f"{fleet.memory_after / MIB:,.1f} MiB (before {fleet.memory_before / MIB:,.1f} MiB; "
+        f"{fleet.memory_after / MIB:,.1f} MiB, after gc --broker "
+        f"{fleet.memory_after_gc / MIB:,.1f} MiB (before {fleet.memory_before / MIB:,.1f} MiB; "
         f"peak {(fleet.memory_peak - fleet.memory_before) / u.jobs / 1024:.2f} KiB per job)"
     )
     print(
@@ -520,6 +524,8 @@ def print_growth(fleets: list[Fleet]) -> None:
     print(growth(f"{head} Redis used_memory peak MiB", peaks, ",.1f"))
     afters = [f.memory_after / MIB for f in fleets]
     print(growth(f"{head} Redis used_memory after MiB", afters, ",.1f"))
+    after_gc = [f.memory_after_gc / MIB for f in fleets]
+    print(growth(f"{head} Redis used_memory after gc --broker MiB", after_gc, ",.1f"))
     print(growth(f"{head} Redis core share", [f.usage.redis / f.usage.wall for f in fleets], ".2f"))
     workers = [f.usage.workers / f.usage.wall for f in fleets]
     print(growth(f"{head} workers cores", workers, ".2f"))

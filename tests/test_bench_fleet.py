@@ -24,7 +24,8 @@ SIZES = (2, 4)
 PER_FLEET = [
     rf"workers: {NUMBER} jobs in {NUMBER} s: {NUMBER} jobs/s end to end$",
     rf"workers: coordinator CPU {NUMBER} s per 1,000 records \({NUMBER} of one core\)$",
-    rf"workers: Redis used_memory peak {NUMBER} MiB, after {NUMBER} MiB \(before {NUMBER} MiB;",
+    rf"workers: Redis used_memory peak {NUMBER} MiB, after {NUMBER} MiB, after gc --broker "
+    rf"{NUMBER} MiB \(before {NUMBER} MiB;",
     rf"workers: Redis CPU {NUMBER} of one core \({NUMBER} ms per job\)$",
     rf"workers: workers CPU {NUMBER} cores \(.* {NUMBER} ms per job\); host {NUMBER} of",
     rf"workers: bare Celery no-op {NUMBER} jobs: {NUMBER} jobs/s, deltarun path {NUMBER} "

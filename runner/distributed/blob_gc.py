@@ -11,8 +11,10 @@ queued jobs may still be taken by workers and ``--resume`` is expected.
 its blobs in Redis (unless a live protocol shares them), or its manifest in the
 registry (whose own ``garbage-collect`` then reclaims the bytes), its bundle and
 its listing; then the Redis blobs no protocol lists (left by runs from before the
-listing existed), unless a live run is still publishing. Every run start
-publishes its protocol again, so a resumed run never lacks what gc removed.
+listing existed), unless a live run is still publishing; and the keys of every run no
+longer live (``keys.run_keys``: a finished run's coordinator removed its own, a killed
+run's expire a week after its last write anyway). Every run start publishes its protocol
+again, so a resumed run never lacks what gc removed.
 """
 
 from __future__ import annotations
@@ -142,7 +144,8 @@ def collect(
     _orphans(client, done, needed - listed, keep_blobs | removed, dry_run)
     if not dry_run:
         stale = [run_id for run_id in runs if run_id not in live]
-        if stale:
+        if stale:  # with what runs that never finished left (records, done and started)
+            client.delete(*[key for run_id in stale for key in keys.run_keys(run_id)])
             client.hdel(keys.runs(), *stale)
     return done
 

@@ -117,12 +117,13 @@ def run_celery(
     try:
         coordinator.run()
         ended = "finished"
+        _forget(client, run_id, "finished", visibility_timeout_s)
     except KeyboardInterrupt:
         raise Interrupted() from None
     except DeltarunError as exc:  # ``record`` stopped the run: workers skip what is queued
         ended = "finished"
         with contextlib.suppress(redis.RedisError):
-            client.set(keys.stopped(prepared.meta.run_id), exc.message[:500], ex=STOP_TTL_S)
+            _forget(client, run_id, exc.message[:500], STOP_TTL_S)
         raise
     except redis.RedisError as exc:
         raise UserError(
@@ -132,6 +133,15 @@ def run_celery(
     finally:
         with contextlib.suppress(redis.RedisError):
             blob_gc.note_run(client, run_id, protocol, ended)
+
+
+def _forget(client: redis.Redis, run_id: str, why: str, stop_for_s: int) -> None:
+    """A finished run's keys go (every record is in the ledger); what stays is a stop flag,
+    for ``stop_for_s``, so a late redelivery of one of its jobs is skipped, not run again."""
+    pipe = client.pipeline(transaction=True)
+    pipe.set(keys.stopped(run_id), why, ex=stop_for_s)
+    pipe.delete(*keys.run_keys(run_id))
+    pipe.execute()
 
 
 def _check_visibility(

@@ -9,6 +9,10 @@ from runner.sandbox.applied import DEFAULT_RUNTIME
 PREFIX = "deltarun"
 TRIAL_TASK = "deltarun.trial"
 STOP_TTL_S = 7 * 24 * 3600  # a stopped run stays stopped for a week unless resumed
+# A run's own keys (its record stream, done and started hashes) expire this long after their
+# last write, so a run whose coordinator died leaves nothing in Redis for good; a finished
+# run's coordinator removes them at once (``run_keys``).
+RUN_KEY_TTL_S = STOP_TTL_S
 
 
 def blob(sha256: str) -> str:
@@ -62,6 +66,12 @@ def refused(run_id: str) -> str:
     """List of JSON notices from workers that refused a job of the run (bad signature):
     read and emptied by the coordinator, which says why and sends those jobs again."""
     return f"{PREFIX}:refused:{run_id[:80]}"
+
+
+def run_keys(run_id: str) -> list[str]:
+    """The keys a run writes besides its leases (which expire within a minute) and its stop
+    flag (``STOP_TTL_S``): removed when the run finishes or by ``deltarun gc --broker``."""
+    return [records(run_id), done(run_id), started(run_id), refused(run_id)]
 
 
 def queue_for_image(image: str, oci_runtime: str | None = None) -> str:

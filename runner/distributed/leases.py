@@ -40,6 +40,7 @@ if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[3]) then
   redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
   return 'ok'
 end
 return 'leased'
@@ -73,7 +74,7 @@ class RedisLeases:
                 keys.started(self.run_id),
                 keys.done(self.run_id),
             ],
-            args=[holder, job_id, LEASE_TTL_S],
+            args=[holder, job_id, LEASE_TTL_S, keys.RUN_KEY_TTL_S],
         )
         return result.decode() if isinstance(result, bytes) else str(result)
 
@@ -93,8 +94,11 @@ class RedisLeases:
         if self.key is not None:
             fields["sig"] = sign_record(self.key, raw)
         pipe.xadd(keys.records(self.run_id), fields)
+        # Every write refreshes the run's expiry: a run nobody finishes leaves nothing for good.
+        pipe.expire(keys.done(self.run_id), keys.RUN_KEY_TTL_S)
+        pipe.expire(keys.records(self.run_id), keys.RUN_KEY_TTL_S)
         self._release(keys=[keys.lease(self.run_id, trial.job_id)], args=[holder], client=pipe)
-        first, _, _ = pipe.execute()
+        first, *_ = pipe.execute()
         return bool(first)
 
     @contextmanager
