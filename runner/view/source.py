@@ -21,10 +21,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from runner.bounded_input import open_regular
 from runner.errors import UserError
+from runner.paths import inside
 from runner.records import SHA256_RE, Trial
 from runner.store.changes import CHANGES
 from runner.store.rundir import LEDGER, RUN_FILE, SESSIONS, RunDir, TaskText, texts_of
+from runner.trees.archives import CheckedTarInfo, HeaderRefused
 from runner.view.ledger_lines import detail, parse, summary
 from runner.view.matrix import build_index
 from runner.view.setup_links import linked, signs
@@ -32,6 +35,8 @@ from runner.view.text import TEXT_CHARS, shown_text
 
 SESSION_FILE_CHARS = 64_000
 SESSION_FILES = 200
+SESSION_ARCHIVE_BYTES = 256 << 20  # a session archive read (gzip'd), and its tar stream:
+SESSION_STREAM_BYTES = 1 << 30  # a member ending past this is not reached
 CHANGES_MAX = 100_000  # entries of reverify.json read
 
 
@@ -126,10 +131,16 @@ class RunSource:
         if not path.is_file():
             return [{"name": path.name, "text": "(session archive not in this run directory)"}]
         files: list[dict[str, Any]] = []
-        try:
-            with tarfile.open(path, "r:gz") as archive:
+        try:  # a run directory is input: held inside it, its headers bounded before a read
+            held = inside(self.path, f"{SESSIONS}/{path.name}", file=self.path, field="session")
+            with (
+                open_regular(held, SESSION_ARCHIVE_BYTES, "a session archive") as raw,
+                tarfile.open(fileobj=raw, mode="r:gz", tarinfo=CheckedTarInfo) as archive,
+            ):
                 for member in archive:
-                    if len(files) >= SESSION_FILES:
+                    # Passing over a member decompresses it: stop past the stream's cap.
+                    end = member.offset_data + member.size
+                    if len(files) >= SESSION_FILES or end > SESSION_STREAM_BYTES:
                         break
                     if not member.isfile():
                         continue
@@ -137,8 +148,9 @@ class RunSource:
                     data = handle.read(SESSION_FILE_CHARS * 4) if handle else b""
                     text = shown_text(data.decode("utf-8", "replace"), SESSION_FILE_CHARS)
                     files.append({"name": member.name[:300], **text, "size": member.size})
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            files.append({"name": path.name, "text": f"(unreadable session archive: {exc})"})
+        except (tarfile.TarError, OSError, EOFError, ValueError, HeaderRefused, UserError) as exc:
+            said = f"(unreadable session archive: {str(exc)[:300]})"
+            files.append({"name": path.name, "text": said})
         return files
 
     def _setup_signs(self) -> list[tuple[int, set[str]]]:

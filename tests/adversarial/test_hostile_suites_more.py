@@ -9,8 +9,11 @@ sentinel nowhere; none may wait on a FIFO or read a sparse file of terabytes.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from tests.adversarial.test_hostile_suites import (  # noqa: F401  pkg is a fixt
     edit_task,
     pkg,
     refused,
+    sentinel_in,
     snapshot,
 )
 
@@ -286,3 +290,55 @@ def test_every_writer_of_the_controls_refuses_a_link(tmp_path: Path) -> None:
         with pytest.raises(SuitePathError, match="symbolic link"):
             write()
         assert secret.read_text() == "arms: [{agent: {}}]\nsuite: {}\n", name
+
+
+def _session_run(pkg: Path, data: bytes | Path) -> Path:
+    """A run directory whose first record names an installed agent's session archive:
+    ``data`` as its bytes, or a link to the file ``data``."""
+    from tests.test_report_input import make_run
+
+    run = make_run(pkg)
+    raw = data.read_bytes() if isinstance(data, Path) else gzip.compress(data)
+    digest = hashlib.sha256(raw).hexdigest()
+    (run / "sessions").mkdir()
+    session = run / "sessions" / f"{digest}.tar.gz"
+    session.symlink_to(data) if isinstance(data, Path) else session.write_bytes(raw)
+    lines = (run / "trials.jsonl").read_text().splitlines()
+    lines[0] = json.dumps({**json.loads(lines[0]), "session_sha256": digest})
+    (run / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def _long_name_tar() -> bytes:
+    """A GNU long-name header announcing 128 KiB of name (tarfile reads a claim whole)."""
+    name = b"a" * (128 << 10)
+    header = tarfile.TarInfo("././@LongLink")
+    header.type, header.size = tarfile.GNUTYPE_LONGNAME, len(name)
+    member = tarfile.TarInfo("x")
+    return header.tobuf(format=tarfile.GNU_FORMAT) + name + member.tobuf() + b"\0" * 1024
+
+
+@pytest.mark.parametrize("attack", ["a long-name header", "a link out"])
+def test_the_viewer_reads_a_session_archive_bounded_and_inside(
+    tmp_path: Path, pkg: Path, held: Held, attack: str
+) -> None:
+    """`deltarun report` writes the viewer, which shows an installed agent's session files:
+    the archive is the run directory's (a link out of it is not read, so no byte of the
+    user's own tar reaches the pages) and its headers are bounded before tarfile reads."""
+    out = tmp_path / "outside"
+    if attack == "a link out":
+        secret = out / "session.tar.gz"  # the user's own tar, the sentinel in it
+        secret.write_bytes(gzip.compress((out / "secret.tar").read_bytes()))
+        run = _session_run(pkg, secret)
+    else:
+        run = _session_run(pkg, _long_name_tar())
+    before = snapshot(tmp_path)
+    result = cli(tmp_path, "report", str(run))
+    said = [line for line in result.stdout.splitlines() if line.startswith("viewer:")]
+    held(f"viewer: session {attack}", f"deltarun report, a session archive with {attack}", said[0])
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert said and "not written" not in said[0], result.stdout
+    page = (run / "view" / "data" / "trial" / "1.js").read_text()
+    assert "unreadable session archive" in page
+    assert ("symbolic link" if attack == "a link out" else "over the cap") in page
+    assert snapshot(tmp_path) == before and sentinel_in(tmp_path) == []
