@@ -220,7 +220,10 @@ def missing_api_keys(controls: Controls, environ: Mapping[str, str]) -> list[str
 
 def load_controls(path: Path, root: Path | None = None) -> LoadedControls:
     """Read ``controls.yaml`` and digest every agent directory it names; every path it
-    names must stay inside ``root`` (default its folder: ``LoadedControls``)."""
+    names must stay inside ``root`` (default its folder: ``LoadedControls``). The file itself
+    is held inside the folder it is named in: a link a package ships there that leads out
+    would make another folder the base of every path it names (and where validate writes)."""
+    path = inside(path.parent, path.name, file=path, field="the controls file")
     try:
         text = read_capped(path, CONTROLS_MAX_BYTES, "a controls file").decode("utf-8")
     except FileNotFoundError as exc:

@@ -110,8 +110,8 @@ def resolve(target: Path, gold: Path | None) -> tuple[Controls, Path, Path | Non
         return loaded.controls, loaded.suite_path, gold
     if target.is_dir():
         tasks = inside(target, "tasks.jsonl", file=target, field="tasks.jsonl")
-    else:
-        tasks = target
+    else:  # held in its folder: a link out would make another suite's folder the one written
+        tasks = inside(target.parent, target.name, file=target, field="tasks.jsonl")
     if not tasks.is_file():
         raise UserError(
             f"{target}: not found; pass a suite directory, tasks.jsonl or controls.yaml"

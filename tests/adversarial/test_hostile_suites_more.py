@@ -342,3 +342,34 @@ def test_the_viewer_reads_a_session_archive_bounded_and_inside(
     assert "unreadable session archive" in page
     assert ("symbolic link" if attack == "a link out" else "over the cap") in page
     assert snapshot(tmp_path) == before and sentinel_in(tmp_path) == []
+
+
+LINKED = {
+    # (the link in the package, its target outside, the command, what the line names)
+    "run: controls.yaml a link out": ("controls.yaml", "run", "controls file"),
+    "validate: controls.yaml a link out": ("controls.yaml", "validate", "controls file"),
+    "validate PKG: controls.yaml a link out": ("controls.yaml", "validate-dir", "controls file"),
+    "build: controls.yaml a link out": ("controls.yaml", "build", "controls file"),
+    "validate FILE: tasks.jsonl a link out": ("suite/tasks.jsonl", "validate-file", "tasks.jsonl"),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(LINKED))
+def test_a_file_named_on_the_command_line_is_held_in_its_folder(
+    tmp_path: Path, pkg: Path, held: Held, attack: str
+) -> None:
+    """The user names pkg/controls.yaml (or pkg/suite/tasks.jsonl); the package ships it as
+    a link to the user's own suite outside: every path would then resolve there, and
+    validate would write its checks and verdicts into that suite."""
+    name, command, needle = LINKED[attack]
+    (pkg / name).unlink()
+    (pkg / name).symlink_to(tmp_path / "outside" / name)
+    args = {
+        "run": ["run", str(pkg / name), "--out", str(tmp_path / "run")],
+        "validate": ["validate", str(pkg / name)],
+        "validate-dir": ["validate", str(pkg)],
+        "build": ["build", str(pkg / name)],
+        "validate-file": ["validate", str(pkg / name)],
+    }[command]
+    tried = f"deltarun {' '.join(args[:1])} with {attack}"
+    refused(tmp_path, held, f"named file: {attack}", tried, args, needle, "symbolic link")
