@@ -153,6 +153,7 @@ def _scan_events(text: str, bounds: YamlBounds) -> None:
                 frames[-1][2] = max(frames[-1][2], 1 + levels)
         elif isinstance(event, yaml.ScalarEvent):
             nodes += 1
+            _check_number_scalar(event)
             if event.anchor:
                 anchors[event.anchor] = (1, 0)
         elif isinstance(event, _OPEN):
@@ -174,6 +175,29 @@ def _scan_events(text: str, bounds: YamlBounds) -> None:
                 f"more than {bounds.max_nodes} values (an alias counts as what it repeats) "
                 f"by line {_line(event)}"
             )
+
+
+# What a YAML 1.1 int or float may be written with (decimal, 0x, 0o, 0b, sexagesimal 1:30).
+_NUMBER_CHARS = re.compile(r"[-+]?[0-9.][-+0-9_:.xXoObBa-fA-F]*")
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+MAX_NUMBER_SCALAR = 256
+"""The longest scalar read as a number, in characters: the constructor turns a sexagesimal
+integer (``1:59:59:...``) into an int one multiplication by 60 at a time, quadratic in its
+length (a 1 MiB scalar, a minute), before any check of the value can run."""
+
+
+def _check_number_scalar(event: yaml.ScalarEvent) -> None:
+    """Refuse a plain (or ``!!int``/``!!float``) scalar over ``MAX_NUMBER_SCALAR`` characters
+    that could be read as a number."""
+    value = event.value
+    if len(value) <= MAX_NUMBER_SCALAR:
+        return
+    plain = bool(event.implicit and event.implicit[0])  # resolved by its look, as 12 or 1:30
+    if (plain or event.tag in _NUMBER_TAGS) and _NUMBER_CHARS.fullmatch(value):
+        raise BoundsError(
+            f"a number of {len(value)} characters at line {_line(event)} (the cap is "
+            f"{MAX_NUMBER_SCALAR}); quote it if it is text"
+        )
 
 
 def _line(event: yaml.Event) -> int:

@@ -373,3 +373,21 @@ def test_a_file_named_on_the_command_line_is_held_in_its_folder(
     }[command]
     tried = f"deltarun {' '.join(args[:1])} with {attack}"
     refused(tmp_path, held, f"named file: {attack}", tried, args, needle, "symbolic link")
+
+
+@pytest.mark.parametrize("scalar", ["1" + ":59" * 300_000, "!!int '1" + ":59" * 300_000 + "'"])
+def test_a_sexagesimal_integer_is_refused_before_it_is_built(
+    tmp_path: Path, pkg: Path, held: Held, scalar: str
+) -> None:
+    """YAML 1.1 reads 1:59:59 as an integer in base 60, one multiplication at a time: 900 KB
+    of it under the 1 MiB cap of a controls file took 39 s (a specs file, 16 MiB, hours)
+    before the check of the value's digits could run."""
+    import time
+
+    with (pkg / "controls.yaml").open("a") as controls:
+        controls.write(f"seed_note: {scalar}\n")
+    started = time.monotonic()
+    args = COMMANDS["seal"](pkg, tmp_path)
+    tried = "deltarun seal, controls holding a 900 KB sexagesimal integer"
+    refused(tmp_path, held, "controls: sexagesimal", tried, args, "a number of", codes=(1,))
+    assert time.monotonic() - started < 20
