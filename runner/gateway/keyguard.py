@@ -1,49 +1,116 @@
 """The real key never goes back toward the sandbox: not in an answer's headers, not in its
-body, streamed or not.
+body, streamed or not, plainly or in a form a client or a script decodes back.
 
-An upstream page that reflects request headers (an error page, a debug endpoint) would hand
-the key the gateway added to the agent, and from there to the patch, the transcript and the
-records. The gateway reads every answer whole before it sends it on, so a key split over the
-network's chunks is whole here: each literal occurrence, in a header or the body, is
-replaced by ``REPLACEMENT``. A key the body carries in another form that a client decodes
-back (JSON ``\\u`` escapes, or split over a stream's deltas: ``wire.read_answer`` finds
-those by joining each field's strings) cannot be cut out of the bytes, so the answer is
-withheld whole (``WITHHELD``, a 502 in the error shape of the other refusals). Either way
-the request's ledger line is flagged ``key_reflected``.
+An upstream page that reflects request headers (an error page, a debug endpoint, a redirect
+that carries them in its URL) would hand the key the gateway added to the agent, and from
+there to the patch, the transcript and the records. The gateway reads every answer whole
+(and decoded: upstream.py undoes a gzip or deflate content encoding) before it sends it on,
+so a key split over the network's chunks is whole here.
+
+    * Each literal occurrence, in a header or the body, is replaced by ``REPLACEMENT``.
+    * The key in another form is looked for in the raw bytes of the body and of each header,
+      whatever the document around it (so also in an answer too big to decode): every
+      character of the key, or of its hex or base64 (standard or URL-safe, at any of the
+      three alignments: the key inside a longer encoded text such as ``Bearer <key>``), may
+      be written plainly or as a JSON ``\\u`` escape (escaped again any number of times), a
+      percent escape (``%73``, ``%2573``) or an HTML character reference (``&#115;``,
+      ``&#x73;``). Hex letters match in either case.
+    * Split over a stream's deltas (``wire.read_answer`` joins each field's strings, per
+      part of the answer: content block, choice, output item).
+
+A body carrying the key in a form other than the literal one cannot be cut, so the answer is
+withheld whole (``WITHHELD``, a 502 in the error shape of the other refusals); a header
+carrying it so is dropped. Either way the request's ledger line is flagged ``key_reflected``.
 """
 
 from __future__ import annotations
 
+import base64
+import re
+
 REPLACEMENT = b"[deltarun: key removed]"
 WITHHELD = "the upstream's answer carried the gateway's key and was withheld"
+MIN_FORM_CHARS = 12  # an encoded form shorter than this (a very short key) is not looked for
 
 
-def scrub_body(data: bytes | bytearray, secret: str | None) -> tuple[bytes | bytearray, bool]:
-    """``data`` with every literal occurrence of ``secret`` replaced; whether there was one."""
-    if not secret:
-        return data, False
-    needle = secret.encode()
-    if needle not in data:
-        return data, False
-    return data.replace(needle, REPLACEMENT), True
+class KeyGuard:
+    """The forms of one key, and the search of answers for them."""
+
+    def __init__(self, secret: str | None) -> None:
+        self.secret = secret or None
+        self.forms: re.Pattern[bytes] | None = None
+        if self.secret is not None:
+            forms = _forms(self.secret)
+            hex_text = self.secret.encode().hex().encode()
+            self.forms = re.compile(b"|".join(_pattern(f, f == hex_text) for f in forms))
+
+    def scrub_body(self, data: bytes | bytearray) -> tuple[bytes | bytearray, bool, bool]:
+        """``data`` with the literal key replaced; whether it held the literal key, and
+        whether it holds the key in another form (then it must be withheld)."""
+        if self.secret is None or self.forms is None:
+            return data, False, False
+        needle = self.secret.encode()
+        literal = needle in data
+        if literal:
+            data = data.replace(needle, REPLACEMENT)
+        return data, literal, self.forms.search(data) is not None
+
+    def scrub_headers(self, headers: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], bool]:
+        """The headers with the literal key replaced in each value, and any header whose
+        name holds the key, or whose value holds it in another form, dropped; whether any
+        held it."""
+        if self.secret is None or self.forms is None:
+            return headers, False
+        kept: list[tuple[str, str]] = []
+        found = False
+        replacement = REPLACEMENT.decode()
+        for name, value in headers:
+            if self.secret in value:
+                found = True
+                value = value.replace(self.secret, replacement)
+            encoded = (name + ":" + value).encode("latin-1", "replace")
+            if self.forms.search(encoded) is not None:
+                found = True
+                continue
+            kept.append((name, value))
+        return kept, found
 
 
-def scrub_headers(
-    headers: list[tuple[str, str]], secret: str | None
-) -> tuple[list[tuple[str, str]], bool]:
-    """The headers with ``secret`` replaced in each value, and any header whose name
-    holds it dropped; whether there was one."""
-    if not secret:
-        return headers, False
-    kept: list[tuple[str, str]] = []
-    found = False
-    replacement = REPLACEMENT.decode()
-    for name, value in headers:
-        if secret in name:
-            found = True
-            continue
-        if secret in value:
-            found = True
-            value = value.replace(secret, replacement)
-        kept.append((name, value))
-    return kept, found
+def _forms(secret: str) -> list[bytes]:
+    """The key's bytes, their hex, and the base64 text that stands for them alone at each
+    alignment, in both alphabets."""
+    raw = secret.encode()
+    forms = [raw]
+    extra = [raw.hex().encode()]
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        for offset in range(3):
+            text = encode(b"\0" * offset + raw)
+            start = (offset * 8 + 5) // 6  # the first character made of key bits alone
+            stop = (offset + len(raw)) * 8 // 6  # past the last one
+            extra.append(text[start:stop])
+    forms += [form for form in extra if len(form) >= MIN_FORM_CHARS]
+    return list(dict.fromkeys(forms))
+
+
+def _pattern(form: bytes, hex_text: bool) -> bytes:
+    return b"".join(_character(byte, hex_text) for byte in form)
+
+
+def _character(byte: int, hex_text: bool) -> bytes:
+    """Every way a text carries one character that a client decodes back to it (a letter
+    of hex text in either case)."""
+    char = bytes([byte])
+    hex_any = "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{byte:02x}").encode()
+    plain = re.escape(char)
+    if hex_text and char in b"abcdef":
+        plain = b"[" + char + char.upper() + b"]"
+    ways = [
+        plain,
+        rb"\\+u00" + hex_any,  # JSON, escaped once or more
+        rb"%(?:25)*" + hex_any,  # percent, once or more
+        rb"&#0*" + str(byte).encode() + rb";?",
+        rb"&#[xX]0*" + hex_any + rb";?",
+    ]
+    if char == b"/":
+        ways.append(rb"\\+/")
+    return b"(?:" + b"|".join(ways) + b")"

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 import sys
@@ -39,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-from .wire import MAX_COUNT, Usage
+from .wire import MAX_COUNT, MAX_DECODE_BYTES, MAX_JSON_ITEMS, Usage
 
 MAX_LINES_BYTES = 4 << 20
 MAX_REFUSED_LINES = 256
@@ -47,8 +48,12 @@ MAX_PATH_CHARS = 256
 MAX_NAMES = 256  # distinct model and tool names kept in the totals
 MAX_FLAG_NAMES = 32
 DEFAULT_MAX_OUTPUT_TOKENS = 32_768  # without a route maximum or one in the request
+MAX_CHOICES = 128  # the most choices (``n``) a Chat Completions request may ask for
+MAX_KEYS = {"max_tokens", "max_output_tokens", "max_completion_tokens", "max_tokens_to_sample"}
+CHOICE_KEYS = {"n", "best_of"}
 _MAX_KEYS = re.compile(
-    rb'"(?:max_tokens|max_output_tokens|max_completion_tokens)"\s*:\s*(\d{1,12})'
+    rb'"(?:max_tokens|max_output_tokens|max_completion_tokens|max_tokens_to_sample)"'
+    rb"\s*:\s*(\d{1,12}(?:\.\d{1,12})?(?:[eE]\+?\d{1,3})?)"
 )
 
 
@@ -79,11 +84,46 @@ def cut_path(path: str) -> str:
 def request_maximum(body: bytes | None, max_output: int) -> tuple[int, int]:
     """The most one request can be billed: its input as bytes (a token holds at least one
     byte of the request), its output at the largest ``max_tokens`` / ``max_output_tokens``
-    / ``max_completion_tokens`` it names, else ``max_output``."""
+    / ``max_completion_tokens`` it names (at any depth, in any spelling JSON allows:
+    escaped keys, ``6e4``, ``60000.0``, a key given twice), else ``max_output``, times the
+    choices it asks for (``n``). A body too big to decode here is read for those keys as
+    written, and its output is at least ``max_output``."""
     data = body or b""
-    named = [int(m.group(1)) for m in itertools.islice(_MAX_KEYS.finditer(data), 64)]
-    output = max(named) if named else max_output
-    return min(len(data), MAX_COUNT), min(output, MAX_COUNT)
+    named: list[float] = []
+    choices: list[float] = []
+    if _decoded_for_maxima(data, named, choices):
+        output = math.ceil(max(named)) if named else max_output
+    else:
+        found = itertools.islice(_MAX_KEYS.finditer(data), 64)
+        output = max([max_output, *(math.ceil(float(m.group(1))) for m in found)])
+    many = min(max([1, *choices]), MAX_CHOICES)
+    return min(len(data), MAX_COUNT), min(output * math.ceil(many), MAX_COUNT)
+
+
+def _decoded_for_maxima(data: bytes, named: list[float], choices: list[float]) -> bool:
+    """Collect every output maximum and choice count of a JSON body (every pair of every
+    object, so a key given twice counts at its larger value); whether it was decoded."""
+    items = data.count(b",") + data.count(b":") + data.count(b"[") + data.count(b"{")
+    if len(data) > MAX_DECODE_BYTES or items > MAX_JSON_ITEMS:
+        return False
+
+    def pairs(found: list[tuple[str, object]]) -> dict[str, object]:
+        for key, value in found:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                number = float(value)
+                if not math.isfinite(number) or number < 0:
+                    number = float(MAX_COUNT) if number > 0 else 0.0
+                if key in MAX_KEYS:
+                    named.append(min(number, MAX_COUNT))
+                elif key in CHOICE_KEYS:
+                    choices.append(min(number, MAX_CHOICES))
+        return dict(found)
+
+    try:
+        json.loads(data, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return False  # not JSON (the upstream cannot read it either): read as written
+    return True
 
 
 def settle(

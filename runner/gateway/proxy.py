@@ -53,10 +53,11 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from .budget import Budget, refusal
-from .keyguard import WITHHELD, scrub_body, scrub_headers
+from .front import MAX_HEAD_BYTES, HeadReader, Server
+from .keyguard import WITHHELD, KeyGuard
 from .ledger import DEFAULT_MAX_OUTPUT_TOKENS, Ledger, Line, request_maximum, settle
 from .routes import ANTHROPIC, Route, route
 from .upstream import (
@@ -77,7 +78,9 @@ READY_PATH = "/__deltarun_ready"
 DISCARD_LIMIT_BYTES = 64 << 20  # read and dropped after a 413, so the client sees the answer
 CLIENT_IDLE_TIMEOUT_S = 660.0
 METERED = {"messages", "chat/completions", "responses"}  # endpoints that bill tokens
-PARSE_LOCK = threading.Lock()  # one answer read at a time: its decoding's memory is bounded
+PARSE_LOCK = threading.Lock()  # one body read at a time: its decoding's memory is bounded
+NO_MODEL = "(no model named)"  # a billed answer that names no model: no route pins it
+MALFORMED = "(malformed request)"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -91,6 +94,7 @@ class Handler(BaseHTTPRequestHandler):
     budget: Budget
     ledger: Ledger
     pool: Pool
+    keyguard: KeyGuard
     max_output: int = DEFAULT_MAX_OUTPUT_TOKENS
 
     def do_GET(self) -> None:
@@ -109,6 +113,13 @@ class Handler(BaseHTTPRequestHandler):
             self.ledger.refused(self.path, 403, "endpoint")
             self.reply_json(403, error(message + " endpoints"))
             return
+        encodings = self.headers.get_all("Content-Encoding") or []
+        if any(c.strip().lower() not in ("", "identity") for v in encodings for c in v.split(",")):
+            # A body the gateway cannot read for its maximum (nor the key) is not forwarded.
+            self.drain_request()
+            self.ledger.refused(self.path, 415, "encoded")
+            self.reply_json(415, error("request bodies are taken without a content encoding"))
+            return
         size = self.body_size()
         if size is None:
             return
@@ -123,6 +134,29 @@ class Handler(BaseHTTPRequestHandler):
             self.pool.give(size)
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = forward
+
+    def __getattr__(self, name: str) -> object:
+        """Any other method (``post``, ``PROPFIND``, ``CONNECT``) is refused and counted
+        like a wrong endpoint, not answered 501 by http.server unseen."""
+        if name.startswith("do_"):
+            return self.forward
+        raise AttributeError(name)
+
+    def parse_request(self) -> bool:
+        """http.server's, with the request's head read to ``MAX_HEAD_BYTES`` at most."""
+        stream = self.rfile
+        self.rfile = HeadReader(stream, MAX_HEAD_BYTES)  # type: ignore[assignment]
+        try:
+            return super().parse_request()
+        finally:
+            self.rfile = stream
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """A request http.server refuses itself (a bad request line, version or head) is
+        counted too."""
+        self.ledger.refused(MALFORMED, code, "malformed")
+        self.close_connection = True
+        super().send_error(code, message, explain)
 
     def forward_allowed(self, allowed: Route) -> None:
         received, body = self.receive()
@@ -178,7 +212,8 @@ class Handler(BaseHTTPRequestHandler):
     def relay(self, allowed: Route, body: bytes | None) -> None:
         """Forward the request, count what its answer used, then send the answer on."""
         metered = allowed.endpoint in METERED
-        maximum = request_maximum(body, self.max_output) if metered else (0, 0)
+        with PARSE_LOCK:
+            maximum = request_maximum(body, self.max_output) if metered else (0, 0)
         ident = self.ledger.begin(allowed.target, maximum)
         started = time.monotonic()
         anthropic = allowed.api == ANTHROPIC
@@ -205,13 +240,15 @@ class Handler(BaseHTTPRequestHandler):
             usage = usage_of(answer.data, answer.content_type, self.upstream.key)
         billed = answer.sent and (answer.status == 0 or 200 <= answer.status < 300)
         usage = settle(usage, maximum, metered=metered, whole=answer.trouble is None, billed=billed)
+        if metered and 200 <= answer.status < 300 and not usage.models:
+            usage.models.append(NO_MODEL)  # the route lock cannot hold on no name at all
         flags = list(usage.flags) + ([answer.trouble] if answer.trouble else [])
-        data, literal = scrub_body(answer.data, self.upstream.key)
-        headers, in_headers = scrub_headers(answer.headers, self.upstream.key)
-        if literal or in_headers or usage.secret_seen:
+        data, literal, encoded = self.keyguard.scrub_body(answer.data)
+        headers, in_headers = self.keyguard.scrub_headers(answer.headers)
+        if literal or encoded or in_headers or usage.secret_seen:
             flags.append("key_reflected")
         status, message = answer.status, ""
-        if usage.secret_seen:
+        if usage.secret_seen or encoded:
             status, message = 502, WITHHELD
         elif answer.trouble is not None:
             status, message = 502, f"upstream answer {TROUBLE[answer.trouble]}"
@@ -307,6 +344,7 @@ TROUBLE = {
     "cut": "cut off",
     "over_cap": "over the gateway's size cap",
     "memory": "cut: the gateway's memory for answers is full",
+    "encoded": "in a content encoding the gateway does not read",
 }
 
 
@@ -369,8 +407,9 @@ def main() -> int:
         return 2
     Handler.upstream = upstream
     Handler.budget = budget
-    server = ThreadingHTTPServer(listen, Handler)
-    server.daemon_threads = True
+    Handler.keyguard = KeyGuard(upstream.key)
+    ledger = Handler.ledger
+    server = Server(listen, Handler, lambda: ledger.refused("(connection)", 503, "busy"))
     target = f"{upstream.prefix}/... to {upstream.host_header}{budget.describe()}"
     print(
         f"deltarun model proxy: listening on {listen[0]}:{server.server_port}, forwarding {target}",

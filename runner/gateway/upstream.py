@@ -17,6 +17,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from email.message import Message
@@ -43,6 +44,33 @@ HOP_BY_HOP = {
 }
 KEY_HEADERS = {"authorization", "x-api-key", "api-key"}  # the agent's placeholder, never sent
 SET_HERE = {"host", "content-length", "accept-encoding", "expect"}
+# Headers a server or a proxy in front of it may take as another method, path or host than
+# the request line's (the gateway forwards one method and one canonical path), or as where
+# the request came from: never forwarded.
+REROUTING = {
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-original-url",
+    "x-original-uri",
+    "x-rewrite-url",
+    "x-envoy-original-path",
+    "x-original-method",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-forwarded-proto",
+    "x-forwarded-scheme",
+    "x-forwarded-server",
+    "x-forwarded-path",
+    "x-real-ip",
+    "x-client-ip",
+    "x-host",
+    "forwarded",
+    "via",
+}
+DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 SET_BY_SERVER = {"content-length", "server", "date"}  # http.server writes its own
 
 
@@ -158,6 +186,7 @@ class Upstream:
             ends = HOP_BY_HOP | SET_BY_SERVER | connection_tokens(response.headers)
             answer.headers = [(k, v) for k, v in response.headers.items() if k.lower() not in ends]
             _read_answer(response, answer, pool)
+            _decode_answer(answer, pool)
             return answer
         finally:
             connection.close()
@@ -193,12 +222,70 @@ def _read_answer(response: http.client.HTTPResponse, answer: Answer, pool: Pool)
     answer.data = data  # no copy: the pool holds its size once
 
 
+def _decode_answer(answer: Answer, pool: Pool) -> None:
+    """Undo the answer's content encodings (gzip, deflate; the gateway asks for none, but
+    an upstream may send one anyway), so that it is metered, route-locked and searched for
+    the key as the client will read it, and sent on as identity. The decoded bytes come
+    from the pool and stop at the answer cap; an encoding the gateway cannot undo leaves
+    the answer unread (``trouble``: ``encoded``)."""
+    values = [v for k, v in answer.headers if k.lower() == "content-encoding"]
+    codings = [c.strip().lower() for v in values for c in v.split(",")]
+    codings = [c for c in codings if c not in ("", "identity")]
+    answer.headers = [(k, v) for k, v in answer.headers if k.lower() != "content-encoding"]
+    for coding in reversed(codings):  # the last applied is undone first
+        if coding not in DECODERS:
+            answer.trouble = answer.trouble or "encoded"
+            return
+        if not _decode_once(answer, pool, DECODERS[coding], coding == "deflate"):
+            return
+
+
+def _decode_once(answer: Answer, pool: Pool, wbits: int, deflate: bool) -> bool:
+    """One layer of gzip or deflate undone in place; whether it decoded whole."""
+    source = answer.data
+    if deflate and source[:1] and (source[0] & 0x0F) != 8:
+        wbits = -zlib.MAX_WBITS  # a raw deflate stream, as some servers send
+    out = bytearray()
+    held = 0
+    decoder = zlib.decompressobj(wbits)
+    pending: bytes | bytearray = source
+    try:
+        while True:
+            if len(out) + CHUNK_BYTES > held:
+                if not pool.take(CHUNK_BYTES):
+                    answer.trouble = "memory"
+                    break
+                held += CHUNK_BYTES
+            piece = decoder.decompress(pending, CHUNK_BYTES)
+            out += piece
+            pending = decoder.unconsumed_tail
+            if len(out) > MAX_RESPONSE_BYTES:
+                del out[MAX_RESPONSE_BYTES:]
+                answer.trouble = "over_cap"
+                break
+            if decoder.eof:
+                if not decoder.unused_data.strip(b"\0"):
+                    break
+                pending = decoder.unused_data  # another gzip member follows
+                decoder = zlib.decompressobj(wbits)
+            elif not pending and not piece:
+                break  # the input is spent
+    except zlib.error:  # not the encoding it claims
+        answer.trouble = answer.trouble or "encoded"
+    if answer.trouble is None and not decoder.eof:
+        answer.trouble = "cut"  # the compressed stream ended before its end
+    answer.data = out
+    pool.give(answer.held)  # the encoded bytes are let go; the decoded ones are held
+    answer.held = held
+    return answer.trouble is None
+
+
 def forwarded_headers(
     incoming: Message, upstream: Upstream, anthropic: bool, body: bytes | None
 ) -> dict[str, str]:
     """The request's end-to-end headers, without the agent's key headers, with the real
     key, the upstream's ``Host`` and an identity encoding (so the usage can be read)."""
-    dropped = HOP_BY_HOP | KEY_HEADERS | SET_HERE | connection_tokens(incoming)
+    dropped = HOP_BY_HOP | KEY_HEADERS | SET_HERE | REROUTING | connection_tokens(incoming)
     headers = {k: v for k, v in incoming.items() if k.lower() not in dropped}
     headers["Host"] = upstream.host_header
     headers["Accept-Encoding"] = "identity"

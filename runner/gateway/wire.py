@@ -21,13 +21,18 @@ they are added to it; ``cache_read_tokens`` and ``cache_write_tokens`` are parts
 ``prompt_tokens`` for every API. OpenAI reports no cache writes (0).
 
 Which fields are read does not depend on the path: every document is searched for each shape,
-so an answer is counted whatever path it came back on. Where a stream repeats a field, the
-last valid value wins (Anthropic and Chat streams send cumulative usage).
+so an answer is counted whatever path it came back on. Where a stream repeats a count, the
+largest valid value wins (Anthropic and Chat streams send cumulative usage, so an honest
+stream's last is its largest; a later, smaller report never lowers what was counted).
 
 Every model name is kept (``models``, in order of appearance, at most ``MAX_MODELS``
 distinct): the value of every ``model`` key at any depth of every document, so that an answer
 whose ``message_start`` names one model and a later event another shows both (the harness
-holds each to the route lock; ``model`` is the first, for the log's readers).
+holds each to the route lock; ``model`` is the first name, for the log's readers). A ``model`` of
+the answer itself (the document, Anthropic's ``message``, a Responses event's ``response``)
+that is not text (null, a list, an object) is kept as ``NOT_A_NAME``, which no route pins,
+and a name longer than ``MAX_MODEL_CHARS`` is kept cut, ending in ``...``: neither can pass
+for the pinned model. (An answer that names no model at all is the proxy's to mark.)
 
 An answer is the upstream's, and anything in it may be malformed: a value that is not a count
 (negative, not an integer, over ``MAX_COUNT``) is ignored, a document so big or dense that
@@ -40,8 +45,11 @@ only the input side an Anthropic ``message_start`` reports): an answer cut befor
 is counted by the proxy at the request's maximum.
 
 ``secret``: when given, every string of every document is searched for it, each field
-name's strings joined in order (so a key split over a stream's deltas, or escaped as
-``\\u`` sequences, is found); ``Usage.secret_seen`` says so.
+name's strings joined in order, both over the whole answer and within each part of it (the
+object's ``index``, ``output_index``, ``content_index``, ``summary_index``, ``item_id`` and
+those of the objects around it: a content block, a choice, an output item), so a key split
+over a stream's deltas is found even with another part's deltas between its pieces; past
+``MAX_PARTS`` parts the answer counts as carrying it. ``Usage.secret_seen`` says so.
 """
 
 from __future__ import annotations
@@ -55,10 +63,13 @@ from dataclasses import dataclass, field
 
 MAX_TOOL_CALLS = 64  # names kept per answer
 MAX_NAME_CHARS = 128
-MAX_MODEL_CHARS = 256
+MAX_MODEL_CHARS = 128  # as the harness keeps a name (runner.sandbox.gateway_ledger)
+NOT_A_NAME = "(not a model name)"
 MAX_MODELS = 16  # distinct model names kept per answer; past it, ``models_overflow``
 MAX_SCANNED_MODELS = 4096  # ``model`` keys decoded in a scanned document
 MAX_KEY_CHARS = 256  # of a call's id, as kept to tell calls apart
+MAX_PARTS = 4096  # parts of one answer whose strings are joined apart, for the secret
+PART_KEYS = ("index", "output_index", "content_index", "summary_index", "item_id")
 MAX_COUNT = 10**9  # more tokens than one answer can hold: anything larger is bogus
 # A document decoded whole holds its text two or three times over as Python objects, and
 # each separator or bracket can become an object of about a hundred bytes: past either bound
@@ -128,6 +139,8 @@ def sse_payloads(data: bytes | bytearray) -> Iterator[bytes]:
     """Each event's data: its ``data:`` lines joined by newlines (the SSE rules), read
     line by line without copying the whole answer."""
     lines: list[bytes | bytearray] = []
+    if data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark, which SSE readers skip
+        data = data[3:]
     for line in _lines(data):
         if not line:
             if lines:
@@ -136,6 +149,8 @@ def sse_payloads(data: bytes | bytearray) -> Iterator[bytes]:
         elif line.startswith(b"data:"):
             value = line[5:]
             lines.append(value[1:] if value.startswith(b" ") else value)
+        elif line == b"data":  # a field with no colon: its value is empty
+            lines.append(b"")
     if lines:
         yield b"\n".join(lines)
 
@@ -209,7 +224,8 @@ class _Reader:
         self.calls: dict[tuple[object, ...], str] = {}
         self.secret = secret or None
         self.secret_seen = False
-        self.tails: dict[str, str] = {}  # per field name: the end of its strings so far
+        # Per field name, and per (part, field name): the end of its strings so far.
+        self.tails: dict[object, str] = {}
 
     def document(self, document: object) -> None:
         self.walk(document)
@@ -218,6 +234,8 @@ class _Reader:
         # The answer itself, Anthropic's message_start ("message") or a Responses event.
         for envelope in (document, document.get("message"), document.get("response")):
             if isinstance(envelope, dict):
+                if "model" in envelope and not isinstance(envelope["model"], str):
+                    self.read_model(NOT_A_NAME)
                 # message_start's usage is the input side only; the others close the answer.
                 self.read_usage(
                     envelope.get("usage"), final=envelope is not document.get("message")
@@ -238,28 +256,37 @@ class _Reader:
 
     def walk(self, document: object) -> None:
         """Every ``model`` value at any depth, and every string searched for the secret."""
-        stack: list[tuple[str, object]] = [("", document)]
+        stack: list[tuple[str, tuple[object, ...], object]] = [("", (), document)]
         while stack:
-            name, value = stack.pop()
+            name, part, value = stack.pop()
             if isinstance(value, dict):
+                if self.secret is not None:
+                    part = part + _part(value)
                 for key, item in reversed(value.items()):
                     if self.secret is not None:
-                        self.search("", key)
+                        self.search("", part, key)
                     if key == "model":
                         self.read_model(item)
-                    stack.append((key, item))
+                    stack.append((key, part, item))
             elif isinstance(value, list):
-                stack.extend((name, item) for item in reversed(value))
+                stack.extend((name, part, item) for item in reversed(value))
             elif isinstance(value, str) and self.secret is not None:
-                self.search(name, value)
+                self.search(name, part, value)
 
-    def search(self, name: str, text: str) -> None:
-        """Is the secret in this field's strings, joined in order?"""
+    def search(self, name: str, part: tuple[object, ...], text: str) -> None:
+        """Is the secret in this field's strings, joined in order, over the answer and
+        within this part of it?"""
         assert self.secret is not None
-        joined = self.tails.get(name, "") + text
-        if self.secret in joined:
-            self.secret_seen = True
-        self.tails[name] = joined[-(len(self.secret) - 1) :] if len(self.secret) > 1 else ""
+        keep = len(self.secret) - 1
+        for slot in (name, (part, name)) if part else (name,):
+            joined = self.tails.get(slot, "") + text
+            if self.secret in joined:
+                self.secret_seen = True
+            if slot not in self.tails and len(self.tails) >= MAX_PARTS:
+                self.secret_seen = True  # too many parts to follow: assume the worst
+                self.flag("parts_overflow")
+                continue
+            self.tails[slot] = joined[-keep:] if keep else ""
 
     def flag(self, flag: str) -> None:
         if flag not in self.flags:
@@ -268,7 +295,7 @@ class _Reader:
     def read_model(self, value: object) -> None:
         if not isinstance(value, str) or not value:
             return
-        name = value[:MAX_MODEL_CHARS]
+        name = value if len(value) <= MAX_MODEL_CHARS else value[: MAX_MODEL_CHARS - 3] + "..."
         if name in self.models:
             return
         if len(self.models) < MAX_MODELS:
@@ -282,11 +309,11 @@ class _Reader:
         first = ("prompt_tokens", "input_tokens") if "prompt_tokens" in usage else ("input_tokens",)
         for key in first:
             if (value := count(usage.get(key))) is not None:
-                self.input = value
+                self.input = max(self.input, value)
                 break
         for key in ("completion_tokens", "output_tokens"):
             if (value := count(usage.get(key))) is not None:
-                self.output = value
+                self.output = max(self.output, value)
                 self.final = self.final or final  # the closing usage names its output
                 break
         anthropic = {"cache_read_input_tokens", "cache_creation_input_tokens"} & usage.keys()
@@ -298,10 +325,10 @@ class _Reader:
                 cached.append(usage[details].get("cached_tokens"))
         for candidate in cached:
             if (value := count(candidate)) is not None:
-                self.cache_read = value
+                self.cache_read = max(self.cache_read, value)
                 break
         if (value := count(usage.get("cache_creation_input_tokens"))) is not None:
-            self.cache_write = value
+            self.cache_write = max(self.cache_write, value)
 
     def anthropic_blocks(self, blocks: object) -> None:
         if isinstance(blocks, list):
@@ -363,7 +390,7 @@ class _Reader:
             cache_read = min(cache_read, prompt)
             cache_write = min(cache_write, prompt - cache_read)
         return Usage(
-            self.models[0] if self.models else None,
+            next((m for m in self.models if m != NOT_A_NAME), None),
             prompt,
             self.output,
             cache_read,
@@ -374,6 +401,18 @@ class _Reader:
             self.final,
             self.secret_seen,
         )
+
+
+def _part(value: dict[str, object]) -> tuple[object, ...]:
+    """What names the part of an answer an object belongs to (its index, item id)."""
+    found: list[object] = []
+    for key in PART_KEYS:
+        item = value.get(key)
+        if isinstance(item, str):
+            found.append((key, item[:MAX_KEY_CHARS]))
+        elif count(item) is not None:
+            found.append((key, item))
+    return tuple(found)
 
 
 def _key(identifier: object, index: object) -> object:
