@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner.errors import DigestMismatch
+from runner.bounded_input import read_capped
+from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
+from runner.errors import DigestMismatch, UserError
+from runner.paths import inside
 from runner.report.assemble import EDITS_FILE, BuiltReport, build_report
 from runner.report.headline import headline
 from runner.store.rundir import RunDir
@@ -36,8 +39,9 @@ def replay(run_dir: RunDir, accept_edits: bool = False) -> BuiltReport:
     reported = None
     if stored_json.is_file():
         try:
-            reported = json.loads(stored_json.read_text(encoding="utf-8"))["pins"]["ledger_sha256"]
-        except (ValueError, KeyError, TypeError):
+            data = loads_bounded(_stored(run_dir, "report.json"), REPORT_BOUNDS)
+            reported = data["pins"]["ledger_sha256"]
+        except (ValueError, KeyError, TypeError):  # BoundsError is a ValueError
             reported = None
     current = run_dir.ledger_sha256()
     if reported is not None and reported != current and not (run_dir.path / EDITS_FILE).exists():
@@ -57,7 +61,12 @@ def replay(run_dir: RunDir, accept_edits: bool = False) -> BuiltReport:
             + "\n",
         )
     elif accept_edits and (run_dir.path / EDITS_FILE).exists():
-        data = json.loads((run_dir.path / EDITS_FILE).read_text(encoding="utf-8"))
+        try:
+            data = loads_bounded(_stored(run_dir, EDITS_FILE), REPORT_BOUNDS)
+        except BoundsError as exc:
+            raise UserError(f"{run_dir.path / EDITS_FILE}: unreadable ({exc})") from None
+        if not isinstance(data, dict):
+            raise UserError(f"{run_dir.path / EDITS_FILE}: not an object deltarun wrote")
         if data.get("ledger_sha256") != current:
             data["ledger_sha256"] = current
             run_dir.write_file(EDITS_FILE, json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -67,12 +76,22 @@ def replay(run_dir: RunDir, accept_edits: bool = False) -> BuiltReport:
         if not path.is_file() or accept_edits:
             run_dir.write_file(name, text)
             continue
-        if path.read_text(encoding="utf-8") != text:
+        if _stored(run_dir, name) != text.encode("utf-8"):
             raise DigestMismatch(
                 f"{path}: the replayed report differs from the stored one; the report or the "
                 "run directory was changed after the run"
             )
     return built
+
+
+REPORT_BOUNDS = JsonBounds(max_bytes=256 << 20, max_depth=64, max_items=50_000_000)
+
+
+def _stored(run_dir: RunDir, name: str) -> bytes:
+    """A report file the run directory holds, read as input: inside it (a link out is
+    refused), a regular file, capped."""
+    held = inside(run_dir.path, name, file=run_dir.path, field=name)
+    return read_capped(held, REPORT_BOUNDS.max_bytes, "a report file")
 
 
 def report_headline(run_dir: Path) -> list[str]:

@@ -213,6 +213,12 @@ def _ledger_fifo(run: Path, kit: Path, out: Path) -> None:
     os.mkfifo(run / "trials.jsonl")
 
 
+def _report_links_out(run: Path, kit: Path, out: Path) -> None:
+    """A replay compares the stored report with the rebuilt one: a link to a file of the
+    user's would be read whole (and a FIFO waited on)."""
+    (run / "report.md").symlink_to(out / "secret.txt")
+
+
 BASELINES = {
     # (make it, the command's tail, exit code, what the line names)
     "kit run/ a link out": (_kit_run_links_out, "gate", 2, "run/"),
@@ -220,6 +226,7 @@ BASELINES = {
     "controls.yaml a link out": (_controls_links_out, "gate", 2, "symbolic link"),
     "trials.jsonl a FIFO (replay)": (_ledger_fifo, "replay", 1, "not a regular file"),
     "trials.jsonl a FIFO (gate)": (_ledger_fifo, "gate", 1, "trials.jsonl"),
+    "report.md a link out (replay)": (_report_links_out, "replay", 2, "report.md"),
 }
 
 
