@@ -27,7 +27,7 @@ from runner.paths import inside
 from runner.records import SHA256_RE, Trial
 from runner.store.changes import CHANGES
 from runner.store.rundir import LEDGER, RUN_FILE, SESSIONS, RunDir, TaskText, texts_of
-from runner.trees.archives import CheckedTarInfo, HeaderRefused
+from runner.trees.tar_headers import CheckedTarInfo, HeaderRefused
 from runner.view.ledger_lines import detail, parse, summary
 from runner.view.matrix import build_index
 from runner.view.setup_links import linked, signs
