@@ -5,7 +5,7 @@ line numbers of its messages) goes through ``task_lines``, so they agree on what
 and none of them parses more than the bounds allow (DESIGN.md, rule 6):
 
 - the file is at most ``TASKS_MAX_BYTES`` (a 2,294-instance SWE-bench suite is about
-  50 MB), read by ``bounded_input.read_capped``;
+  50 MB), read by ``bounded_input.read_capped``, of at most ``MAX_TASKS`` task lines;
 - a line ends at ``\\n`` (a ``\\r`` before it is dropped), never at the other characters
   ``str.splitlines`` breaks at: U+2028, U+0085 and the like may stand unescaped inside a
   JSON string, and ``seal`` writes them that way (``ensure_ascii=False``);
@@ -26,6 +26,10 @@ from runner.errors import UserError
 
 TASKS_MAX_BYTES = 128 << 20
 """The largest tasks.jsonl read, in bytes."""
+
+MAX_TASKS = 100_000
+"""The most task lines of one suite (SWE-bench's full set is 2,294): 128 MiB of minimal
+answer tasks would be over a million, several GB once validated, before any check."""
 
 LINE_BOUNDS = JsonBounds(max_bytes=8 << 20, max_depth=64, max_items=1_000_000)
 """One task line: 8 MiB (a long problem statement and thousands of declared tests fit),
@@ -72,6 +76,8 @@ def lines_of(data: bytes, path: Path) -> list[TaskLine]:
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip(_BLANK):
             continue
+        if len(found) >= MAX_TASKS:  # before the line is parsed: each task costs memory
+            raise UserError(f"{path}:{number}: more than {MAX_TASKS} tasks; split the suite")
         raw = raw.removesuffix(b"\r")
         value = parse_json_line(raw, f"{path}:{number}")
         found.append(TaskLine(number, raw.decode("utf-8"), value))

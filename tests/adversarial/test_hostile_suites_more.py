@@ -417,3 +417,16 @@ def test_a_gzip_header_of_any_length_is_passed_over_at_c_speed(
         tmp_path, held, "archive: gzip name", tried, args, "t1.tar", "not a readable", codes=(1,)
     )
     assert time.monotonic() - started < 5
+
+
+def test_a_suite_of_too_many_task_lines_is_refused_before_they_are_validated(
+    tmp_path: Path, pkg: Path, held: Held
+) -> None:
+    """128 MiB of minimal task lines is over a million tasks, several GB once validated:
+    the count is checked as the lines are split, before the next one is parsed."""
+    tasks = pkg / "suite" / "tasks.jsonl"
+    tasks.write_text(tasks.read_text() + "0\n" * 100_000)
+    args = COMMANDS["seal"](pkg, tmp_path)
+    tried = "deltarun seal, a tasks.jsonl of 100,001 lines"
+    needles = ("tasks.jsonl:100001", "more than 100000 tasks")
+    refused(tmp_path, held, "suite: many task lines", tried, args, *needles, codes=(1,))
