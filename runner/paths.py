@@ -105,6 +105,11 @@ def under(base: Path, relative: str, *, file: object, field: str) -> Path:
     return base / relative
 
 
+CLOSED_FOLDER_ENTRIES = 1_000_000
+"""The most files and folders a folder ``closed_folder`` walks may hold (a bare repository
+keeps its objects packed: a few thousand entries)."""
+
+
 def closed_folder(folder: Path, pointers: Iterable[str], *, file: object, field: str) -> None:
     """A folder a suite ships that a tool then reads whole (``git fetch`` of a bare
     repository): nothing in it may lead out of it. A symbolic link anywhere in it, or one of
@@ -118,7 +123,14 @@ def closed_folder(folder: Path, pointers: Iterable[str], *, file: object, field:
                 f"{shown}: holds {relative}, which names files outside it; bundle the "
                 "repository instead (git bundle create FILE --all)"
             )
+    seen = 0
     for parent, dirs, files in os.walk(folder, followlinks=False):
+        seen += len(dirs) + len(files)
+        if seen > CLOSED_FOLDER_ENTRIES:  # walked whole on every seal and run: bounded
+            raise SuitePathError(
+                f"{shown}: more than {CLOSED_FOLDER_ENTRIES} files and folders; bundle the "
+                "repository instead (git bundle create FILE --all)"
+            )
         for name in dirs + files:
             if os.path.islink(os.path.join(parent, name)):
                 where = os.path.relpath(os.path.join(parent, name), folder)

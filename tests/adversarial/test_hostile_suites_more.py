@@ -430,3 +430,18 @@ def test_a_suite_of_too_many_task_lines_is_refused_before_they_are_validated(
     tried = "deltarun seal, a tasks.jsonl of 100,001 lines"
     needles = ("tasks.jsonl:100001", "more than 100000 tasks")
     refused(tmp_path, held, "suite: many task lines", tried, args, *needles, codes=(1,))
+
+
+def test_a_folder_read_whole_is_walked_within_a_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bare repository a suite ships is walked whole for links on every seal and run:
+    past CLOSED_FOLDER_ENTRIES entries it is refused (here with the cap set to 5)."""
+    import runner.paths
+    from runner.errors import SuitePathError
+
+    monkeypatch.setattr(runner.paths, "CLOSED_FOLDER_ENTRIES", 5)
+    for index in range(6):
+        (tmp_path / f"f{index}").write_text("")
+    with pytest.raises(SuitePathError, match="more than 5 files and folders"):
+        runner.paths.closed_folder(tmp_path, (), file="tasks.jsonl:1", field="repo.git")
