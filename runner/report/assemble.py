@@ -4,13 +4,13 @@ writes the report and replays it byte for byte."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.bounded_json import BoundsError, loads_bounded
 from runner.config.controls import Controls
 from runner.config.loader import protocol_hash
-from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch
+from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch, UserError
 from runner.evidence.scoring import Scores, paired_delta, score
 from runner.records import Record, ScoredTrial
 from runner.report.checklist import Row, evaluate, withhold_headline
@@ -54,8 +54,11 @@ def _edited_from(run_dir: RunDir) -> str | None:
     path = run_dir.path / EDITS_FILE
     if not path.is_file():
         return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if data.get("ledger_sha256") != run_dir.ledger_sha256():
+    try:  # a run directory is input: held inside it, capped, bounded
+        data = loads_bounded(run_dir.kept(EDITS_FILE))
+    except BoundsError as exc:
+        raise UserError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(data, dict) or data.get("ledger_sha256") != run_dir.ledger_sha256():
         raise DigestMismatch(
             f"{run_dir.ledger_path}: edited again after the edits accepted in {path}; "
             "replay with --accept-edits to accept these too"

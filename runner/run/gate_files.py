@@ -191,7 +191,7 @@ def replay_decision(run: RunDir, built: BuiltReport, rewrite: bool = False) -> l
     path = run.path / DECISION_FILE
     if not path.is_file():
         return []
-    stored = path.read_text(encoding="utf-8")
+    stored = run.kept(DECISION_FILE).decode("utf-8", "replace")  # held inside, capped
     spec, source = _stored_criteria(run, path, stored)
     base, unchecked = _stored_baseline(run, path, stored, spec)
     if unchecked:

@@ -234,7 +234,7 @@ def checked_looks(run: RunDir) -> Looks | None:
     if not path.is_file():
         return None
     found = take_looks(run)
-    if found is None or looks_json(run, found) != path.read_text(encoding="utf-8"):
+    if found is None or looks_json(run, found).encode() != run.kept(LOOKS_FILE):
         raise DigestMismatch(
             f"{path}: the looks rebuilt from the ledger differ from the stored ones; looks.json "
             "or the run directory was changed after the run"

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from runner.config.loader import parse_controls
 from runner.distributed import keys
 from runner.errors import DeltarunError, UserError
 from runner.run import status as st
@@ -89,8 +88,7 @@ def gather(run_dir: Path, broker: str | None, now: float) -> list[str]:
     if not run.exists():
         raise UserError(f"{run_dir}: not a run directory (no run.json); pass a run's --out")
     meta = run.meta()
-    stored = run_dir / "controls.yaml"
-    controls = parse_controls(stored.read_text(encoding="utf-8"), str(stored))
+    controls = run.stored_controls()  # held inside the run directory, capped
     planned = st.planned_jobs(
         meta.protocol_sha256, [t["id"] for t in meta.tasks], meta.arms, controls.runtime.repeats
     )

@@ -64,6 +64,7 @@ TASK_TEXTS_BYTES = 64 << 20  # of task_texts.jsonl read back (a run directory is
 RUN_FILE_BOUNDS = JsonBounds(max_bytes=64 << 20, max_items=10_000_000)  # run.json read back
 LEDGER_BYTES = 1 << 40  # a ledger read or hashed: a regular file (not a FIFO), within this
 RECORD_BYTES = 256 << 20  # one ledger line read back
+KEPT_BYTES = 256 << 20  # a report, looks.json or decision.json read back
 TASK_TEXTS_LINES = 200_000
 VIEW_BUNDLE = "view"  # RunMeta.view_bundle of a new run
 
@@ -170,6 +171,11 @@ class RunDir:
         """A file of the run directory read as input (a baseline, a kit's run, a replay):
         held inside it, no link out (``paths.inside``)."""
         return inside(self.path, name, file=self.path, field=name)
+
+    def kept(self, name: str) -> bytes:
+        """A file the run wrote (a report, looks.json, decision.json) read back as input:
+        held inside the run directory, a regular file of at most ``KEPT_BYTES``."""
+        return read_capped(self._input(name), KEPT_BYTES, f"a run's {name}")
 
     def stored_controls(self) -> Controls:
         """The controls the run was started with (``controls.yaml`` kept in the run)."""

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -219,6 +220,13 @@ def _report_links_out(run: Path, kit: Path, out: Path) -> None:
     (run / "report.md").symlink_to(out / "secret.txt")
 
 
+def _kept_links_out(name: str) -> Callable[[Path, Path, Path], None]:
+    def make(run: Path, kit: Path, out: Path) -> None:
+        (run / name).symlink_to(out / "secret.txt")
+
+    return make
+
+
 BASELINES = {
     # (make it, the command's tail, exit code, what the line names)
     "kit run/ a link out": (_kit_run_links_out, "gate", 2, "run/"),
@@ -227,6 +235,9 @@ BASELINES = {
     "trials.jsonl a FIFO (replay)": (_ledger_fifo, "replay", 1, "not a regular file"),
     "trials.jsonl a FIFO (gate)": (_ledger_fifo, "gate", 1, "trials.jsonl"),
     "report.md a link out (replay)": (_report_links_out, "replay", 2, "report.md"),
+    "decision.json a link out (replay)": (_kept_links_out("decision.json"), "replay", 2, "link"),
+    "edits.json a link out (replay)": (_kept_links_out("edits.json"), "replay", 2, "link"),
+    "controls.yaml a FIFO (status)": (_controls_fifo, "status", 1, "not a regular file"),
 }
 
 
@@ -246,8 +257,8 @@ def test_a_run_directory_read_as_input_is_held_and_bounded(
     make(base, kit, tmp_path / "outside")
     target = kit if "kit" in attack else base
     args = ["gate", str(ours), "--baseline", str(target), "--non-inferiority", "0.05"]
-    if command == "replay":
-        args = ["replay", str(target)]
+    if command in ("replay", "status"):
+        args = [command, str(target)]
     tried = f"deltarun {command} with a run directory whose {attack}"
     refused(tmp_path, held, f"run directory: {attack}", tried, args, needle, codes=(code,))
 
