@@ -491,3 +491,57 @@ def test_a_request_body_in_an_encoding_is_refused_and_counted(
         connection.close()
     assert status == 415 and upstream.seen == []
     assert sum(totals_of(env)["refused"].values()) == 1
+
+
+# Statuses and usage the upstream leaves out --------------------------------------------------------
+
+
+@pytest.mark.parametrize("interim", [b"103 Early Hints", b"102 Processing", b"101 Switching"])
+@pytest.mark.parametrize("api", APIS)
+def test_an_interim_status_before_the_answer_counts_the_answer(
+    api: Api, interim: bytes, proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    """A 1xx head, then the real (billed) answer: the gateway never takes the 1xx for the
+    answer and counts nothing (a 101 switches protocols: counted at the maximum)."""
+    body = answer_of(api, True)
+    final = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
+    head = b"HTTP/1.1 " + interim + b"\r\nLink: </x>; rel=preload\r\n\r\n"
+    upstream.answer = Answer(raw=head + final % len(body) + body)
+    reply = proxy.ask(PATHS[api], request_for(api), HEADERS[api])
+    log = reply.log
+    if interim.startswith(b"101"):  # another protocol: nothing more is read, all estimated
+        assert reply.status == 502 and "estimated" in log["flags"]
+        assert log["completion_tokens"] == MAX_OUT
+    else:
+        assert log["prompt_tokens"] >= 32_000 and log["completion_tokens"] >= 900, log
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_answer_that_reports_no_input_counts_the_requests(
+    api: Api, proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    """The closing usage names the output alone (no message_start, no input count): the
+    input is counted at the request's maximum, flagged."""
+    if api == "anthropic":
+        events = [e for e in answer_of(api, True).split(b"\n\n") if b"message_start" not in e and e]
+        body = b"\n\n".join(events) + b"\n\n"
+    else:
+        usage = b'"input_tokens": 32000' if api == "responses" else b'"prompt_tokens": 32000'
+        body = answer_of(api, True).replace(usage + b", ", b"")
+    assert b"32000" not in body
+    upstream.answer = Answer(body, SSE)
+    request = request_for(api)
+    reply = proxy.ask(PATHS[api], request, HEADERS[api])
+    assert reply.log["prompt_tokens"] >= len(json.dumps(request))
+    assert "estimated" in reply.log["flags"]
+
+
+def test_a_model_listing_with_a_body_is_not_forwarded(
+    proxy: RunningProxy, upstream: FakeUpstream, env: dict[str, str]
+) -> None:
+    upstream.answer = Answer(b'{"data": []}')
+    body = json.dumps(request_for("chat")).encode()
+    head = b"GET /v1/models HTTP/1.1\r\nHost: g\r\nContent-Length: %d\r\n\r\n" % len(body)
+    out = raw_request(proxy, head + body)
+    assert out[9:12] == b"400" and upstream.seen == []
+    assert sum(totals_of(env)["refused"].values()) == 1

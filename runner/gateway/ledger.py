@@ -132,11 +132,14 @@ def settle(
     """What an answer counts. ``whole``: the answer arrived in full and within the cap;
     ``billed``: the request reached the upstream with a 2xx answer or none at all (an
     error status is not billed). A metered answer that was not read whole, or lacks its
-    closing usage, counts at least the request's maximum, flagged ``estimated``."""
-    complete = whole and usage.final_usage and "unreadable" not in usage.flags
+    closing usage, counts at least the request's maximum, flagged ``estimated``; one that
+    never names its input counts its input at the maximum."""
+    reported = usage.input_reported
+    complete = whole and usage.final_usage and reported and "unreadable" not in usage.flags
     if not metered or not billed or complete:
         return usage
-    prompt = usage.prompt_tokens or maximum[0]
+    prompt = usage.prompt_tokens if reported else max(usage.prompt_tokens, maximum[0])
+    prompt = prompt or maximum[0]
     completion = max(usage.completion_tokens, maximum[1])
     flags = [*usage.flags, "estimated"]
     cache_read = min(usage.cache_read_tokens, prompt)
@@ -152,6 +155,7 @@ def settle(
         flags,
         usage.final_usage,
         usage.secret_seen,
+        usage.input_reported,
     )
 
 

@@ -168,6 +168,11 @@ class Handler(BaseHTTPRequestHandler):
             self.ledger.refused(allowed.target, status, "budget", budget=True)
             self.reply_json(status, payload, {"x-should-retry": "false"})
             return
+        if body and self.command == "GET":  # a listing takes no body: nothing to meter
+            self.close_connection = True
+            self.ledger.refused(allowed.target, 400, "bad_body")
+            self.reply_json(400, error("a GET request takes no body"))
+            return
         self.relay(allowed, body)
 
     def body_size(self) -> int | None:
@@ -243,8 +248,9 @@ class Handler(BaseHTTPRequestHandler):
         if metered and 200 <= answer.status < 300 and not usage.models:
             usage.models.append(NO_MODEL)  # the route lock cannot hold on no name at all
         flags = list(usage.flags) + ([answer.trouble] if answer.trouble else [])
-        data, literal, encoded = self.keyguard.scrub_body(answer.data)
-        headers, in_headers = self.keyguard.scrub_headers(answer.headers)
+        with PARSE_LOCK:  # a scrubbed copy of the body is held one at a time too
+            data, literal, encoded = self.keyguard.scrub_body(answer.data)
+            headers, in_headers = self.keyguard.scrub_headers(answer.headers)
         if literal or encoded or in_headers or usage.secret_seen:
             flags.append("key_reflected")
         status, message = answer.status, ""
@@ -345,6 +351,7 @@ TROUBLE = {
     "over_cap": "over the gateway's size cap",
     "memory": "cut: the gateway's memory for answers is full",
     "encoded": "in a content encoding the gateway does not read",
+    "status": "without a final status the gateway relays",
 }
 
 

@@ -12,6 +12,7 @@ open (24 bodies of 8 MiB held open once killed a proxy that had no such bound).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ssl
 import threading
@@ -22,12 +23,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from email.message import Message
 from io import BufferedIOBase
+from typing import Any, cast
 
 MAX_REQUEST_BYTES = 8 << 20
 MAX_RESPONSE_BYTES = 32 << 20
 POOL_BYTES = 96 << 20
 POOL_WAIT_S = 30.0
 CHUNK_BYTES = 1 << 20
+MAX_INTERIM = 8  # interim (1xx) heads read past before an answer
 UPSTREAM_TIMEOUT_S = 600.0
 
 # RFC 9110 §7.6.1 hop-by-hop headers, plus those this proxy sets itself.
@@ -109,8 +112,9 @@ class Pool:
 @dataclass
 class Answer:
     """What came back: ``status`` 0 when no answer began; ``trouble`` names what went wrong
-    (``unreachable`` before the request was sent, ``lost`` after it, ``cut``, ``over_cap``,
-    ``memory``); ``sent``: the request reached the upstream whole."""
+    (``unreachable`` before the request was sent, ``lost`` after it, ``status``: no final
+    status in 200-599 came, ``cut``, ``over_cap``, ``memory``, ``encoded``); ``sent``: the
+    request reached the upstream whole."""
 
     status: int = 0
     headers: list[tuple[str, str]] = field(default_factory=list)
@@ -178,9 +182,12 @@ class Upstream:
                 return answer
             answer.sent = True
             try:
-                response = connection.getresponse()
+                response = _final(connection.getresponse(), method)
             except (OSError, http.client.HTTPException):
                 answer.trouble = "lost"
+                return answer
+            if not 200 <= response.status <= 599:  # 101, too many 1xx heads, 600-999
+                answer.trouble = "status"
                 return answer
             answer.status = response.status
             ends = HOP_BY_HOP | SET_BY_SERVER | connection_tokens(response.headers)
@@ -189,7 +196,32 @@ class Upstream:
             _decode_answer(answer, pool)
             return answer
         finally:
-            connection.close()
+            with contextlib.suppress(Exception):  # an interim head's stream is closed already
+                connection.close()
+
+
+def _final(response: http.client.HTTPResponse, method: str) -> http.client.HTTPResponse:
+    """The answer after any interim (1xx) heads, which http.client takes for the answer
+    itself (only ``100`` it skips): read on from the same buffered stream. A ``101``
+    (another protocol follows) or more than ``MAX_INTERIM`` heads is returned as it is."""
+    for _ in range(MAX_INTERIM):
+        if not 100 <= response.status < 200 or response.status == 101:
+            return response
+        stream = cast(Any, response).fp
+        following = http.client.HTTPResponse(cast(Any, _Stream(stream)), method=method)
+        following.begin()
+        response = following
+    return response
+
+
+class _Stream:
+    """A socket whose ``makefile`` is the stream already read from (its buffer kept)."""
+
+    def __init__(self, stream: BufferedIOBase) -> None:
+        self.stream = stream
+
+    def makefile(self, mode: str) -> BufferedIOBase:
+        return self.stream
 
 
 def _read_answer(response: http.client.HTTPResponse, answer: Answer, pool: Pool) -> None:

@@ -41,7 +41,8 @@ nothing here raises. What could not be read whole is named in ``flags``: ``unrea
 document that looks like JSON and does not decode: bad bytes, nesting too deep), ``scanned``
 (read by ``scan``: its tool calls unread), ``models_overflow`` (more distinct model names
 than are kept). ``final_usage`` says whether the answer carried its closing usage (not
-only the input side an Anthropic ``message_start`` reports): an answer cut before it did
+only the input side an Anthropic ``message_start`` reports) and ``input_reported`` whether
+it named its input: an answer cut before its closing usage, or that never names its input,
 is counted by the proxy at the request's maximum.
 
 ``secret``: when given, every string of every document is searched for it, each field
@@ -102,6 +103,7 @@ class Usage:
     flags: list[str] = field(default_factory=list)
     final_usage: bool = False
     secret_seen: bool = False
+    input_reported: bool = False
 
 
 def read_answer(data: bytes | bytearray, content_type: str, secret: str | None = None) -> Usage:
@@ -216,6 +218,7 @@ class _Reader:
         self.models: list[str] = []
         self.flags: list[str] = []
         self.final = False
+        self.input_reported = False
         self.input: int = 0
         self.output: int = 0
         self.cache_read: int = 0
@@ -310,6 +313,7 @@ class _Reader:
         for key in first:
             if (value := count(usage.get(key))) is not None:
                 self.input = max(self.input, value)
+                self.input_reported = True
                 break
         for key in ("completion_tokens", "output_tokens"):
             if (value := count(usage.get(key))) is not None:
@@ -400,6 +404,7 @@ class _Reader:
             list(self.flags),
             self.final,
             self.secret_seen,
+            self.input_reported,
         )
 
 
