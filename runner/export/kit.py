@@ -60,7 +60,7 @@ from runner.bounded_input import open_regular, read_capped
 from runner.config.arms import CommandAgent, PatchAgent
 from runner.config.controls import Controls
 from runner.config.loader import CONTROLS_MAX_BYTES, load_controls, parse_controls
-from runner.errors import DigestMismatch, ProtocolMismatch, UserError
+from runner.errors import DigestMismatch, ProtocolMismatch, SuitePathError, UserError
 from runner.export.kit_files import KitInput, kit_readme, replay_script
 from runner.hashing import sha256_bytes
 from runner.paths import inside
@@ -234,8 +234,8 @@ def export_kit(run_dir: RunDir, kit: Path, controls_path: Path | None = None) ->
 
 
 def _check_target(kit: Path) -> None:
-    if kit.is_symlink():
-        raise UserError(f"{kit}: is a symbolic link; choose a new --kit directory")
+    if kit.is_symlink():  # never written through, whatever it points at (paths.new_folder)
+        raise SuitePathError(f"--kit {kit}: a symbolic link; choose a new --kit directory")
     if kit.exists() and not kit.is_dir():
         raise UserError(f"{kit}: exists and is not a directory; choose a new --kit directory")
     if kit.is_dir() and any(kit.iterdir()):

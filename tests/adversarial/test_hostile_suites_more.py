@@ -456,3 +456,14 @@ def test_a_folder_read_whole_is_walked_within_a_count(
         (tmp_path / f"f{index}").write_text("")
     with pytest.raises(SuitePathError, match="more than 5 files and folders"):
         runner.paths.closed_folder(tmp_path, (), file="tasks.jsonl:1", field="repo.git")
+
+
+def test_export_never_writes_a_kit_through_a_link(tmp_path: Path, pkg: Path, held: Held) -> None:
+    """--kit names a link (the run directory's package ships it): refused, exit 2."""
+    from tests.adversarial.test_hostile_suites import _prepared_run
+
+    run = _prepared_run(pkg)
+    (pkg / "kit").symlink_to(tmp_path / "outside" / "work", target_is_directory=True)
+    args = ["export", str(run), "--kit", str(pkg / "kit")]
+    tried = "deltarun export --kit PKG/kit, a link to an empty folder outside"
+    refused(tmp_path, held, "export: --kit a link", tried, args, "--kit", "symbolic link")
