@@ -28,7 +28,7 @@ from runner.config.loader import (
     load_controls,
     parse_controls,
 )
-from runner.errors import DigestMismatch, ProtocolMismatch, UsageError, UserError
+from runner.errors import DigestMismatch, ProtocolMismatch, SuitePathError, UsageError, UserError
 from runner.executors.contract import PreparedRun
 from runner.grading import metrics as builtin_metrics
 from runner.grading.metric_modules import load_metrics, read_module
@@ -360,6 +360,8 @@ def _run_dir(d: Draft) -> tuple[RunDir, RunMeta]:
         if run_dir.task_texts() is None and meta.suite_sha256 == d.suite.sha256:
             run_dir.keep_task_texts(_task_texts(d.suite))  # recorded before the file existed
         return run_dir, meta
+    if out.is_symlink():  # a new run directory is made, never written through a link
+        raise SuitePathError(f"--out {out}: a symbolic link; choose a new --out directory")
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{out}: exists and is not a run directory; choose a new --out")
     exposed = _exposures(d.suite, controls.tools.forbidden_paths)

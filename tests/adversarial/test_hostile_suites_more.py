@@ -467,3 +467,17 @@ def test_export_never_writes_a_kit_through_a_link(tmp_path: Path, pkg: Path, hel
     args = ["export", str(run), "--kit", str(pkg / "kit")]
     tried = "deltarun export --kit PKG/kit, a link to an empty folder outside"
     refused(tmp_path, held, "export: --kit a link", tried, args, "--kit", "symbolic link")
+
+
+def test_a_new_run_directory_is_never_a_link(tmp_path: Path, pkg: Path) -> None:
+    """run --out PKG/runs/r1, a link the package ships to an empty folder of the user's:
+    refused before anything is written there (checked past Docker's image digests, so in
+    process, as test_hostile_suites._prepared_run does)."""
+    from runner.errors import SuitePathError
+    from runner.run.prepare import prepare
+
+    out = tmp_path / "outside" / "work"
+    (pkg / "r1").symlink_to(out, target_is_directory=True)
+    with pytest.raises(SuitePathError, match=r"--out .*symbolic link"):
+        prepare(pkg / "controls.yaml", pkg / "r1", resume=False, image_digest=lambda _: BAD)
+    assert not any(out.iterdir())
