@@ -13,7 +13,6 @@ missing report leave their part of the page empty. Only a folder without ``run.j
 
 from __future__ import annotations
 
-import json
 import tarfile
 import threading
 from pathlib import Path
@@ -21,12 +20,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runner.bounded_input import open_regular
+from runner.bounded_input import open_regular, read_capped
+from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 from runner.errors import UserError
 from runner.paths import inside
 from runner.records import SHA256_RE, Trial
 from runner.store.changes import CHANGES
 from runner.store.rundir import LEDGER, RUN_FILE, SESSIONS, RunDir, TaskText, texts_of
+from runner.suite.lines import TASKS_MAX_BYTES
 from runner.trees.tar_headers import CheckedTarInfo, HeaderRefused
 from runner.view.ledger_lines import detail, parse, summary
 from runner.view.matrix import build_index
@@ -244,19 +245,32 @@ def _short(value: Any) -> str:
     return value[:60] if isinstance(value, str) else ""
 
 
+KEPT_BYTES = 64 << 20  # a report file the viewer reads back
+KEPT_BOUNDS = JsonBounds(max_bytes=KEPT_BYTES, max_depth=64, max_items=50_000_000)
+
+
+def _kept_text(path: Path) -> str | None:
+    """A file of the run directory read as input: held inside its folder (no link out), a
+    regular file of at most ``KEPT_BYTES``; None when it cannot be read so."""
+    try:
+        held = inside(path.parent, path.name, file=path.parent, field=path.name)
+        return read_capped(held, KEPT_BYTES, path.name).decode("utf-8", "replace")
+    except (OSError, UserError):
+        return None
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError, RecursionError):
+        data = loads_bounded((_kept_text(path) or "").encode(), KEPT_BOUNDS)
+    except BoundsError:
         return {}
     return data if isinstance(data, dict) else {}
 
 
 def _headline(path: Path) -> list[str]:
     """The lines of report.md's Headline section, as written."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    text = _kept_text(path)
+    if text is None:
         return []
     lines: list[str] = []
     inside = False
@@ -314,8 +328,10 @@ def _suite_lines(controls_path: str) -> list[str]:
     try:
         from runner.config.loader import parse_controls
 
-        suite = parse_controls(controls.read_text(encoding="utf-8"), str(controls)).suite
-        text = (controls.parent / suite.file).read_text(encoding="utf-8", errors="replace")
+        raw = read_capped(controls, KEPT_BYTES, "controls").decode("utf-8", "replace")
+        suite = parse_controls(raw, str(controls)).suite
+        tasks = inside(controls.parent, suite.file, file=controls, field="suite.file")
+        text = read_capped(tasks, TASKS_MAX_BYTES, "tasks.jsonl").decode("utf-8", "replace")
     except (OSError, UserError, ValueError):
         return []
     return text.split("\n")  # as tasks.jsonl is split: a U+2028 in a prompt ends no line

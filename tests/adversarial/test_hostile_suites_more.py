@@ -481,3 +481,19 @@ def test_a_new_run_directory_is_never_a_link(tmp_path: Path, pkg: Path) -> None:
     with pytest.raises(SuitePathError, match=r"--out .*symbolic link"):
         prepare(pkg / "controls.yaml", pkg / "r1", resume=False, image_digest=lambda _: BAD)
     assert not any(out.iterdir())
+
+
+def test_the_viewer_reads_no_report_through_a_link_out(tmp_path: Path, pkg: Path) -> None:
+    """`deltarun view RUN --bundle DIR` shows report.md's headline: a report.md that is a
+    link to a file of the user's is not read into the pages."""
+    from tests.adversarial.test_hostile_suites import SENTINEL
+    from tests.test_report_input import make_run
+
+    run = make_run(pkg)
+    secret = tmp_path / "outside" / "report.md"
+    secret.write_text(f"# Report\n\n## Headline\n\n{SENTINEL}\n")
+    (run / "report.md").symlink_to(secret)
+    result = cli(tmp_path, "view", str(run), "--bundle", str(tmp_path / "bundle"))
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert (tmp_path / "bundle" / "index.html").is_file()
+    assert sentinel_in(tmp_path) == [] and SENTINEL not in result.stdout + result.stderr
