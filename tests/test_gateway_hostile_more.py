@@ -545,3 +545,101 @@ def test_a_model_listing_with_a_body_is_not_forwarded(
     out = raw_request(proxy, head + body)
     assert out[9:12] == b"400" and upstream.seen == []
     assert sum(totals_of(env)["refused"].values()) == 1
+
+
+# Keys given twice, keys in another case ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_model_or_usage_given_twice_is_read_both_ways(
+    api: Api, proxy: RunningProxy, upstream: FakeUpstream, env: dict[str, str]
+) -> None:
+    """``{"model": "impostor", "model": "pinned"}``: Python keeps the last, a client's
+    parser may keep the first; so with ``usage``."""
+    document = answer_of(api, False).decode()
+    pinned = f'"model": {json.dumps(PINNED)}'
+    document = document.replace(pinned, f'"model": "impostor-model", {pinned}', 1)
+    big = '"usage": {"input_tokens": 90000, "output_tokens": 9000}, "usage": '
+    document = document.replace('"usage": ', big, 1)
+    upstream.answer = Answer(document.encode())
+    reply = proxy.ask(PATHS[api], request_for(api), HEADERS[api])
+    assert "impostor-model" in reply.log["models"] and mismatch(env)
+    assert reply.log["prompt_tokens"] >= 90_000 and reply.log["completion_tokens"] >= 9000
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["header-name-title", "header-value-upper", "body-upper"],
+)
+def test_the_key_in_another_case_never_comes_back(
+    where: str, proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    """Go title-cases a reflected header's name; a message may upper-case it."""
+    plain = answer_of("chat", False)
+    title = "-".join(part.capitalize() for part in REAL_KEY.split("-"))
+    if where == "header-name-title":
+        upstream.answer = Answer(plain, headers=[(title, "1")])
+        text = title
+    elif where == "header-value-upper":
+        upstream.answer = Answer(plain, headers=[("X-Debug", f"KEY={REAL_KEY.upper()}")])
+        text = REAL_KEY.upper()
+    else:
+        upstream.answer = Answer(plain.replace(b"Done.", REAL_KEY.upper().encode()))
+        text = REAL_KEY.upper()
+    reply = proxy.ask(PATHS["chat"], request_for("chat"), HEADERS["chat"])
+    assert text.lower() not in (reply.body.decode() + json.dumps(reply.headers)).lower()
+    assert "key_reflected" in reply.log["flags"]
+
+
+# What already held ---------------------------------------------------------------------------------
+
+MORE_REFUSED = [
+    "/v1/messages.",
+    "/v1/messages%2e",
+    "/v1/messages/",
+    "/v1/MESSAGES",
+    "/V1/messages",
+    "/v1/messages%E3%80%82",  # an ideographic full stop
+    "/v1/%C0%AEmessages",  # an overlong UTF-8 dot
+    "/v1/messages%23x",
+    "/v1/messages#x",
+    "/v1/messages%09",
+    "/v1/messages%20",
+    "/v1/messages?%00",
+    "/v1/messages?x=%0d%0aHost:evil",
+    "/v1/messages;a=b",
+    "/v1/%6d%65%73%73%61%67%65%73/batches",
+    "/v1/./chat/completions",
+    "/v1/chat//completions",
+    "//v1/messages",
+    "/v1/v1/v1/messages",
+    "*",
+]
+
+
+def test_more_path_variants_are_refused(
+    proxy: RunningProxy, upstream: FakeUpstream, env: dict[str, str]
+) -> None:
+    for target in MORE_REFUSED:
+        head = f"POST {target} HTTP/1.1\r\nHost: g\r\nContent-Length: 2\r\n\r\n{{}}"
+        out = raw_request(proxy, head.encode())
+        assert out[9:12] in (b"400", b"403"), (target, out)
+    assert upstream.seen == []
+    assert sum(totals_of(env)["refused"].values()) == len(MORE_REFUSED)
+
+
+def test_a_chunked_body_with_a_content_length_is_forwarded_as_decoded(
+    proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    upstream.answer = Answer(answer_of("chat", False))
+    body = json.dumps(request_for("chat")).encode()
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:7], body[7:])) + b"0\r\n\r\n"
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nContent-Length: 3\r\n"
+        b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    out = raw_request(proxy, head + chunks)
+    assert out[9:12] == b"200", out
+    seen = upstream.seen[-1]
+    assert seen.body == body and seen.header("Content-Length") == str(len(body))
+    assert seen.header("Transfer-Encoding") is None

@@ -143,13 +143,19 @@ class Handler(BaseHTTPRequestHandler):
         raise AttributeError(name)
 
     def parse_request(self) -> bool:
-        """http.server's, with the request's head read to ``MAX_HEAD_BYTES`` at most."""
+        """http.server's, with the request's head read to ``MAX_HEAD_BYTES`` at most, and
+        ``path`` the target as sent (http.server folds a leading ``//`` into one ``/``:
+        the route is decided on the bytes the agent sent, never on a rewrite of them)."""
         stream = self.rfile
         self.rfile = HeadReader(stream, MAX_HEAD_BYTES)  # type: ignore[assignment]
         try:
-            return super().parse_request()
+            parsed = super().parse_request()
         finally:
             self.rfile = stream
+        words = self.requestline.split()
+        if parsed and len(words) == 3:
+            self.path = words[1]
+        return parsed
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """A request http.server refuses itself (a bad request line, version or head) is

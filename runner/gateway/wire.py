@@ -25,6 +25,9 @@ so an answer is counted whatever path it came back on. Where a stream repeats a 
 largest valid value wins (Anthropic and Chat streams send cumulative usage, so an honest
 stream's last is its largest; a later, smaller report never lowers what was counted).
 
+A key an object gives twice keeps each value for ``model`` and ``usage`` (Python keeps the
+last, a client's parser may keep the first): both names are checked, the larger counts kept.
+
 Every model name is kept (``models``, in order of appearance, at most ``MAX_MODELS``
 distinct): the value of every ``model`` key at any depth of every document, so that an answer
 whose ``message_start`` names one model and a later event another shows both (the harness
@@ -66,6 +69,7 @@ MAX_TOOL_CALLS = 64  # names kept per answer
 MAX_NAME_CHARS = 128
 MAX_MODEL_CHARS = 128  # as the harness keeps a name (runner.sandbox.gateway_ledger)
 NOT_A_NAME = "(not a model name)"
+DUPLICATE = "\x00again"  # marks the other values of a key an object gives twice
 MAX_MODELS = 16  # distinct model names kept per answer; past it, ``models_overflow``
 MAX_SCANNED_MODELS = 4096  # ``model`` keys decoded in a scanned document
 MAX_KEY_CHARS = 256  # of a call's id, as kept to tell calls apart
@@ -176,11 +180,23 @@ def decode(text: bytes | bytearray) -> object:
     if len(text) > MAX_DECODE_BYTES or items > MAX_JSON_ITEMS:
         return Unread("scanned", scan(text))
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_pairs)
     except (ValueError, RecursionError):  # not JSON, bad UTF-8, huge integers, deep nesting
         if _JSON_START.match(text) is None:
             return None  # not meant as JSON (an SSE comment, a plain-text error)
         return Unread("unreadable", scan(text))
+
+
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """An object; a ``model`` or ``usage`` key given twice keeps every value (a client's
+    parser may keep the first where Python's keeps the last), the others under
+    ``<key>`` + ``DUPLICATE`` + their position."""
+    document = dict(pairs)
+    if len(document) < len(pairs):
+        for position, (key, value) in enumerate(pairs):
+            if key in ("model", "usage") and value is not document[key]:
+                document[f"{key}{DUPLICATE}{position}"] = value
+    return document
 
 
 def scan(text: bytes | bytearray) -> dict[str, object]:
@@ -240,9 +256,10 @@ class _Reader:
                 if "model" in envelope and not isinstance(envelope["model"], str):
                     self.read_model(NOT_A_NAME)
                 # message_start's usage is the input side only; the others close the answer.
-                self.read_usage(
-                    envelope.get("usage"), final=envelope is not document.get("message")
-                )
+                final = envelope is not document.get("message")
+                for key, usage in envelope.items():
+                    if key == "usage" or key.startswith("usage" + DUPLICATE):
+                        self.read_usage(usage, final=final)
                 self.anthropic_blocks(envelope.get("content"))
                 self.chat_choices(envelope.get("choices"))
                 self.responses_items(envelope.get("output"))
@@ -268,7 +285,7 @@ class _Reader:
                 for key, item in reversed(value.items()):
                     if self.secret is not None:
                         self.search("", part, key)
-                    if key == "model":
+                    if key == "model" or key.startswith("model" + DUPLICATE):
                         self.read_model(item)
                     stack.append((key, part, item))
             elif isinstance(value, list):
