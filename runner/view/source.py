@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import tarfile
 import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
@@ -26,7 +28,16 @@ from runner.errors import UserError
 from runner.paths import inside
 from runner.records import SHA256_RE, Trial
 from runner.store.changes import CHANGES
-from runner.store.rundir import LEDGER, RUN_FILE, SESSIONS, RunDir, TaskText, texts_of
+from runner.store.rundir import (
+    LEDGER,
+    LEDGER_BYTES,
+    RECORD_BYTES,
+    RUN_FILE,
+    SESSIONS,
+    RunDir,
+    TaskText,
+    texts_of,
+)
 from runner.suite.lines import TASKS_MAX_BYTES
 from runner.trees.tar_headers import CheckedTarInfo, HeaderRefused
 from runner.view.ledger_lines import detail, parse, summary
@@ -93,24 +104,37 @@ class RunSource:
             self._offsets = offsets
             return
         marked: set[str] = set()
-        with path.open("rb") as handle:
-            offset = 0
-            for number, raw in enumerate(handle, start=1):
-                start, offset = offset, offset + len(raw)
-                if not raw.strip():
-                    continue
-                offsets[number] = start
-                data, note = parse(raw.decode("utf-8", "replace"))
-                if not raw.endswith(b"\n"):
-                    self.torn = True
-                    note = "the last line is not finished (the run is still writing it)"
-                entry = summary(number, data, note)
-                job = data.get("job_id")
-                if isinstance(job, str) and job in changed and job not in marked:
-                    marked.add(job)
-                    entry["rv"] = changed[job]
-                yield entry
+        offset = 0
+        for number, raw in enumerate(self._ledger(), start=1):
+            start, offset = offset, offset + len(raw)
+            if not raw.strip():
+                continue
+            offsets[number] = start
+            data, note = parse(raw.decode("utf-8", "replace"))
+            if not raw.endswith(b"\n"):
+                self.torn = True
+                note = "the last line is not finished (the run is still writing it)"
+            entry = summary(number, data, note)
+            job = data.get("job_id")
+            if isinstance(job, str) and job in changed and job not in marked:
+                marked.add(job)
+                entry["rv"] = changed[job]
+            yield entry
         self._offsets = offsets
+
+    def _ledger_file(self) -> AbstractContextManager[BinaryIO]:
+        """The ledger open as input: held inside the run directory, a regular file."""
+        held = inside(self.path, LEDGER, file=self.path, field=LEDGER)
+        return open_regular(held, LEDGER_BYTES, "a ledger")
+
+    def _ledger(self) -> Iterator[bytes]:
+        """The ledger's lines, each of at most ``RECORD_BYTES``: one endless line ends the
+        read (it is not held in memory)."""
+        with self._ledger_file() as handle:
+            while raw := handle.readline(RECORD_BYTES + 1):
+                if len(raw) > RECORD_BYTES:
+                    return
+                yield raw
 
     def trial(self, number: int) -> dict[str, Any] | None:
         """The detail of the record on ledger line ``number``, or None if there is none."""
@@ -118,9 +142,9 @@ class RunSource:
         offset = self._offsets.get(number)
         if offset is None:
             return None
-        with (self.path / LEDGER).open("rb") as handle:
+        with self._ledger_file() as handle:
             handle.seek(offset)
-            line = handle.readline().decode("utf-8", "replace")
+            line = handle.readline(RECORD_BYTES).decode("utf-8", "replace")
         data, _ = parse(line)
         return detail(number, line, self._session(data.get("session_sha256")))
 
@@ -165,17 +189,16 @@ class RunSource:
         try:
             controls = RunDir(self.path).stored_controls()
             seen: set[str] = set()
-            with (self.path / LEDGER).open("rb") as handle:
-                for number, raw in enumerate(handle, start=1):
-                    try:
-                        trial = Trial.model_validate_json(raw)
-                    except ValidationError:
-                        continue
-                    if trial.job_id not in seen:
-                        seen.add(trial.job_id)
-                        keys = signs(controls, trial)
-                        if keys:
-                            found.append((number, keys))
+            for number, raw in enumerate(self._ledger(), start=1):
+                try:
+                    trial = Trial.model_validate_json(raw)
+                except ValidationError:
+                    continue
+                if trial.job_id not in seen:
+                    seen.add(trial.job_id)
+                    keys = signs(controls, trial)
+                    if keys:
+                        found.append((number, keys))
         except (OSError, UserError, ValueError):
             found = []
         self._signs = (stamp, found)
