@@ -11,13 +11,13 @@ a run whose stored report its ledger still reproduces (exit 3 otherwise). A run 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from runner.bounded_json import JsonBounds, loads_bounded
 from runner.config.controls import Controls
 from runner.config.gate_spec import GateSpec
 from runner.errors import DeltarunError, DigestMismatch, UsageError
@@ -214,7 +214,7 @@ def _stored_baseline(
     """The baseline a decision.json names, re-checked; or a line saying why the decision is
     left unchecked: the recorded baseline path no longer resolves to the same run and ledger."""
     try:
-        named = json.loads(stored).get("baseline")
+        named = loads_bounded(stored.encode(), DECISION_BOUNDS).get("baseline")
     except (ValueError, AttributeError):
         return None, ""
     if not isinstance(named, dict):
@@ -237,13 +237,16 @@ def _stored_baseline(
     return base, ""
 
 
+DECISION_BOUNDS = JsonBounds(max_bytes=64 << 20, max_depth=64)  # decision.json read back
+
+
 def _stored_criteria(run: RunDir, path: Path, stored: str) -> tuple[GateSpec, str]:
     changed = DigestMismatch(
         f"{path}: does not name criteria this run can have been gated on; it was changed "
         "after the gate (run `deltarun gate` again)"
     )
     try:
-        data = json.loads(stored)
+        data = loads_bounded(stored.encode(), DECISION_BOUNDS)  # a run directory is input
         source = data["source"]
         if source == FROM_CONTROLS:
             spec = run.stored_controls().gate

@@ -30,3 +30,16 @@ def test_the_viewer_reads_no_ledger_through_a_link_out(
     tried = "deltarun view --bundle of a run whose trials.jsonl is a link to a file outside"
     refused(tmp_path, held, "viewer: ledger a link out", tried, args, "trials.jsonl", "link")
     assert not list((tmp_path / "bundle").glob("data/trial/*.js"))
+
+
+def test_a_stored_decision_is_parsed_bounded(tmp_path: Path, pkg: Path, held: Held) -> None:
+    """decision.json is read back by replay: 100,000 nested lists are refused by the scan
+    before json.loads recurses (once one line from the last resort, RecursionError)."""
+    from tests.test_report_input import make_run
+
+    run = make_run(pkg)
+    (run / "decision.json").write_text("[" * 100_000 + "]" * 100_000)
+    args = ["replay", str(run)]
+    tried = "deltarun replay of a run whose decision.json nests 100,000 lists"
+    needles = ("decision.json", "does not name criteria")
+    refused(tmp_path, held, "replay: deep decision.json", tried, args, *needles, codes=(3,))
