@@ -422,8 +422,7 @@ def test_swebench_instance_repo_stays_under_repos(tmp_path: Path, pkg: Path, hel
     instances.write_text(json.dumps(row) + "\n")
     args = ["import", "swebench", str(instances), "--repos", str(repos), "--out", str(pkg / "swe")]
     tried = "import swebench: an instance's repo is ../outside (owner '..')"
-    # Refused as a path climbing out of --repos (exit 2), or already as no owner/name (exit 1)
-    # where the instance reader refuses '..' itself: either way nothing outside is read.
+    # Refused as climbing out of --repos (exit 2) or as no owner/name (exit 1): nothing read.
     needles = ("instances.jsonl", "repo", "'../outside'")
     refused(tmp_path, held, "swebench: repo ../", tried, args, *needles, codes=(1, 2))
 
