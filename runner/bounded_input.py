@@ -51,6 +51,10 @@ import yaml
 from runner.bounded_json import BoundsError
 from runner.errors import DeltarunError, UserError
 
+TASKS_MAX_BYTES = 128 << 20
+"""The largest tasks.jsonl read, in bytes (``runner.suite.lines``; the viewer reads an old
+run's suite lines within it too)."""
+
 MAX_MESSAGE = 800
 """The longest line the command line prints for an error, in characters: a safety net
 (room for two paths and two digests), since messages quote input through ``excerpt``."""

@@ -56,7 +56,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.bounded_input import open_regular, read_capped
+from runner.bounded_input import TASKS_MAX_BYTES, open_regular, read_capped
 from runner.config.arms import CommandAgent, PatchAgent
 from runner.config.controls import Controls
 from runner.config.loader import CONTROLS_MAX_BYTES, load_controls, parse_controls
@@ -66,7 +66,7 @@ from runner.hashing import sha256_bytes
 from runner.paths import inside
 from runner.records import GitRepo, RepoTask, Task
 from runner.store.rundir import LEDGER, RUN_FILE, TASK_TEXTS, RunDir, RunMeta
-from runner.suite.lines import TASKS_MAX_BYTES, lines_of
+from runner.suite.lines import lines_of
 from runner.suite.load import load_suite, task_of
 from runner.suite.sealing import VALIDATION_NAME
 from runner.trees.archives import members_from_dir, tree_digest

@@ -20,12 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.bounded_input import read_capped
+from runner.bounded_input import TASKS_MAX_BYTES, read_capped
 from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 from runner.errors import UserError
-
-TASKS_MAX_BYTES = 128 << 20
-"""The largest tasks.jsonl read, in bytes."""
 
 MAX_TASKS = 100_000
 """The most task lines of one suite (SWE-bench's full set is 2,294): 128 MiB of minimal

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from runner.atomic import write_atomic
-from runner.bounded_input import sha256_capped
+from runner.bounded_input import TASKS_MAX_BYTES, sha256_capped
 from runner.config.loader import format_validation_error
 from runner.errors import ArchiveError, DigestMismatch, UserError
 from runner.hashing import sha256_bytes
@@ -25,7 +25,7 @@ from runner.paths import closed_folder, inside, writable
 from runner.records import AnswerTask, GitRepo, RepoTask, Task
 from runner.suite import authoring_checks as task_checks
 from runner.suite.environments import check_contexts
-from runner.suite.lines import TASKS_MAX_BYTES, parse_json_line, task_lines
+from runner.suite.lines import parse_json_line, task_lines
 from runner.trees.archives import (
     DEFAULT_CAPS,
     ArchiveCaps,

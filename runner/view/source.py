@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
-from runner.bounded_input import open_regular, read_capped
+from runner.bounded_input import TASKS_MAX_BYTES, open_regular, read_capped
 from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 from runner.errors import UserError
 from runner.paths import inside
@@ -38,8 +38,7 @@ from runner.store.rundir import (
     TaskText,
     texts_of,
 )
-from runner.suite.lines import TASKS_MAX_BYTES
-from runner.trees.tar_headers import CheckedTarInfo, HeaderRefused
+from runner.tar_headers import CheckedTarInfo, HeaderRefused
 from runner.view.ledger_lines import detail, parse, summary
 from runner.view.matrix import build_index
 from runner.view.setup_links import linked, signs
