@@ -643,3 +643,29 @@ def test_a_chunked_body_with_a_content_length_is_forwarded_as_decoded(
     seen = upstream.seen[-1]
     assert seen.body == body and seen.header("Content-Length") == str(len(body))
     assert seen.header("Transfer-Encoding") is None
+
+
+def test_a_folded_header_neither_crashes_the_request_nor_reaches_the_upstream(
+    proxy: RunningProxy, upstream: FakeUpstream, env: dict[str, str]
+) -> None:
+    upstream.answer = Answer(answer_of("chat", False))
+    body = json.dumps(request_for("chat")).encode()
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nX-Folded: a\r\n b\r\n"
+        b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    out = raw_request(proxy, head + body)
+    assert out[9:12] == b"200", out
+    assert upstream.seen[-1].header("X-Folded") is None
+    assert totals_of(env)["forwarded"] == 1 and totals_of(env)["pending"] == []
+
+
+def test_a_websocket_upgrade_is_not_tunnelled(
+    proxy: RunningProxy, upstream: FakeUpstream, env: dict[str, str]
+) -> None:
+    head = (
+        b"GET /v1/responses HTTP/1.1\r\nHost: g\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    assert raw_request(proxy, head)[9:12] == b"403"
+    assert upstream.seen == []

@@ -7,7 +7,8 @@ there to the patch, the transcript and the records. The gateway reads every answ
 (and decoded: upstream.py undoes a gzip or deflate content encoding) before it sends it on,
 so a key split over the network's chunks is whole here.
 
-    * Each literal occurrence, in a header or the body, is replaced by ``REPLACEMENT``.
+    * Each literal occurrence is replaced by ``REPLACEMENT`` in a header, and in the body
+      by as many bytes of it (padded with ``*``), in place.
     * The key in another form is looked for in the raw bytes of the body and of each header,
       whatever the document around it (so also in an answer too big to decode): every
       character of the key, or of its hex or base64 (standard or URL-safe, at any of the
@@ -46,14 +47,20 @@ class KeyGuard:
             self.forms = re.compile(b"|".join(_pattern(form) for form in forms))
 
     def scrub_body(self, data: bytes | bytearray) -> tuple[bytes | bytearray, bool, bool]:
-        """``data`` with the literal key replaced; whether it held the literal key, and
-        whether it holds the key in another form (then it must be withheld)."""
+        """``data`` with the literal key masked (in place: a body of 32 MiB is not held
+        twice); whether it held the literal key, and whether it holds the key in another
+        form (then it must be withheld)."""
         if self.secret is None or self.forms is None:
             return data, False, False
         needle = self.secret.encode()
         literal = needle in data
         if literal:
-            data = data.replace(needle, REPLACEMENT)
+            data = data if isinstance(data, bytearray) else bytearray(data)
+            mask = _mask(len(needle))
+            start = data.find(needle)
+            while start >= 0:
+                data[start : start + len(needle)] = mask
+                start = data.find(needle, start + len(needle))
         return data, literal, self.forms.search(data.lower()) is not None
 
     def scrub_headers(self, headers: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], bool]:
@@ -75,6 +82,11 @@ class KeyGuard:
                 continue
             kept.append((name, value))
         return kept, found
+
+
+def _mask(length: int) -> bytes:
+    """``REPLACEMENT`` cut or padded with ``*`` to ``length`` bytes."""
+    return (REPLACEMENT + b"*" * length)[:length]
 
 
 def _forms(secret: str) -> list[bytes]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import re
 import ssl
 import threading
 import time
@@ -177,7 +178,7 @@ class Upstream:
         try:
             try:
                 connection.request(method, target, body=body, headers=headers)
-            except (OSError, http.client.HTTPException):
+            except (OSError, http.client.HTTPException, ValueError):
                 answer.trouble = "unreachable"
                 return answer
             answer.sent = True
@@ -315,10 +316,15 @@ def _decode_once(answer: Answer, pool: Pool, wbits: int, deflate: bool) -> bool:
 def forwarded_headers(
     incoming: Message, upstream: Upstream, anthropic: bool, body: bytes | None
 ) -> dict[str, str]:
-    """The request's end-to-end headers, without the agent's key headers, with the real
-    key, the upstream's ``Host`` and an identity encoding (so the usage can be read)."""
+    """The request's end-to-end headers, without the agent's key headers, headers that
+    re-route (``REROUTING``) and malformed ones, with the real key, the upstream's
+    ``Host`` and an identity encoding (so the usage can be read)."""
     dropped = HOP_BY_HOP | KEY_HEADERS | SET_HERE | REROUTING | connection_tokens(incoming)
-    headers = {k: v for k, v in incoming.items() if k.lower() not in dropped}
+    headers = {
+        k: v
+        for k, v in incoming.items()
+        if k.lower() not in dropped and _TOKEN.fullmatch(k) and not _CONTROL.search(v)
+    }
     headers["Host"] = upstream.host_header
     headers["Accept-Encoding"] = "identity"
     key = upstream.key_header(anthropic)
@@ -327,6 +333,13 @@ def forwarded_headers(
     if body is not None:
         headers["Content-Length"] = str(len(body))
     return headers
+
+
+# A header's name as RFC 9110 allows it, and what no value may hold: a header folded over
+# lines (which an upstream may unfold into a header of its own, a method override, say),
+# or a name or value http.client refuses, is not forwarded.
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def connection_tokens(headers: Message) -> set[str]:
