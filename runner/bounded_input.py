@@ -66,7 +66,49 @@ MAX_INT_DIGITS = 64
 """The most decimal digits of an integer in a YAML file (as ``JsonBounds.max_number_chars``)."""
 
 # libyaml's parser when PyYAML was built with it (C speed); the same events otherwise.
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SAFE: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A mapping of YAML input names a key twice (``load_yaml`` refuses it)."""
+
+
+def yaml_refusal(source: str, exc: yaml.YAMLError) -> str:
+    """The one line for YAML input ``load_yaml`` could not read: where, and what to do."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" line {mark.line + 1}" if mark is not None else ""
+    if isinstance(exc, DuplicateKey):
+        return f"{source}:{where}: {exc.problem}"
+    return f"{source}:{where}: not valid YAML; fix the syntax"
+
+
+class _UniqueKeys(_SAFE):  # type: ignore[misc,valid-type]
+    """The safe loader, refusing a mapping that names a key twice: YAML loaders keep the last
+    value, so a reviewer reading the first would read another file than the one that runs."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base constructor says so
+                continue
+            if duplicate:
+                raise DuplicateKey(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"the key {excerpt(str(key))} is given twice (YAML would keep the last "
+                    "one without a word); keep one",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+_LOADER: type[yaml.SafeLoader] = _UniqueKeys
 _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 

@@ -20,6 +20,7 @@ from runner.bounded_input import (
     load_yaml,
     one_line,
     read_capped,
+    yaml_refusal,
 )
 from runner.bounded_json import BoundsError
 from runner.errors import UsageError, UserError
@@ -145,3 +146,38 @@ def test_one_line_is_one_printable_line_within_the_limit(message: str, limit: in
     line.encode("utf-8")  # no lone surrogate left to break the terminal's encoder
     if message.isprintable() and len(message) <= limit:
         assert line == message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 1\nb: 2\na: 3\n",  # top level
+        "arms:\n  - {name: x, agent: {type: scripted}, name: y}\n",  # in a flow mapping
+        "x:\n  deep:\n    k: 1\n    k: 1\n",  # the same value twice is still two keys
+        "1: a\n1: b\n",  # a number key
+    ],
+)
+def test_load_yaml_refuses_a_key_given_twice(text: str) -> None:
+    # YAML loaders keep the last value: a reviewer reading the first would read another file.
+    with pytest.raises(yaml.YAMLError) as raised:
+        load_yaml(text)
+    line = yaml_refusal("c.yaml", raised.value)
+    assert "is given twice" in line and line.startswith("c.yaml: line ") and "\n" not in line
+
+
+def test_load_yaml_keeps_merge_keys_and_equal_keys_in_different_mappings() -> None:
+    text = "base: &b {p: 1}\nm:\n  <<: *b\n  q: 2\nn: {p: 3}\n"
+    assert load_yaml(text) == {"base": {"p": 1}, "m": {"p": 1, "q": 2}, "n": {"p": 3}}
+
+
+def test_a_controls_file_with_a_key_twice_is_one_line(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    controls = tmp_path / "controls.yaml"
+    controls.write_text("protocol_id: p\nchannel: exploratory\nchannel: scored\n")
+    result = run_cli("validate", str(controls))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        f"deltarun: error: {controls}: line 3: the key 'channel' is given twice (YAML would "
+        "keep the last one without a word); keep one"
+    )

@@ -17,7 +17,7 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from runner.bounded_input import load_yaml, read_capped
+from runner.bounded_input import load_yaml, read_capped, yaml_refusal
 from runner.bounded_json import BoundsError
 from runner.config.arms import Arm, CommandAgent, InstalledAgent, OpenAIAgent, PatchAgent, Route
 from runner.config.controls import Controls
@@ -172,9 +172,7 @@ def parse_controls(text: str, source: str) -> Controls:
     try:
         data: Any = load_yaml(text)  # bounded in size, depth and values, aliases expanded
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{source}:{where}: not valid YAML; fix the syntax") from exc
+        raise UserError(yaml_refusal(source, exc)) from exc
     except BoundsError as exc:
         raise UserError(f"{source}: refused: {exc}") from None
     if not isinstance(data, dict):

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from runner.bounded_input import YamlBounds, load_yaml, read_capped
+from runner.bounded_input import YamlBounds, load_yaml, read_capped, yaml_refusal
 from runner.bounded_json import BoundsError, loads_bounded
 from runner.errors import DigestMismatch, UserError
 from runner.hashing import sha256_bytes
@@ -58,9 +58,7 @@ def read_yaml_mapping(path: Path, what: str) -> Fields:
     try:
         data = load_yaml(text, YamlBounds(max_chars=SEED_FILE_MAX_BYTES))
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{path}:{where}: not valid YAML; fix the syntax") from exc
+        raise UserError(yaml_refusal(str(path), exc)) from exc
     except BoundsError as exc:
         raise UserError(f"{path}: refused: {exc}") from None
     if not isinstance(data, dict):
