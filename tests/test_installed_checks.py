@@ -223,3 +223,27 @@ def test_a_version_the_registry_lacks_is_exit_2_naming_the_field(
     assert message.startswith("controls.yaml: arms[1] (x): agent.version: ")
     assert f"{name} {version} is not released" in message
     assert not any(tmp_path.rglob("manifest.json"))  # nothing kept in the cache
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "settings", "message"),
+    [
+        ("aider", "0.86.2", {"edit_format": "whole --yes"}, "is not one of whole, diff, udiff"),
+        ("aider", "0.86.2", {"edit_format": 3}, "is not one of whole, diff, udiff"),
+        ("codex", "0.171.0", {"reasoning_effort": "max\nx"}, "is not one of minimal, low,"),
+        ("claude-code", "2.1.328", {"max_turns": "--verbose"}, "is not a whole number"),
+        ("claude-code", "2.1.328", {"max_turns": 0}, "is not a whole number of at least 1"),
+        ("claude-code", "2.1.328", {"max_turns": True}, "is not a whole number"),
+    ],
+)
+def test_a_setting_reaches_the_cli_only_as_a_value_it_takes(
+    name: str, version: str, settings: dict[str, Any], message: str
+) -> None:
+    # Every setting ends on the CLI's command line or in its configuration: a value is
+    # checked whole against what the CLI takes, never passed on unread.
+    agent = {"type": "installed", "name": name, "version": version, "settings": settings}
+    found = refused(controls(arm={"agent": agent}))
+    key = next(iter(settings))
+    assert f"arms[1] (claude).agent.settings.{key}: " in found and message in found
+    good = {"aider": "diff", "codex": "high", "claude-code": 12}[name]
+    check_installed(parsed(controls(arm={"agent": {**agent, "settings": {key: good}}})), "c")

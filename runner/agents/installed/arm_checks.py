@@ -4,6 +4,7 @@ problem naming the arm and the field, exit 2 (``UsageError``). Pure."""
 from __future__ import annotations
 
 from runner.agents.installed.catalogue import KINDS, kind_of
+from runner.bounded_input import excerpt
 from runner.config.arms import Arm, InstalledAgent
 from runner.config.controls import Controls
 from runner.errors import UsageError
@@ -32,10 +33,14 @@ def _arm(controls: Controls, index: int, arm: Arm) -> list[str]:
     route = controls.route_for(agent)
     if route is None:
         found.append(f"{at}.agent.route: no route; add route: {{base_url, model}} here or on top")
-    for key in agent.settings:
+    for key, value in agent.settings.items():
         if key not in kind.settings:
             known = ", ".join(sorted(kind.settings)) or "none"
             found.append(f"{at}.agent.settings.{key}: {kind.name} has no such setting ({known})")
+        elif not _setting_ok(kind.setting_choices.get(key), value):
+            choices = kind.setting_choices.get(key)
+            want = f"one of {', '.join(choices)}" if choices else "a whole number of at least 1"
+            found.append(f"{at}.agent.settings.{key}: {excerpt(str(value))} is not {want}")
     for target in arm.toggles.on_files if arm.toggles else {}:
         if not _inside(target, kind.toggle_targets):
             found.append(
@@ -45,6 +50,13 @@ def _arm(controls: Controls, index: int, arm: Arm) -> list[str]:
     if route is not None:
         found += _prices_and_budget(controls, at, route.model, route.max_output_tokens)
     return found
+
+
+def _setting_ok(choices: tuple[str, ...] | None, value: object) -> bool:
+    """A word from ``choices``, or without them a whole number of at least 1 (not a bool)."""
+    if choices:
+        return isinstance(value, str) and value in choices
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1_000_000
 
 
 def _inside(target: str, allowed: tuple[str, ...]) -> bool:

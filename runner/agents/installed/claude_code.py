@@ -31,6 +31,7 @@ api: Api = "anthropic"
 needs_python = False
 needs_glibc = True
 settings = {"max_turns": "Model turns at most (claude --max-turns)."}
+setting_choices: dict[str, tuple[str, ...]] = {}  # max_turns: a number
 config_dir = ".claude"
 toggle_targets = ("skills", "CLAUDE.md", "settings.json", "agents", "commands")
 session_logs = (".claude/projects",)

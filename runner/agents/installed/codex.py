@@ -32,6 +32,7 @@ api: Api = "openai-responses"
 needs_python = False
 needs_glibc = False
 settings = {"reasoning_effort": "model_reasoning_effort (minimal, low, medium, high)."}
+setting_choices = {"reasoning_effort": ("minimal", "low", "medium", "high")}
 config_dir = ".codex"
 toggle_targets = ("AGENTS.md", "skills", "prompts")
 session_logs = (".codex/sessions",)

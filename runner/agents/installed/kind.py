@@ -84,6 +84,9 @@ class Kind(Protocol):
     needs_python: bool  # a Python >= 3.10 in the image (the wheels are built for it)
     needs_glibc: bool  # a dynamically linked binary (musl-static ones run anywhere)
     settings: Mapping[str, str]  # the settings it takes, each with one line of help
+    # The values a setting may take, when they are words (others are whole numbers >= 1):
+    # every value reaches the CLI's command line or configuration, so none is taken unread
+    setting_choices: Mapping[str, tuple[str, ...]]
     config_dir: str  # its extension points live under HOME/<config_dir>
     toggle_targets: tuple[str, ...]  # paths under config_dir an -on leg may place
     session_logs: tuple[str, ...]  # files or directories (under HOME) holding its log

@@ -30,6 +30,7 @@ api: Api = "openai-chat"
 needs_python = True
 needs_glibc = True
 settings: dict[str, str] = {}
+setting_choices: dict[str, tuple[str, ...]] = {}
 config_dir = ".config/mini-swe-agent"
 toggle_targets = (".env",)
 session_logs = ("traj.json",)
