@@ -1,12 +1,14 @@
-"""`deltarun run --until-decided` then `deltarun gate`, on real Docker (issue 40, item 2 and
-its "done when"): suites in blocks against a noop control. A candidate 30 pp better (it
-fixes 3 of the 10 tasks of every block of a 30-task suite) passes superiority at look 2 of 3
-(20 of 30 tasks); one 30 pp worse (it breaks 3 of 10 tasks the control passes) fails
-non-inferiority at look 2 of 3; a null arm (it changes nothing) spends a 12-task suite and is
-not decided (exit 5). Each with looks.json, decision.json on the repeated interval, the
-gate's exit code, JUnit and the summary, and replay identical. The same stop on a real
-Celery worker through Redis (12 tasks in blocks of 4, 3 of 4 fixed). Without the flag a run
-is unchanged (tests/test_gate_run.py and the rest)."""
+"""`deltarun run --until-decided` then `deltarun gate` (issue 40, item 2 and its "done
+when"). A candidate 30 pp better (3 of the 10 tasks of every block of a 30-task suite
+answered right where the control answers wrong) passes superiority at look 2 of 3 (20 of 30
+tasks); one 30 pp worse (3 of 10 answered wrong where the control is right) fails
+non-inferiority at look 2 of 3; a null arm (answering as the control) spends a 12-task suite
+and is not decided (exit 5). Those are answer tasks between recorded arms: graded on the
+host, so the looks' arithmetic runs at full size in seconds. Each with looks.json,
+decision.json on the repeated interval, the gate's exit code, JUnit and the summary, and
+replay identical. On real Docker and a real Celery worker through Redis: repository tasks
+(12 in blocks of 4, 3 of 4 fixed by a patch) stop at look 2 of 3. Without the flag a run is
+unchanged (tests/test_gate_run.py and the rest)."""
 
 from __future__ import annotations
 
@@ -19,55 +21,68 @@ import pytest
 import yaml
 
 from tests.conftest import run_cli
-from tests.helpers import ADD_BREAK, ADD_FIXED, ADD_GOLD, make_suite, repo_task
+from tests.helpers import ADD_FIXED, ADD_GOLD, make_suite, repo_task
 
 pytestmark = pytest.mark.docker
 
 NOOP = {"type": "scripted", "action": "noop"}
 
 
+def answer_task(task_id: str) -> dict[str, Any]:
+    """An answer task: graded on the host by its metric, no sandbox for a recorded answer."""
+    return {"id": task_id, "kind": "ordinary", "prompt": "What is 1 + 1?", "expect": 2,
+            "metrics": ["exact_match"], "deadline_s": 30}  # fmt: skip
+
+
 def sequential_run(
     root: Path,
     gate: dict[str, Any],
-    patch: str,
+    patch: str | None,
     fixed: bool,
     shape: tuple[int, int, int] = (12, 4, 3),
     stop: str | None = "sequential: stopped at look 2 of 3 (every delta criterion decided)",
     broker: list[str] | None = None,
 ) -> tuple[Path, list[list[str]]]:
     """Controls with ``gate`` (and its sequential block) over ``shape`` = (tasks, block size,
-    tasks changed per block): the candidate applies ``patch`` on the first ``changed`` tasks
-    of each block and changes nothing on the rest. ``stop``: the line the run prints about
-    its stop. ``broker``: the run's broker options (its trials then run on the workers),
-    else the local pool."""
+    tasks changed per block). With a ``patch``, repository tasks against a noop control (the
+    fixture ``fixed`` or not): the candidate applies ``patch`` on the first ``changed`` tasks
+    of each block and changes nothing on the rest. Without one, answer tasks between two
+    recorded arms: the control answers every task right (``fixed``) or wrong, the candidate
+    the other way on the first ``changed`` tasks of each block and as the control elsewhere.
+    ``stop``: the line the run prints about its stop. ``broker``: the run's broker options
+    (its trials then run on the workers), else the local pool."""
     from runner.config.loader import load_controls
     from runner.suite.plan import task_blocks
     from runner.suite.sealing import seal_target
 
     tasks, size, changed = shape
     ids = [f"t{i:02d}" for i in range(tasks)]
-    arms = [
-        {"name": "ctrl", "control": True, "agent": NOOP},
-        {"name": "cand", "agent": {"type": "patch", "dir": "cand"}},
-    ]
-    controls = make_suite(
-        root,
-        [repo_task(i) for i in ids],
-        arms,
-        fixtures={i: ADD_FIXED for i in ids} if fixed else None,
-        seal=False,
-    )
-    folder = root / "cand"
-    folder.mkdir()
+    cand = {"name": "cand", "agent": {"type": "patch", "dir": "cand"}}
+    if patch is not None:
+        ctrl = {"name": "ctrl", "control": True, "agent": NOOP}
+        lines = [repo_task(i) for i in ids]
+        fixtures = {i: ADD_FIXED for i in ids} if fixed else None
+    else:
+        ctrl = {"name": "ctrl", "control": True, "agent": {"type": "patch", "dir": "ctrl"}}
+        lines, fixtures = [answer_task(i) for i in ids], None
+    controls = make_suite(root, lines, [ctrl, cand], fixtures=fixtures, seal=False)
+    folders = {name: root / name for name in ("cand", "ctrl")}
+    for folder in folders.values():
+        folder.mkdir()
     data = yaml.safe_load(controls.read_text())
     controls.write_text(yaml.safe_dump({**data, "gate": gate}, sort_keys=False))
     seal_target(controls, load_controls)
     blocks = task_blocks(load_controls(controls).controls, ids)
     assert blocks is not None and [len(b) for b in blocks] == [size] * (tasks // size)
+    right, wrong = ("2", "3") if fixed else ("3", "2")  # the control's answer, and the other
     for block in blocks:
         for k, task_id in enumerate(block):
-            (folder / f"{task_id}.diff").write_text(patch if k < changed else "")
-    seal_target(controls, load_controls)  # the patch directory is part of the protocol
+            if patch is not None:
+                (folders["cand"] / f"{task_id}.diff").write_text(patch if k < changed else "")
+                continue
+            (folders["ctrl"] / f"{task_id}.answer.json").write_text(right)
+            (folders["cand"] / f"{task_id}.answer.json").write_text(wrong if k < changed else right)
+    seal_target(controls, load_controls)  # the recorded arms' directories are in the protocol
     out = root / "run"
     args = ["run", str(controls), "--out", str(out), *(broker or ["-j", "2"])]
     result = run_cli(*args, "--until-decided")
@@ -122,7 +137,7 @@ def replayed(run: Path) -> None:
 
 def test_a_candidate_30_points_better_passes_superiority_at_look_2(tmp_path: Path) -> None:
     gate = {"superiority": 0.0, "sequential": {"spending": "obrien_fleming", "block": 10}}
-    run, blocks = sequential_run(tmp_path, gate, ADD_GOLD, fixed=False, shape=(30, 10, 3))
+    run, blocks = sequential_run(tmp_path, gate, None, fixed=False, shape=(30, 10, 3))
     looks = check_stopped(run, blocks, "pass")
     decision = gated(run, tmp_path, 0, "PASS")
     result = run_cli("gate", str(run))
@@ -146,7 +161,7 @@ def test_a_candidate_30_points_better_passes_superiority_at_look_2(tmp_path: Pat
 
 def test_a_candidate_30_points_worse_fails_non_inferiority_at_look_2(tmp_path: Path) -> None:
     gate = {"non_inferiority": 0.02, "sequential": {"spending": "pocock", "looks": 3}}
-    run, blocks = sequential_run(tmp_path, gate, ADD_BREAK, fixed=True, shape=(30, 10, 3))
+    run, blocks = sequential_run(tmp_path, gate, None, fixed=True, shape=(30, 10, 3))
     check_stopped(run, blocks, "fail")
     gated(run, tmp_path, 1, "FAIL")
     result = run_cli("gate", str(run))
@@ -174,7 +189,7 @@ def test_a_null_arm_spends_the_suite_and_is_not_decided(tmp_path: Path) -> None:
     # to bound the delta within 2 points either way; the run spends the suite.
     gate = {"non_inferiority": 0.02, "sequential": {"spending": "obrien_fleming", "block": 4}}
     run, _ = sequential_run(
-        tmp_path, gate, ADD_GOLD, fixed=False, shape=(12, 4, 0),
+        tmp_path, gate, None, fixed=False, shape=(12, 4, 0),
         stop="sequential: stopped at look 3 of 3 (the suite spent)",
     )  # fmt: skip
     looks = json.loads((run / "looks.json").read_text())
