@@ -69,7 +69,7 @@ def path_lock(name: str) -> Iterator[None]:
 # handed out longest first, so that the run never ends on one of them on one worker while
 # the others idle. The Makefile's --maxschedchunk=1 hands tests out one by one in order.
 LONGEST = {
-    "test_realprojects.py::test_a_real_project_suite_imports_builds_and_validates": 188,
+    "test_realprojects.py::test_a_real_project_suite_imports_builds_and_validates": 110,
     "test_quickstart.py::test_quickstart_gold_passes_control_fails": 81,
     "test_field_shapes.py::test_django_and_sympy_instances_import_validate_and_publish": 69,
     "test_copy_free_room.py::test_any_edits_near_the_cap_give_the_same_patch_and_verdict_on_both_paths": 67,

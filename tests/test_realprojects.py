@@ -20,11 +20,16 @@ from tests.realprojects.build import build
 
 pytestmark = pytest.mark.docker
 
+# Validated on a Celery worker too: the project its spec installs, and the broken instance.
+CELERY = ("pallets__click-1", "jquast__wcwidth-nocov-1")
+
 
 def test_a_real_project_suite_imports_builds_and_validates(
     tmp_path: Path, redis_server: Any
 ) -> None:
-    """On the local pool, then with every check recorded by a real Celery worker."""
+    """On the local pool; then two of the instances again with every check recorded by a
+    real Celery worker (the other seven differ in layout and settings, not in where they
+    run)."""
     from tests.distributed_support import start_worker
 
     data = build(tmp_path / "data")
@@ -39,12 +44,29 @@ def test_a_real_project_suite_imports_builds_and_validates(
     built = run_cli("build", str(out / "controls.yaml"))
     assert built.returncode == 0, built.stderr
     local = verdicts_of(run_cli("validate", str(out / "controls.yaml"), "-j", "2"), out)
+    # On a real Celery worker: the instance its spec installs and the broken one, imported
+    # and built again as a suite of their own (its environments are the ones just built).
+    on_workers = tmp_path / "on-workers.jsonl"
+    on_workers.write_text(
+        "".join(
+            line + "\n"
+            for line in instances.read_text().splitlines()
+            if json.loads(line)["instance_id"] in CELERY
+        )
+    )
+    out2 = tmp_path / "suite-on-workers"
+    imported = run_cli(
+        "import", "swebench", str(on_workers), "--repos", str(data["repos"]),
+        "--out", str(out2), "--specs", str(data["specs"]),
+    )  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    assert run_cli("build", str(out2 / "controls.yaml")).returncode == 0
     worker = start_worker(redis_server, tmp_path / "worker.log", "-c", "2")
     try:
-        celery = run_cli("validate", str(out / "controls.yaml"), "--broker", redis_server.url)
+        celery = run_cli("validate", str(out2 / "controls.yaml"), "--broker", redis_server.url)
     finally:
         worker.stop()
-    assert verdicts_of(celery, out) == local
+    assert verdicts_of(celery, out2) == {i: local[i] for i in CELERY}
     verdicts = dict(local)
     broken = verdicts.pop("jquast__wcwidth-nocov-1")
     assert len(verdicts) == 8 and all(v == "valid" for v, _ in verdicts.values()), verdicts
