@@ -669,3 +669,36 @@ def test_a_websocket_upgrade_is_not_tunnelled(
     )
     assert raw_request(proxy, head)[9:12] == b"403"
     assert upstream.seen == []
+
+
+def test_the_key_split_between_deltas_a_client_joins_by_one_mark_never_comes_back(
+    proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    """The OpenAI client joins output text by ``output_index``: halves under one index
+    but two item ids, another item's delta between them."""
+    half = len(REAL_KEY) // 2
+    event = "response.output_text.delta"
+
+    def delta(index: int, item: str, text: str) -> tuple[str | None, Any]:
+        where = {"output_index": index, "item_id": item, "content_index": 0}
+        return event, {"type": event, **where, "delta": text}
+
+    events = sse(delta(0, "a", REAL_KEY[:half]), delta(1, "c", "x"), delta(0, "b", REAL_KEY[half:]))
+    upstream.answer = Answer(events + answer_of("responses", True), SSE)
+    reply = proxy.ask(PATHS["responses"], request_for("responses"), HEADERS["responses"])
+    assert "key_reflected" in reply.log["flags"] and reply.status == 502
+
+
+def test_the_key_split_at_the_end_of_an_event_too_big_to_decode_never_comes_back(
+    proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    half = len(REAL_KEY) // 2
+
+    def chunk(text: str) -> tuple[str | None, Any]:
+        return None, {"model": PINNED, "choices": [{"index": 0, "delta": {"content": text}}]}
+
+    padded = "z" * (5 << 20) + REAL_KEY[:half]  # past the size decoded whole: only scanned
+    events = sse(chunk(padded), chunk(REAL_KEY[half:]))
+    upstream.answer = Answer(events + answer_of("chat", True), SSE)
+    reply = proxy.ask(PATHS["chat"], request_for("chat"), HEADERS["chat"])
+    assert "key_reflected" in reply.log["flags"] and reply.status == 502

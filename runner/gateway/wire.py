@@ -65,6 +65,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from .rawstrings import strings
+
 MAX_TOOL_CALLS = 64  # names kept per answer
 MAX_NAME_CHARS = 128
 MAX_MODEL_CHARS = 128  # as the harness keeps a name (runner.sandbox.gateway_ledger)
@@ -72,6 +74,7 @@ NOT_A_NAME = "(not a model name)"
 DUPLICATE = "\x00again"  # marks the other values of a key an object gives twice
 MAX_MODELS = 16  # distinct model names kept per answer; past it, ``models_overflow``
 MAX_SCANNED_MODELS = 4096  # ``model`` keys decoded in a scanned document
+MAX_SCANNED_STRINGS = 200_000  # strings of a scanned document followed for the secret
 MAX_KEY_CHARS = 256  # of a call's id, as kept to tell calls apart
 MAX_PARTS = 4096  # parts of one answer whose strings are joined apart, for the secret
 PART_KEYS = ("index", "output_index", "content_index", "summary_index", "item_id")
@@ -127,6 +130,7 @@ class Unread:
 
     why: str
     found: dict[str, object]
+    text: bytes | bytearray = b""  # the document itself, for the secret's search
 
 
 def documents(data: bytes | bytearray, content_type: str) -> Iterator[object]:
@@ -178,13 +182,13 @@ def decode(text: bytes | bytearray) -> object:
     one that looks like JSON and does not decode, an ``Unread`` with what ``scan`` finds."""
     items = text.count(b",") + text.count(b":") + text.count(b"[") + text.count(b"{")
     if len(text) > MAX_DECODE_BYTES or items > MAX_JSON_ITEMS:
-        return Unread("scanned", scan(text))
+        return Unread("scanned", scan(text), text)
     try:
         return json.loads(text, object_pairs_hook=_pairs)
     except (ValueError, RecursionError):  # not JSON, bad UTF-8, huge integers, deep nesting
         if _JSON_START.match(text) is None:
             return None  # not meant as JSON (an SSE comment, a plain-text error)
-        return Unread("unreadable", scan(text))
+        return Unread("unreadable", scan(text), text)
 
 
 def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -273,6 +277,25 @@ class _Reader:
         for model in models if isinstance(models, list) else ():
             self.read_model(model)
         self.read_usage(document.found.get("usage"), final=True)
+        if self.secret is not None:  # its strings, as the walk would join them, by name
+            name = ""
+            window = 6 * len(self.secret) + 16
+            found = strings(document.text, window)
+            for number, (is_key, head, tail) in enumerate(found):
+                if number >= MAX_SCANNED_STRINGS:  # too many to follow: assume the worst
+                    self.secret_seen = True
+                    self.flag("parts_overflow")
+                    break
+                self.search("", (), head)
+                if head is not tail:
+                    self.search("", (), tail)
+                if is_key:
+                    name = head[:MAX_KEY_CHARS]
+                    continue
+                self.search(name, (), head)
+                if head is not tail:  # a long string: its end is the field's tail now
+                    self.tails[name] = ""
+                    self.search(name, (), tail)
 
     def walk(self, document: object) -> None:
         """Every ``model`` value at any depth, and every string searched for the secret."""
@@ -298,7 +321,9 @@ class _Reader:
         within this part of it?"""
         assert self.secret is not None
         keep = len(self.secret) - 1
-        for slot in (name, (part, name)) if part else (name,):
+        # The whole part, and each of its marks alone (a client may join by any one).
+        slots = [name, *(((mark,), name) for mark in part), (part, name)] if part else [name]
+        for slot in dict.fromkeys(slots):
             joined = self.tails.get(slot, "") + text
             if self.secret in joined:
                 self.secret_seen = True
