@@ -35,14 +35,7 @@ def test_a_real_project_suite_imports_builds_and_validates(
     data = build(tmp_path / "data")
     instances = tmp_path / "all.jsonl"
     instances.write_text(data["instances"].read_text() + data["broken"].read_text())
-    out = tmp_path / "suite"
-    imported = run_cli(
-        "import", "swebench", str(instances), "--repos", str(data["repos"]),
-        "--out", str(out), "--specs", str(data["specs"]),
-    )  # fmt: skip
-    assert imported.returncode == 0, imported.stderr
-    built = run_cli("build", str(out / "controls.yaml"))
-    assert built.returncode == 0, built.stderr
+    out = imported_and_built(instances, data, tmp_path / "suite")
     local = verdicts_of(run_cli("validate", str(out / "controls.yaml"), "-j", "2"), out)
     # On a real Celery worker: the instance its spec installs and the broken one, imported
     # and built again as a suite of their own (its environments are the ones just built).
@@ -54,13 +47,7 @@ def test_a_real_project_suite_imports_builds_and_validates(
             if json.loads(line)["instance_id"] in CELERY
         )
     )
-    out2 = tmp_path / "suite-on-workers"
-    imported = run_cli(
-        "import", "swebench", str(on_workers), "--repos", str(data["repos"]),
-        "--out", str(out2), "--specs", str(data["specs"]),
-    )  # fmt: skip
-    assert imported.returncode == 0, imported.stderr
-    assert run_cli("build", str(out2 / "controls.yaml")).returncode == 0
+    out2 = imported_and_built(on_workers, data, tmp_path / "suite-on-workers")
     worker = start_worker(redis_server, tmp_path / "worker.log", "-c", "2")
     try:
         celery = run_cli("validate", str(out2 / "controls.yaml"), "--broker", redis_server.url)
@@ -73,6 +60,19 @@ def test_a_real_project_suite_imports_builds_and_validates(
     assert broken[0] == "setup-broken", broken
     assert "unrecognized arguments" in broken[1] and "--cov" in broken[1]
     assert "add pytest-cov to the environment" in broken[1]
+
+
+def imported_and_built(instances: Path, data: dict[str, Path], out: Path) -> Path:
+    """``import swebench`` of ``instances`` with the corpus's repositories and specs into
+    ``out``, then ``build``; the suite folder."""
+    imported = run_cli(
+        "import", "swebench", str(instances), "--repos", str(data["repos"]),
+        "--out", str(out), "--specs", str(data["specs"]),
+    )  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    built = run_cli("build", str(out / "controls.yaml"))
+    assert built.returncode == 0, built.stderr
+    return out
 
 
 def verdicts_of(result: Any, out: Path) -> dict[str, tuple[str, str]]:
