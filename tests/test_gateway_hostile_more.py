@@ -702,3 +702,14 @@ def test_the_key_split_at_the_end_of_an_event_too_big_to_decode_never_comes_back
     upstream.answer = Answer(events + answer_of("chat", True), SSE)
     reply = proxy.ask(PATHS["chat"], request_for("chat"), HEADERS["chat"])
     assert "key_reflected" in reply.log["flags"] and reply.status == 502
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16", "utf-32-be"])
+def test_the_key_in_a_wide_text_encoding_never_comes_back(
+    codec: str, proxy: RunningProxy, upstream: FakeUpstream
+) -> None:
+    text = answer_of("chat", True, text=f"key {REAL_KEY}").decode()
+    upstream.answer = Answer(text.encode(codec), f"{SSE}; charset={codec}")
+    reply = proxy.ask(PATHS["chat"], request_for("chat"), HEADERS["chat"])
+    assert REAL_KEY not in reply.body.decode(codec, "replace")
+    assert "key_reflected" in reply.log["flags"]

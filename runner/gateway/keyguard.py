@@ -15,8 +15,9 @@ so a key split over the network's chunks is whole here.
       three alignments: the key inside a longer encoded text such as ``Bearer <key>``), may
       be written plainly or as a JSON ``\\u`` escape (escaped again any number of times), a
       percent escape (``%73``, ``%2573``) or an HTML character reference (``&#115;``,
-      ``&#x73;``). Letters match in either case: a server that title-cases a reflected
-      header's name (Go's does) or upper-cases a message leaves too little to guess.
+      ``&#x73;``), in UTF-8 or (its NUL bytes dropped) UTF-16 or UTF-32. Letters match
+      in either case: a server that title-cases a reflected header's name (Go's does) or
+      upper-cases a message leaves too little to guess.
     * Split over a stream's deltas (``wire.read_answer`` joins each field's strings, per
       part of the answer: content block, choice, output item).
 
@@ -61,7 +62,10 @@ class KeyGuard:
             while start >= 0:
                 data[start : start + len(needle)] = mask
                 start = data.find(needle, start + len(needle))
-        return data, literal, self.forms.search(data.lower()) is not None
+        lowered = data.lower()
+        if b"\0" in lowered:  # UTF-16 or UTF-32 text: its ASCII characters, side by side
+            lowered = lowered.replace(b"\0", b"")
+        return data, literal, self.forms.search(lowered) is not None
 
     def scrub_headers(self, headers: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], bool]:
         """The headers with the literal key replaced in each value, and any header whose
