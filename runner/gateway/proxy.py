@@ -23,8 +23,10 @@ Rules:
     * ``GET /__deltarun_ready`` answers 200 (the harness waits for it).
     * A request for an endpoint of routes.ENDPOINTS under the upstream's prefix, its path
       decoded until stable, is forwarded to that canonical path with its query; anything
-      else gets 403 and is counted as refused. Hop-by-hop headers are dropped and ``Host``
-      names the upstream.
+      else gets 403 and is counted as refused, whatever its method; so does a request
+      http.server refuses itself (``malformed``). Hop-by-hop, re-routing and malformed
+      headers are dropped (upstream.forwarded_headers) and ``Host`` names the upstream. A
+      request body in a content encoding gets 415; a GET with a body, 400.
     * The agent's ``Authorization``, ``x-api-key`` and ``api-key`` headers are always dropped.
       With a key, it is added in the style of the request's API: ``x-api-key`` for Anthropic
       Messages, ``Authorization: Bearer`` for everything else. The key never goes back
@@ -34,13 +36,17 @@ Rules:
       the upstream has 600 s to answer, and one that cannot be reached gives 502. What
       bodies and answers hold together is bounded (upstream.Pool): 503 when it is full.
     * The whole upstream answer is read before it is sent on: a streamed (SSE) answer
-      arrives in one piece at the end, which the model clients accept.
+      arrives in one piece at the end, which the model clients accept. A gzip or deflate
+      answer is decoded and sent on as identity; interim (1xx) heads are read past.
+    * At most ``front.MAX_CONNECTIONS`` connections are served at once (503 past it,
+      counted ``busy``), and a request's head is read to 64 KiB (431 past it).
     * With a budget, a request made once it is spent is answered here, not forwarded
       (budget.py: the status and shape per API).
     * Every request goes into the ledger (ledger.py) before its answer is sent: a forwarded
       one with the models, counts and tool-call names its answer reports (wire.py), or its
       maximum when the answer could not be read whole (``estimated``); a refused one as a
-      count. The key, headers and bodies are never written.
+      count. A billed answer that names no model is entered with ``NO_MODEL``, which no
+      route pins. The key, headers and bodies are never written.
 
 Standard library only, so it runs on the sandbox image itself.
 """
