@@ -31,11 +31,13 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import redis
 from celery import Celery
 from pydantic import ValidationError
 
+from runner import __version__
 from runner.distributed import blob_gc, keys, registry
 from runner.distributed import protocol_bundle as bundles
 from runner.distributed.blobs import BlobStore
@@ -387,12 +389,7 @@ class _Coordinator:
                 continue
             if (worker, key) not in self.refusers:
                 self.refusers.add((worker, key))
-                self.warn(
-                    f"worker {worker[:80]} (job key {key[:12]}) refused jobs of this run "
-                    f"({str(notice.get('reason', '?'))[:80]}); this run signs with job key "
-                    f"{fingerprint(self.job_key)}: copy this coordinator's job key file to that "
-                    "worker (--job-key-file or ~/.config/deltarun/job.key) and restart it"
-                )
+                self.warn(_refusal_line(worker, key, notice, fingerprint(self.job_key)))
             if isinstance(job_id, str) and job_id in self.pending:
                 again[job_id] = self.pending[job_id]
         if again:
@@ -407,6 +404,22 @@ class _Coordinator:
             self.leases.forget_start(stalled)
             self.warn(f"re-enqueued {len(stalled)} job(s) whose worker stopped renewing its lease")
             self.send([self.pending[job_id] for job_id in stalled])
+
+
+def _refusal_line(worker: str, key: str, notice: Mapping[str, Any], ours: str) -> str:
+    """The coordinator's line for a worker's refusal notice: what to fix, on which worker."""
+    reason = str(notice.get("reason", "?"))[:160]
+    if notice.get("kind") == keys.VERSION_REFUSAL:
+        return (
+            f"worker {worker[:80]} cannot read this run's jobs ({reason}); this coordinator "
+            f"runs deltarun {__version__}: install the same deltarun on that worker (or "
+            "rebuild its image) and restart it"
+        )
+    return (
+        f"worker {worker[:80]} (job key {key[:12]}) refused jobs of this run ({reason[:80]}); "
+        f"this run signs with job key {ours}: copy this coordinator's job key file to that "
+        "worker (--job-key-file or ~/.config/deltarun/job.key) and restart it"
+    )
 
 
 def _workers_seen(seen: Mapping[str, list[dict[str, object]] | None]) -> str:

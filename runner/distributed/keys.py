@@ -62,8 +62,12 @@ def stopped(run_id: str) -> str:
     return f"{PREFIX}:stopped:{run_id}"
 
 
+KEY_REFUSAL, VERSION_REFUSAL = "key", "version"  # a refusal notice's kind
+
+
 def refused(run_id: str) -> str:
-    """List of JSON notices from workers that refused a job of the run (bad signature):
+    """List of JSON notices from workers that refused a job of the run (a signature not made
+    with their key, ``KEY_REFUSAL``, or a job their deltarun cannot read, ``VERSION_REFUSAL``):
     read and emptied by the coordinator, which says why and sends those jobs again."""
     return f"{PREFIX}:refused:{run_id[:80]}"
 

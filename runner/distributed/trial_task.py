@@ -19,12 +19,13 @@ from typing import Any
 
 import redis
 from celery import Celery, Task
+from pydantic import ValidationError
 
-from runner import telemetry
+from runner import __version__, telemetry
 from runner.agents.interface import Agent
 from runner.distributed import keys
 from runner.distributed import protocol_bundle as bundles
-from runner.distributed.keys import STOP_TTL_S
+from runner.distributed.keys import KEY_REFUSAL, STOP_TTL_S, VERSION_REFUSAL
 from runner.distributed.leases import RedisLeases
 from runner.distributed.signing import fingerprint, job_refusal
 from runner.distributed.worker_state import WorkerState
@@ -64,7 +65,10 @@ def handle(
     refusal = job_refusal(state.job_key, payload)
     if refusal is not None:
         return _refused(state, payload, refusal)
-    job = Job.model_validate(payload["job"])
+    try:
+        job = Job.model_validate(payload["job"])
+    except ValidationError as exc:  # signed by this run's key: written by another deltarun
+        return _refused(state, payload, _unreadable(exc), kind=VERSION_REFUSAL)
     ledger = RedisLeases(state.redis, job.run_id, state.job_key)
     holder = f"{state.name}:{os.getpid()}"
     fields = _fields(state, job)
@@ -180,9 +184,17 @@ def _pins(payload: dict[str, Any]) -> dict[str, str]:
     return {image: pin} if isinstance(image, str) and isinstance(pin, str) else {}
 
 
-def _refused(state: WorkerState, payload: Any, why: str) -> str:
+def _unreadable(exc: ValidationError) -> str:
+    """Why a signed job cannot be read here: its coordinator runs another deltarun."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "job"
+    return f"deltarun {__version__} cannot read the job ({where}: {first['msg']})"
+
+
+def _refused(state: WorkerState, payload: Any, why: str, kind: str = KEY_REFUSAL) -> str:
     """Log a job this worker will not run and leave its coordinator a notice (the job's own
-    run and id, as far as the message says them; nothing of it is trusted or run)."""
+    run and id, as far as the message says them; nothing of it is trusted or run); ``kind``
+    says whether the job key or the worker's deltarun is what does not match."""
     job = payload.get("job") if isinstance(payload, dict) else None
     job = job if isinstance(job, dict) else {}
     run_id, job_id = str(job.get("run_id", "?"))[:80], str(job.get("job_id", "?"))[:80]
@@ -202,7 +214,9 @@ def _refused(state: WorkerState, payload: Any, why: str) -> str:
             }
         },
     )
-    notice = json.dumps({"worker": state.name, "key": key, "job_id": job_id, "reason": why})
+    notice = json.dumps(
+        {"worker": state.name, "key": key, "job_id": job_id, "reason": why, "kind": kind}
+    )
     try:
         pipe = state.redis.pipeline(transaction=True)
         pipe.rpush(keys.refused(run_id), notice)
