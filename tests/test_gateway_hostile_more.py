@@ -713,3 +713,25 @@ def test_the_key_in_a_wide_text_encoding_never_comes_back(
     reply = proxy.ask(PATHS["chat"], request_for("chat"), HEADERS["chat"])
     assert REAL_KEY not in reply.body.decode(codec, "replace")
     assert "key_reflected" in reply.log["flags"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Answer(b""),
+        Answer(sse(("error", {"type": "error", "error": {"type": "overloaded_error"}})), SSE),
+        Answer(
+            raw=b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 9\r\n\r\n"
+        ),
+    ],
+    ids=["empty", "error-event", "cut"],
+)
+def test_an_answer_with_no_model_turn_is_counted_high_not_a_mismatch(
+    answer: Answer, proxy: RunningProxy, upstream: FakeUpstream, env: dict[str, str]
+) -> None:
+    """An empty answer, an error event, a stream cut before its first event: counted at
+    the maximum, and no route mismatch (a network fault is not another model)."""
+    upstream.answer = answer
+    reply = proxy.ask(PATHS["anthropic"], request_for("anthropic"), HEADERS["anthropic"])
+    assert "estimated" in reply.log["flags"] and reply.log["completion_tokens"] == MAX_OUT
+    assert not mismatch(env)

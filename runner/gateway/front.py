@@ -90,11 +90,13 @@ class Server(ThreadingHTTPServer):
             self.slots.release()
 
     def turn_away(self, request: socket.socket) -> None:
+        """Count the connection, then answer it 503 and close it (the count comes first,
+        as for every other refusal)."""
         try:
+            self.refused()
             request.settimeout(1.0)
             request.sendall(BUSY)
         except OSError:
             pass
         finally:
             self.shutdown_request(request)
-        self.refused()

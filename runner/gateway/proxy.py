@@ -45,8 +45,10 @@ Rules:
     * Every request goes into the ledger (ledger.py) before its answer is sent: a forwarded
       one with the models, counts and tool-call names its answer reports (wire.py), or its
       maximum when the answer could not be read whole (``estimated``); a refused one as a
-      count. A billed answer that names no model is entered with ``NO_MODEL``, which no
-      route pins. The key, headers and bodies are never written.
+      count. An answer that arrived whole with a usage or tool calls (a model turn) but
+      names no model is entered with ``NO_MODEL``, which no route pins (one cut off, or
+      with nothing in it, is only counted at its maximum). The key, headers and bodies
+      are never written.
 
 Standard library only, so it runs on the sandbox image itself.
 """
@@ -257,8 +259,10 @@ class Handler(BaseHTTPRequestHandler):
             usage = usage_of(answer.data, answer.content_type, self.upstream.key)
         billed = answer.sent and (answer.status == 0 or 200 <= answer.status < 300)
         usage = settle(usage, maximum, metered=metered, whole=answer.trouble is None, billed=billed)
-        if metered and 200 <= answer.status < 300 and not usage.models:
-            usage.models.append(NO_MODEL)  # the route lock cannot hold on no name at all
+        turn = usage.final_usage or usage.input_reported or bool(usage.tool_calls)
+        whole = 200 <= answer.status < 300 and answer.trouble is None
+        if metered and whole and turn and not usage.models:
+            usage.models.append(NO_MODEL)  # a model turn that names no model: no lock holds
         flags = list(usage.flags) + ([answer.trouble] if answer.trouble else [])
         with PARSE_LOCK:  # a scrubbed copy of the body is held one at a time too
             data, literal, encoded = self.keyguard.scrub_body(answer.data)
