@@ -53,7 +53,7 @@ from runner.sandbox.base import (
     SandboxSpec,
 )
 from runner.sandbox.blame import Blame
-from runner.sandbox.engine import API_ERRORS, image_id
+from runner.sandbox.engine import API_ERRORS, exit_code, image_id
 from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.gateway_container import ModelGateway, open_gateway
 from runner.sandbox.image_env import ImagePaths, in_environment
@@ -442,10 +442,9 @@ class DockerSandbox:
 
     def _exit_code(self, exec_id: str) -> int | None:
         try:
-            code = self.client.exec_inspect(exec_id).get("ExitCode")
+            return exit_code(self.client, exec_id)
         except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to report a command's exit: {exc}") from exc
-        return None if code is None else int(code)
 
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer ended in this sandbox (cgroup v1 or v2)."""

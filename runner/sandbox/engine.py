@@ -3,10 +3,12 @@
 One definition of what a failing engine call raises (``API_ERRORS``), shared by
 the sandbox adapter and the model gateway; translated at each boundary into
 ``SandboxError`` (infrastructure during a trial) or ``UserError`` (a setup the
-user fixes), ``from exc``.
+user fixes), ``from exc``. ``exit_code`` reads an ended command's exit status.
 """
 
 from __future__ import annotations
+
+import time
 
 import docker
 import docker.errors
@@ -16,6 +18,26 @@ from docker.utils import kwargs_from_env
 from runner.errors import SandboxError, UserError
 
 API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
+EXIT_WAIT_S = 5.0
+
+
+def exit_code(client: docker.APIClient, exec_id: str, within_s: float = EXIT_WAIT_S) -> int | None:
+    """The exit status of a command whose output stream has ended; None if the engine still
+    has none after ``within_s``. The engine can close the stream before it records the exit
+    (under load, a few milliseconds later): read at once, a command that exited 0 came back
+    as None, which a harness step took for a failure (``realpath`` of a tool call refused as
+    "cannot resolve", an agent's patch never applied). Raises ``API_ERRORS``."""
+    deadline = time.monotonic() + within_s
+    pause = 0.005
+    while True:
+        found = client.exec_inspect(exec_id)
+        code = found.get("ExitCode")
+        if code is not None and not found.get("Running"):
+            return int(code)
+        if time.monotonic() >= deadline:
+            return None if code is None else int(code)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def connect(api_timeout_s: int = 60) -> docker.APIClient:

@@ -50,7 +50,7 @@ from docker.types import LogConfig, Mount
 
 from runner.errors import SandboxError, UserError
 from runner.sandbox.base import ModelAccess
-from runner.sandbox.engine import API_ERRORS
+from runner.sandbox.engine import API_ERRORS, exit_code
 from runner.sandbox.gateway_ledger import LEDGER_DIR, Exchange, read_ledger
 
 __all__ = ["Exchange", "GatewaySpec", "ModelGateway", "open_gateway"]
@@ -305,7 +305,7 @@ class ModelGateway:
                 self.container, ["python3", "-c", _READY_PROBE], stdout=True, stderr=True
             )["Id"]
             self.client.exec_start(exec_id)
-            return self.client.exec_inspect(exec_id).get("ExitCode") == 0
+            return exit_code(self.client, exec_id) == 0
         except docker.errors.APIError:
             return False  # not running (yet, or any more): the caller looks at the state
         except API_ERRORS as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import docker
 
 from runner.errors import UserError
-from runner.sandbox.engine import API_ERRORS
+from runner.sandbox.engine import API_ERRORS, exit_code
 from runner.sandbox.instance_layer import WRITABLE
 
 SETUID_SHOWN = 3
@@ -43,7 +43,7 @@ def check_harness(
     try:
         exec_id = client.exec_create(container, argv)["Id"]
         out = client.exec_start(exec_id)
-        code = client.exec_inspect(exec_id).get("ExitCode")
+        code = exit_code(client, exec_id)
     except API_ERRORS as exc:
         raise UserError(
             f"sandbox image {image!r} cannot run the harness ({exc}); it needs sh, "

@@ -23,7 +23,7 @@ import docker
 from runner.errors import SandboxError
 from runner.sandbox.base import ExecRequest, ExecResult, SandboxLost
 from runner.sandbox.blame import Blame
-from runner.sandbox.engine import API_ERRORS
+from runner.sandbox.engine import API_ERRORS, exit_code
 from runner.sandbox.exec_io import (
     GONE,
     Verdict,
@@ -134,12 +134,12 @@ class DockerRunning:
             raise SandboxError(f"a harness command beside the test failed: {why}")
         output, truncated, stderr = self._result
         try:
-            code = self._client.exec_inspect(self._exec_id).get("ExitCode")
+            code = exit_code(self._client, self._exec_id)
         except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to report a command's exit: {exc}") from exc
-        self._blame.ended(None if code is None else int(code))
+        self._blame.ended(code)
         return ExecResult(
-            exit_code=None if code is None else int(code),
+            exit_code=code,
             output=output,
             output_truncated=truncated,
             timed_out=False,
