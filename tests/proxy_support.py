@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from runner.sandbox.gateway_ledger import Exchange, read_ledger
+from tests import fake_wire
+from tests.fake_wire import RENDERERS, Api, Call, Usage
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_KEY = "sk-real-7f3a9c"
@@ -264,3 +266,34 @@ def sse(*events: tuple[str | None, Any]) -> bytes:
         payload = data if isinstance(data, bytes) else json.dumps(data).encode()
         out += b"data: " + payload + b"\n\n"
     return bytes(out)
+
+
+# What the hostile gateway tests send and are answered, for every wire API alike.
+PINNED = "pinned-model-1"
+APIS: list[Api] = ["anthropic", "chat", "responses"]
+PATHS = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
+HEADERS = {
+    "anthropic": {"anthropic-version": "2023-06-01", "x-api-key": "placeholder"},
+    "chat": {"Authorization": "Bearer placeholder"},
+    "responses": {"Authorization": "Bearer placeholder"},
+}
+MAX_OUT = 25_000
+BILLED = Usage(32_000, 900)
+
+
+def request_for(api: Api, **extra: Any) -> dict[str, Any]:
+    """A request naming its output maximum in its API's own field (``extra`` beside it)."""
+    limit = "max_output_tokens" if api == "responses" else "max_tokens"
+    items = "input" if api == "responses" else "messages"
+    return {
+        "model": PINNED,
+        items: [{"role": "user", "content": "fix it"}],
+        limit: MAX_OUT,
+        **extra,
+    }
+
+
+def answer_of(api: Api, streamed: bool, usage: Usage = BILLED, text: str = "Done.") -> bytes:
+    """The pinned model's answer with one tool call, as the API writes it."""
+    reply = fake_wire.Reply(text, (Call("Bash", {"command": "ls"}),), usage)
+    return RENDERERS[api](reply, PINNED, streamed)

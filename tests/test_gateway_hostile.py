@@ -16,7 +16,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -25,49 +24,31 @@ from runner.agents.interface import AgentResult
 from runner.config.arms import Route
 from runner.gateway.wire import read_answer
 from runner.sandbox.gateway_container import GatewaySpec
-from tests.fake_wire import RENDERERS, SSE, Api, Call, Reply, Usage
+from tests.fake_wire import SSE, Api, Usage
 from tests.proxy_support import (
+    APIS,
+    HEADERS,
+    MAX_OUT,
+    PATHS,
+    PINNED,
     REAL_KEY,
     WAIT_S,
     Answer,
     FakeUpstream,
     RunningProxy,
+    answer_of,
     ledger_of,
     proxy_environment,
     proxy_running,
+    request_for,
     totals_of,
 )
 
 pytestmark = pytest.mark.timeout(180)
 
-PINNED = "pinned-model-1"
-APIS: list[Api] = ["anthropic", "chat", "responses"]
-PATHS = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
-HEADERS = {
-    "anthropic": {"anthropic-version": "2023-06-01", "x-api-key": "placeholder"},
-    "chat": {"Authorization": "Bearer placeholder"},
-    "responses": {"Authorization": "Bearer placeholder"},
-}
-MAX_OUT = 25_000
-
-
-def request_for(api: Api) -> dict[str, Any]:
-    """A request naming its output maximum in its API's own field."""
-    limit = "max_output_tokens" if api == "responses" else "max_tokens"
-    items = "input" if api == "responses" else "messages"
-    return {"model": PINNED, items: [{"role": "user", "content": "fix it"}], limit: MAX_OUT}
-
 
 def request_bytes(api: Api) -> int:
     return len(json.dumps(request_for(api)).encode())
-
-
-BILLED = Usage(32_000, 900)
-
-
-def answer_of(api: Api, streamed: bool, usage: Usage = BILLED) -> bytes:
-    reply = Reply("Done.", (Call("Bash", {"command": "ls"}),), usage)
-    return RENDERERS[api](reply, PINNED, streamed)
 
 
 @pytest.fixture

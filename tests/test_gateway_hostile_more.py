@@ -27,49 +27,31 @@ import pytest
 from runner.agents.guarded import model_usage
 from runner.agents.interface import AgentResult
 from runner.config.arms import Route
-from tests.fake_wire import RENDERERS, SSE, Api, Call, Reply, Usage
+from tests.fake_wire import SSE, Api, Usage
 from tests.proxy_support import (
+    APIS,
+    BILLED,
+    HEADERS,
+    MAX_OUT,
+    PATHS,
+    PINNED,
     REAL_KEY,
     WAIT_S,
     Answer,
     FakeUpstream,
     RunningProxy,
+    answer_of,
     ledger_of,
     proxy_environment,
     proxy_running,
+    request_for,
     sse,
     totals_of,
 )
 
 pytestmark = pytest.mark.timeout(180)
 
-PINNED = "pinned-model-1"
-APIS: list[Api] = ["anthropic", "chat", "responses"]
-PATHS = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
-HEADERS = {
-    "anthropic": {"anthropic-version": "2023-06-01", "x-api-key": "placeholder"},
-    "chat": {"Authorization": "Bearer placeholder"},
-    "responses": {"Authorization": "Bearer placeholder"},
-}
-MAX_OUT = 25_000
-BILLED = Usage(32_000, 900)
 ROUTE = Route(base_url="http://127.0.0.1/v1", model=PINNED)
-
-
-def request_for(api: Api, **extra: Any) -> dict[str, Any]:
-    limit = "max_output_tokens" if api == "responses" else "max_tokens"
-    items = "input" if api == "responses" else "messages"
-    return {
-        "model": PINNED,
-        items: [{"role": "user", "content": "fix it"}],
-        limit: MAX_OUT,
-        **extra,
-    }
-
-
-def answer_of(api: Api, streamed: bool, usage: Usage = BILLED, text: str = "Done.") -> bytes:
-    reply = Reply(text, (Call("Bash", {"command": "ls"}),), usage)
-    return RENDERERS[api](reply, PINNED, streamed)
 
 
 def mismatch(env: dict[str, str]) -> bool:
