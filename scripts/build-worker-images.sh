@@ -45,7 +45,7 @@ trap 'rm -rf "$CTX"' EXIT
 # files even while someone edits runner/, and setuptools' build/ directory (which
 # can keep modules deleted since) never appears in the work tree.
 mkdir -p "$CTX/src"
-tar -c --exclude=__pycache__ --exclude='*.pyc' pyproject.toml README.md runner | tar -x -C "$CTX/src"
+tar -c --exclude=__pycache__ --exclude='*.pyc' pyproject.toml constraints.txt README.md runner | tar -x -C "$CTX/src"
 
 # --- redis -------------------------------------------------------------------
 redis_want="$( { sha <worker_images/redis/Dockerfile; echo "$base_id"; } | sha)"
@@ -87,7 +87,7 @@ if [ "$prometheus_want" != "$(have_label "$PROMETHEUS_TAG")" ]; then
 fi
 
 # --- worker ------------------------------------------------------------------
-src_sha="$( cd "$CTX/src" && find pyproject.toml runner -type f | LC_ALL=C sort | xargs -d '\n' sha256sum | sha)"
+src_sha="$( cd "$CTX/src" && find pyproject.toml constraints.txt runner -type f | LC_ALL=C sort | xargs -d '\n' sha256sum | sha)"
 worker_want="$( { sha <worker_images/worker/Dockerfile; sha <scripts/build-worker-images.sh; echo "$src_sha"; echo "$base_id"; } | sha)"
 if [ "$worker_want" != "$(have_label "$WORKER_TAG")" ]; then
     echo "building $WORKER_TAG..."
@@ -105,7 +105,7 @@ if [ "$worker_want" != "$(have_label "$WORKER_TAG")" ]; then
     # flower is an extra of the image (for compose's monitoring profile), not a
     # dependency of deltarun, so it is added here rather than in pyproject.toml.
     (cd "$CTX/src" && "$PY" - "$img_py" wheel -q --disable-pip-version-check \
-        --wheel-dir "$CTX/image/wheels" . flower <<'PYEOF'
+        --wheel-dir "$CTX/image/wheels" -c constraints.txt . flower <<'PYEOF'
 import platform, sys
 version = sys.argv[1]
 platform.python_version = lambda: version  # read by pip's marker evaluation
