@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runner.evidence.tdist import student_t_ppf
+from runner.evidence.tdist import normal_sf, student_t_ppf
 
 __all__ = [
     "EXACT_AGREEING",
@@ -21,13 +21,6 @@ __all__ = [
     "paired_repeated_interval",
     "repeated_interval",
 ]
-
-_SQRT2 = math.sqrt(2.0)
-
-
-def _upper_tail(x: float) -> float:
-    """``1 - Phi(x)`` without cancellation in the upper tail."""
-    return 0.5 * math.erfc(x / _SQRT2)
 
 
 EXACT_AGREEING = "exact-agreeing"  # agreeing_repeated_interval's method
@@ -60,7 +53,7 @@ def repeated_interval(
         raise ValueError("bound must not be NaN")
     crit = bound
     if df is not None and math.isfinite(bound):
-        crit = -student_t_ppf(_upper_tail(bound), df)
+        crit = -student_t_ppf(normal_sf(bound), df)
     half = crit * se if se > 0.0 else (math.inf if math.isinf(crit) else 0.0)
     n = int(df) + 1 if df is not None else 0
     return RepeatedInterval(n, estimate, se, crit, estimate - half, estimate + half)
@@ -110,7 +103,7 @@ def agreeing_repeated_interval(table: Sequence[int], bound: float) -> RepeatedIn
         raise ValueError(f"the paired differences do not all agree: {list(table)!r}")
     if math.isnan(bound):
         raise ValueError("bound must not be NaN")
-    r = (_upper_tail(bound) / 2.0) ** (1.0 / n)  # 0 at an infinite bound: [-1, 1]
+    r = (normal_sf(bound) / 2.0) ** (1.0 / n)  # 0 at an infinite bound: [-1, 1]
 
     def least(k: int) -> float:
         return r if k == n else 0.0

@@ -71,6 +71,7 @@ from enum import StrEnum
 from statistics import NormalDist
 
 from runner.evidence.repeated_interval import EXACT_AGREEING, RepeatedInterval, repeated_interval
+from runner.evidence.tdist import normal_sf
 
 __all__ = [
     "SPENDING_FUNCTIONS",
@@ -90,13 +91,7 @@ __all__ = [
 
 _NORMAL = NormalDist()
 _GRID_M = 18  # J&T's m (gsDesign's r): 6m - 1 grid points before trimming
-_SQRT2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-def _upper_tail(x: float) -> float:
-    """``1 - Phi(x)`` without cancellation in the upper tail."""
-    return 0.5 * math.erfc(x / _SQRT2)
 
 
 def _check_alpha(alpha: float) -> None:
@@ -138,7 +133,7 @@ def obrien_fleming(alpha: float, t: float) -> float:
     if t == 0.0:
         return 0.0
     z = -_NORMAL.inv_cdf(alpha / 2.0)
-    return min(alpha, 2.0 * _upper_tail(z / math.sqrt(t)))
+    return min(alpha, 2.0 * normal_sf(z / math.sqrt(t)))
 
 
 def pocock(alpha: float, t: float) -> float:
@@ -282,7 +277,7 @@ def _mass_above(
     mass = dens = 0.0
     for zi, g in zip(zs, gs, strict=True):
         x = (c * root1 - zi * root0 - drift * step) * inv
-        mass += g * _upper_tail(-x if below else x)
+        mass += g * normal_sf(-x if below else x)
         dens += g * math.exp(-0.5 * x * x)
     return mass, -dens * _INV_SQRT_2PI * root1 * inv
 
@@ -356,8 +351,8 @@ def crossing_probabilities(
     for k, (t, c) in enumerate(zip(ts, bounds, strict=True)):
         low = -c if two_sided else -math.inf
         if k == 0:
-            up = _upper_tail(c - drift * math.sqrt(t))
-            down = _upper_tail(c + drift * math.sqrt(t)) if two_sided else 0.0
+            up = normal_sf(c - drift * math.sqrt(t))
+            down = normal_sf(c + drift * math.sqrt(t)) if two_sided else 0.0
             prev = _first_grid(t, drift, low, c, _GRID_M)
             out.append((up, down))
             continue

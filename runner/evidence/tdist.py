@@ -1,4 +1,5 @@
-"""Student's t distribution without SciPy: survival function and quantile. Pure.
+"""Student's t distribution without SciPy: survival function and quantile; and its limit
+at infinite degrees of freedom, the normal's upper tail. Pure.
 
 Implemented from the regularized incomplete beta function (the DiDonato-Morris
 continued fraction) and a bracketed Newton inversion in log-log coordinates.
@@ -214,6 +215,11 @@ def _solve_monotone_log(
             return new_u
         u = new_u
     return u
+
+
+def normal_sf(x: float) -> float:
+    """``1 - Phi(x)`` without cancellation in the upper tail."""
+    return 0.5 * math.erfc(x / math.sqrt(2.0))
 
 
 def student_t_sf(t: float, df: float) -> float:
