@@ -3,19 +3,21 @@ anything is built or written; the protocol hash covers the -on leg's files."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from runner.agents.factory import arm_members, make_agent
+from runner.agents.factory import arm_members, make_agent, toggle_members
 from runner.agents.installed.agent import Installed
 from runner.agents.installed.arm_checks import check_installed
-from runner.config.arms import InstalledAgent
+from runner.config.arms import InstalledAgent, Toggles
 from runner.config.controls import Controls
 from runner.config.loader import load_controls, parse_controls
 from runner.errors import UsageError, UserError
+from runner.trees.archives import DIRECTORY_CAPS
 
 ROUTE = {"base_url": "http://127.0.0.1:9/v1", "model": "m-1", "max_output_tokens": 1000}
 
@@ -247,3 +249,22 @@ def test_a_setting_reaches_the_cli_only_as_a_value_it_takes(
     assert f"arms[1] (claude).agent.settings.{key}: " in found and message in found
     good = {"aider": "diff", "codex": "high", "claude-code": 12}[name]
     check_installed(parsed(controls(arm={"agent": {**agent, "settings": {key: good}}})), "c")
+
+
+def test_an_on_files_source_turned_into_a_fifo_or_grown_is_refused_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    # The controls were read and hashed earlier; at trial time the source is read again,
+    # capped and without waiting on a writer that never comes.
+
+    toggles = Toggles(on_files={"skills/lint/SKILL.md": "skill.md"})
+    os.mkfifo(tmp_path / "skill.md")
+    with pytest.raises(UserError, match="not a regular file"):
+        toggle_members(toggles, tmp_path)
+    (tmp_path / "skill.md").unlink()
+    (tmp_path / "skill.md").write_bytes(b"x" * (DIRECTORY_CAPS.max_member_bytes + 1))
+    with pytest.raises(UserError, match="over the cap"):
+        toggle_members(toggles, tmp_path)
+    (tmp_path / "skill.md").write_text("lint first\n")
+    [member] = toggle_members(toggles, tmp_path) or []
+    assert (member.path, member.data) == ("skills/lint/SKILL.md", b"lint first\n")

@@ -13,6 +13,7 @@ from runner.agents.loop.tool_loop import ModelAgent
 from runner.agents.loop.toolbox import ToolPolicy
 from runner.agents.replay import Replay
 from runner.agents.scripted import Scripted
+from runner.bounded_input import read_capped
 from runner.config.arms import (
     AgentSpec,
     Arm,
@@ -25,7 +26,7 @@ from runner.config.arms import (
 )
 from runner.config.controls import Controls
 from runner.paths import inside
-from runner.trees.archives import Member, members_from_dir
+from runner.trees.archives import DIRECTORY_CAPS, Member, members_from_dir
 
 
 def make_agent(
@@ -131,7 +132,8 @@ def toggle_members(
                 for m in members_from_dir(path)
             ]
         else:
-            found.append(Member(target, False, path.read_bytes(), False))
+            data = read_capped(path, DIRECTORY_CAPS.max_member_bytes, f"{field}'s source")
+            found.append(Member(target, False, data, False))
     return found
 
 
