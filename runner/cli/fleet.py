@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from runner.cli import common
 from runner.cli import fleet_options as opt
 from runner.cli.common import Lines, app, job_key_of, out
 from runner.cli.groups import takes_groups
+from runner.errors import UsageError
 
 
 @app.command()
@@ -23,6 +26,7 @@ def worker(
     log_json: opt.LogJson = False,
     metrics_port: opt.MetricsPort = None,
     metrics_addr: opt.MetricsAddr = "127.0.0.1",
+    disk_budget: opt.DiskBudget = None,
 ) -> None:
     """Serve trials from Celery: checks Redis, Docker and the images first, reaps leftovers.
 
@@ -32,12 +36,19 @@ def worker(
     the trials in flight finish, exit 0.
     """
     from runner.distributed.worker import WorkerOptions
+    from runner.sizes import parse_size
 
+    try:
+        budget = None if disk_budget is None else parse_size(disk_budget)
+    except ValueError as exc:
+        raise UsageError(f"--disk-budget: {exc}") from None
     found = broker.find(required=True)
     assert found is not None
     options = WorkerOptions(
         concurrency, queues, name, visibility, pull, drain, log_json, metrics_port, metrics_addr
     )
+    if budget is not None:
+        options = replace(options, disk_budget=budget)
     options.serve(found.url, job_key_of(job_key_file), Lines().note)
 
 

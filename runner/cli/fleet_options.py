@@ -52,6 +52,15 @@ MetricsPort = Annotated[
         help="Serve Prometheus metrics of this worker on http://ADDR:PORT/metrics (default: off)",
     ),
 ]
+DiskBudget = Annotated[
+    str | None,
+    typer.Option(
+        "--disk-budget",
+        help="Keep the images this worker pulls and its cache (blobs, git, trees) within "
+        "this size (e.g. 50g), evicting the least recently used that no live run needs; "
+        "pulls only live runs' images, before their first job (default: no budget)",
+    ),
+]
 MetricsAddr = Annotated[
     str,
     typer.Option(

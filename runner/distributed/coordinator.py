@@ -109,7 +109,7 @@ def run_celery(
     publish_inputs(prepared, client, blob_registry, blob_warn_bytes, warn)
     if images is None:
         images = {tag: registry.Published(pin) for tag, pin in prepared.meta.image_digests.items()}
-    registry.publish(client, images, job_key)
+    registry.publish(client, images, job_key, run_id)
     app = make_app(broker_url, visibility_timeout_s)
     coordinator = _Coordinator(
         prepared, client, app, record, warn, task_name, job_key, queue_check_s

@@ -75,7 +75,20 @@ def refused(run_id: str) -> str:
 def run_keys(run_id: str) -> list[str]:
     """The keys a run writes besides its leases (which expire within a minute) and its stop
     flag (``STOP_TTL_S``): removed when the run finishes or by ``deltarun gc --broker``."""
-    return [records(run_id), done(run_id), started(run_id), refused(run_id)]
+    return [records(run_id), done(run_id), started(run_id), refused(run_id), run_images(run_id)]
+
+
+def run_images(run_id: str) -> str:
+    """JSON {tag: pinned image ID}: the images a run needs, which a worker with a disk
+    budget pulls before its first job and never evicts while the run is live
+    (``runner.distributed.disk_budget_keeper``)."""
+    return f"{PREFIX}:run-images:{run_id[:80]}"
+
+
+def worker_disk(worker: str) -> str:
+    """JSON: a worker's disk use under its budget, refreshed each round, expiring when the
+    worker stops (``runner.distributed.disk_budget_keeper``; shown by ``deltarun status``)."""
+    return f"{PREFIX}:worker-disk:{worker[:200]}"
 
 
 def queue_for_image(image: str, oci_runtime: str | None = None) -> str:

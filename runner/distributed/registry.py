@@ -227,9 +227,16 @@ def ensure(client: docker.APIClient, reference: str | None, pinned_id: str, tag:
     return "pulled"
 
 
-def publish(client: redis.Redis, images: Mapping[str, Published], key: bytes) -> None:
+def publish(
+    client: redis.Redis, images: Mapping[str, Published], key: bytes, run_id: str | None = None
+) -> None:
     """Publish each tag's pin and reference in ``deltarun:images`` (tag → JSON), signed with
-    the job key: a worker pulls and serves only entries its own key signed."""
+    the job key: a worker pulls and serves only entries its own key signed. With ``run_id``,
+    also the run's own list of pins (``keys.run_images``): what a worker with a disk budget
+    pulls before the run's first job and keeps while the run is live."""
+    if run_id is not None:
+        pins = json.dumps({tag: p.id for tag, p in sorted(images.items())})
+        client.set(keys.run_images(run_id), pins, ex=keys.RUN_KEY_TTL_S)
     if images:
         client.hset(
             keys.images(),

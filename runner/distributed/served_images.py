@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ import redis
 from celery import Celery
 
 from runner.distributed import keys, registry
+from runner.distributed.disk_budget_keeper import Keeper
 from runner.errors import DeltarunError, DigestMismatch
 
 log = logging.getLogger("deltarun.worker")
@@ -50,6 +52,14 @@ class ServedImages:
     consuming: set[str] = field(default_factory=set)  # Celery queues
     refused: dict[str, registry.Published] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)  # tag → last message logged
+    keeper: Keeper | None = None  # --disk-budget: pulls only live runs' images, evicts
+
+    def allowed(self, tag: str, entry: registry.Published | None) -> bool:
+        """Whether to take on a published ``tag``: always without a disk budget; with one,
+        when a live run pins it (pulled, before the run's first job) or it is here."""
+        if self.keeper is None or entry is None or self.keeper.may_pull(tag, entry.id):
+            return True
+        return _present(self.client, entry.id)
 
     def start(self, published: dict[str, registry.Published]) -> None:
         """The images to serve from the start: an image ``-Q`` names must be usable (one
@@ -58,7 +68,7 @@ class ServedImages:
             for tag in self.only:
                 self.admit(tag, published.get(tag))
             return
-        tags = sorted(published)
+        tags = [tag for tag in sorted(published) if self.allowed(tag, published[tag])]
         default = default_image()
         if default not in published and _present(self.client, default):
             tags.append(default)
@@ -79,6 +89,8 @@ class ServedImages:
             ref = entry.ref if self.pull else None
             if registry.ensure(self.client, ref, entry.id, tag) == "pulled":
                 self.say(f"pulled {tag} ({entry.id[:19]}) from {entry.ref}")
+                if self.keeper is not None and entry.ref is not None:
+                    self.keeper.pulled(entry.id, [entry.ref, tag], time.time())
             pinned = entry.id
         _preflight(self.client, self.worker, [tag])
         self.served[tag] = pinned
@@ -109,6 +121,7 @@ class ServedImages:
             if (self.only is None or tag in self.only)
             and self.served.get(tag) != entry.id
             and self.refused.get(tag) != entry
+            and self.allowed(tag, entry)
         ]
 
 
@@ -142,7 +155,11 @@ class Watcher:
         self.images.say = lambda line: log.info("%s", line)
         while not self.stop.wait(self.poll_s):
             try:
+                if self.images.keeper is not None:
+                    self.images.keeper.refresh(client, time.time())
                 self.round(registry.published(client, self.job_key))
+                if self.images.keeper is not None:
+                    self.budget(client, self.images.keeper)
             except (redis.RedisError, OSError) as exc:
                 log.warning("images: Redis unavailable (%s); trying again", exc)
             except Exception:  # the thread must outlive any one failure
@@ -168,6 +185,18 @@ class Watcher:
         for queue in sorted(self.images.consuming - set(wanted) - {keys.IDLE_QUEUE}):
             if self._control(queue, add=False):
                 log.info("images: no longer serving queue %s", queue)
+
+    def budget(self, client: redis.Redis, keeper: Keeper) -> None:
+        """Keep the disk within the budget: the images chosen stop being served (their
+        queues no longer consumed) before they are removed; then the use is published."""
+        choice = keeper.round(self.images.client, lambda line: log.warning("%s", line))
+        chosen = {item.key for item in choice.evict}
+        if chosen:
+            for tag in [t for t, pin in self.images.served.items() if pin in chosen]:
+                self.images.served.pop(tag)
+            self.round({})  # cancels the queues of images no longer served
+            keeper.evict(self.images.client, choice, lambda line: log.info("%s", line))
+        keeper.report(client, choice, time.time())
 
     def _control(self, queue: str, *, add: bool) -> bool:
         """Start (or stop) consuming ``queue`` on this node; True once the node confirmed."""

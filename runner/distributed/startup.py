@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,8 @@ from celery.signals import worker_process_shutdown
 from runner import telemetry
 from runner.distributed import registry
 from runner.distributed.connection import connect_redis
+from runner.distributed.disk_budget import shown
+from runner.distributed.disk_budget_keeper import Keeper
 from runner.distributed.served_images import ServedImages, engine_runtimes
 from runner.distributed.worker_state import worker_name
 from runner.errors import UsageError
@@ -47,6 +50,7 @@ def start_up(
     log_json: bool,
     metrics_port: int | None,
     metrics_addr: str,
+    disk_budget: int | None = None,
 ) -> Started:
     """Run the checks in the module docstring's order; raise (one line) on the first problem."""
     from runner.sandbox.engine import connect
@@ -65,6 +69,13 @@ def start_up(
     served = ServedImages(
         client, me, only=images, pull=pull, say=say, runtimes=engine_runtimes(client)
     )
+    if disk_budget is not None:  # only live runs' images are pulled, from the start
+        served.keeper = Keeper(disk_budget, me)
+        served.keeper.refresh(client_redis, time.time())
+        say(
+            f"disk budget {shown(disk_budget)} for the images this worker pulls and its "
+            f"cache {served.keeper.cache.root}"
+        )
     served.start(registry.published(client_redis, job_key))
     reap_leftovers(client, me, say)
     _set_up_logging(log_json)

@@ -44,6 +44,7 @@ def serve(
     job_key: bytes,
     metrics_port: int | None = None,
     metrics_addr: str = telemetry.DEFAULT_ADDR,
+    disk_budget: int | None = None,
 ) -> None:
     """Check Redis, Docker and every image (one line and exit on any problem with an image
     ``-Q`` names, before a job is taken), reap what a crashed worker of this name left, then
@@ -62,6 +63,7 @@ def serve(
         log_json=log_json,
         metrics_port=metrics_port,
         metrics_addr=metrics_addr,
+        disk_budget=disk_budget,
     )
     state = WorkerState(broker, job_key)
     app = make_app(broker, visibility_timeout_s)
@@ -136,6 +138,7 @@ class WorkerOptions:
     log_json: bool
     metrics_port: int | None
     metrics_addr: str
+    disk_budget: int | None = None  # --disk-budget, in bytes
 
     def images(self) -> list[str] | None:
         """The images ``-Q`` names (blanks dropped), or None without ``-Q``."""
@@ -158,4 +161,5 @@ class WorkerOptions:
             job_key=job_key,
             metrics_port=self.metrics_port,
             metrics_addr=self.metrics_addr,
+            disk_budget=self.disk_budget,
         )

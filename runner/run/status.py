@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from runner.distributed.disk_budget import shown
 from runner.suite.plan import job_id
 
 
@@ -121,6 +122,23 @@ def lines(
     if sources:
         out.append(f"(running from: {', '.join(sources)})")
     return out
+
+
+def disk_note(entry: Mapping[str, object]) -> str:
+    """A worker's disk use under ``--disk-budget`` (``keys.worker_disk``), for its line."""
+
+    def size(name: str) -> str:
+        value = entry.get(name)
+        return shown(int(value)) if isinstance(value, int | float) else "?"
+
+    note = (
+        f"disk {size('used')} of {size('budget')} ({entry.get('images', '?')} image(s) "
+        f"{size('image_bytes')}, cache {size('cache_bytes')})"
+    )
+    over = entry.get("over")
+    if isinstance(over, int | float) and over > 0:
+        note += f", over by {size('over')}: live runs need it"
+    return note
 
 
 def _duration(seconds: float) -> str:

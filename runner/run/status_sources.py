@@ -81,6 +81,39 @@ def workers_seen(broker: str) -> Mapping[str, list[str]]:
     }
 
 
+def workers_disk(broker: str) -> dict[str, dict[str, object]]:
+    """Worker name → its disk use, as each worker with ``--disk-budget`` publishes it."""
+    import json
+
+    from runner.distributed.connection import connect_redis
+
+    client = connect_redis(broker)
+    found: dict[str, dict[str, object]] = {}
+    for key in client.scan_iter(match=keys.worker_disk("*"), count=1000):
+        name = key.decode("utf-8", "replace").removeprefix(keys.worker_disk(""))
+        try:
+            found[name] = dict(json.loads(client.get(key) or b"{}"))
+        except (ValueError, TypeError):
+            continue
+    return found
+
+
+def _with_disk(
+    seen: Mapping[str, list[str]], disk: Mapping[str, Mapping[str, object]]
+) -> list[str]:
+    """A line per live worker (its queues, and its disk use when it has a budget), then one
+    for each budgeted worker that did not answer."""
+    lines = []
+    for node, queues in seen.items():
+        name = node.partition("@")[2]
+        note = f", {st.disk_note(disk[name])}" if name in disk else ""
+        lines.append(f"{node} ({', '.join(queues) or 'no image yet'}){note}")
+    answered = {node.partition("@")[2] for node in seen}
+    for name in sorted(set(disk) - answered):
+        lines.append(f"{name} (did not answer), {st.disk_note(disk[name])}")
+    return lines
+
+
 def gather(run_dir: Path, broker: str | None, now: float) -> list[str]:
     """The status lines of a run: per arm recorded (by outcome), running and waiting jobs,
     the oldest running trial; with ``broker``, the workers seen and unserved queues."""
@@ -107,8 +140,8 @@ def gather(run_dir: Path, broker: str | None, now: float) -> list[str]:
             running[jid] = Running(held.where, running[jid].since if jid in running else None)
         sources.append("leases in Redis")
         seen = workers_seen(broker)
-        workers = [f"{node} ({', '.join(q) or 'no image yet'})" for node, q in seen.items()]
-        if not seen:
+        workers = _with_disk(seen, workers_disk(broker))
+        if not workers:
             workers = ["none answered (no live worker on this broker)"]
         if len(outcomes) + len(running) < len(planned):
             unserved = _unserved(meta.image_digests, seen, controls.runtime.oci_runtime)
