@@ -143,8 +143,19 @@ def _keeper_round_trip(
     assert json.loads(client.get(keys.worker_disk("w-disk")) or b"{}") == reported
     assert reported["used"] == choice.after <= keeper.budget and reported["images"] == 2
 
-    # Nothing fits a budget of 0: a container of the recent image keeps it too.
+    # A live run that lists no images (its coordinator still publishing, or an older
+    # deltarun): any of them may be its own, so none goes, and any published may be pulled.
+    blob_gc.note_run(client, "run-unlisted", "9" * 64)
     keeper.budget = 0
+    keeper.refresh(client, time.time())
+    assert keeper.may_pull(tags["spare"], shipped["spare"].id)
+    unknown = keeper.plan(api, time.time())
+    assert {i.kind for i in unknown.evict} <= {CACHE} and unknown.over >= 4 * MIB
+    client.hdel(keys.runs(), "run-unlisted")
+    keeper.refresh(client, time.time())
+    assert not keeper.may_pull(tags["spare"], shipped["spare"].id)
+
+    # Nothing fits a budget of 0: a container of the recent image keeps it too.
     container = api.create_container(tags["recent"], command=["true"])["Id"]
     try:
         held = keeper.plan(api, time.time())

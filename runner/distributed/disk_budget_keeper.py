@@ -55,22 +55,25 @@ def live_runs(client: redis.Redis, now: float, max_age_s: float = MAX_AGE_S) -> 
     for run_id, value in raw.items():
         try:
             entry = json.loads(value)
+            name = run_id.decode() if isinstance(run_id, bytes) else str(run_id)
             if entry.get("state") != "finished" and now - float(entry.get("at", 0)) < max_age_s:
-                found[run_id.decode()] = str(entry.get("protocol"))
+                found[name] = str(entry.get("protocol"))
         except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
             continue
     return found
 
 
-def live_pins(client: redis.Redis, runs: Iterable[str]) -> set[tuple[str, str]]:
-    """(tag, image ID) of every image the ``runs`` pin."""
+def live_pins(client: redis.Redis, runs: Iterable[str]) -> set[tuple[str, str]] | None:
+    """(tag, image ID) of every image the ``runs`` pin; None when one of them lists none
+    (a coordinator still publishing, or of a deltarun before the lists): then any image
+    may be that run's."""
     pins: set[tuple[str, str]] = set()
     for run_id in runs:
         try:
-            listed = json.loads(client.get(keys.run_images(run_id)) or b"{}")
+            listed = json.loads(client.get(keys.run_images(run_id)) or b"null")
             pins.update((str(tag), str(pin)) for tag, pin in dict(listed).items())
         except (ValueError, TypeError):
-            continue
+            return None
     return pins
 
 
@@ -96,10 +99,11 @@ class Keeper:
     budget: int
     worker: str
     cache: CacheDir = field(default_factory=CacheDir)
-    pins: set[tuple[str, str]] = field(default_factory=set)  # (tag, ID) live runs pin
+    pins: set[tuple[str, str]] | None = field(default_factory=set)  # None: not known
     cache_needed: set[str] = field(default_factory=set)
     evicted: int = 0  # bytes evicted since the worker started
     warned: bool = False  # over the budget at the last round (said once until under)
+    unknown: bool = False  # a live run lists no images: said once
 
     @property
     def record_path(self) -> Path:
@@ -110,11 +114,18 @@ class Keeper:
         runs = live_runs(client, now)
         self.pins = live_pins(client, runs)
         self.cache_needed = live_cache_keys(client, runs.values())
+        if self.pins is None and not self.unknown:
+            log.warning(
+                "disk budget: a live run lists no images (its coordinator still publishing, "
+                "or an older deltarun): every published image may be pulled and no image is "
+                "evicted until it does"
+            )
+        self.unknown = self.pins is None
 
     def may_pull(self, tag: str, image_id: str) -> bool:
         """Only a live run's images are pulled: a published image no live run pins would
-        be evicted again at once."""
-        return (tag, image_id) in self.pins
+        be evicted again at once. (Any published image while a live run lists none.)"""
+        return self.pins is None or (tag, image_id) in self.pins
 
     def record(self) -> dict[str, dict[str, Any]]:
         """Image ID → {"refs": references this worker made, "used": epoch seconds}."""
@@ -164,7 +175,7 @@ class Keeper:
         except API_ERRORS as exc:
             log.warning("disk budget: Docker did not list its images (%s)", exc)
             return [], set()
-        pinned = {pin for _tag, pin in self.pins}
+        pinned = {pin for _tag, pin in self.pins} if self.pins is not None else set(record)
         before = json.dumps(record, sort_keys=True)
         items: list[Item] = []
         needed: set[tuple[str, str]] = set()
