@@ -6,6 +6,7 @@ import pytest
 
 from runner.distributed.disk_budget import CACHE, IMAGE, Item, choose, shown
 from runner.run.status import disk_note
+from tests.conftest import run_cli
 
 MIB = 1 << 20
 
@@ -78,3 +79,10 @@ def test_status_note_of_a_worker_over_its_budget() -> None:
         "over by 1.0 MiB: live runs need it"
     )
     assert disk_note({"budget": "x"}).startswith("disk ? of ? (? image(s) ?")
+
+
+def test_a_budget_that_is_not_a_size_is_one_line_before_anything_starts() -> None:
+    done = run_cli("worker", "--broker", "redis://127.0.0.1:1/0", "--disk-budget", "50 gigs")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
+    assert "--disk-budget" in done.stderr and "like 512m or 1g" in done.stderr
