@@ -26,6 +26,10 @@ so the jobs per worker stay the same. Printed per fleet, one figure a line:
   jobs, and the ratio deltarun/bare (goal >= 0.80); below it, a note of what the
   remaining cost buys, with the CPU per job of each side.
 
+Then, per fleet size, the run's budget (``budget.run_usd``) with that many trials in flight
+(``bench/fleet_budget.py``: the real relay and Redis account, gateways simulated): the spend
+over ``run_usd``, bounded by the requests in flight, never by trials.
+
 Then the growth 10 -> 25 -> 50 of each figure, and the first bottleneck of the largest
 fleet: the coordinator (one Python process) or Redis (one thread) near one core, else the
 side the queue shows waiting (the coordinator's dispatch when the queue stays shorter
@@ -72,6 +76,7 @@ sys.path.insert(0, str(ROOT))
 from bench import smoke  # noqa: E402
 from bench.bench_worker import BENCH_TASK  # noqa: E402
 from bench.dispatch import JOB_KEY, VENV, Reached, answer_suite, broker_of  # noqa: E402
+from bench.fleet_budget import print_budget  # noqa: E402
 from runner.distributed import blob_gc, keys  # noqa: E402
 from runner.distributed.celery_app import make_app  # noqa: E402
 from runner.distributed.coordinator import _Coordinator  # noqa: E402
@@ -649,6 +654,8 @@ def main() -> int:
                 print_fleet(fleet)
                 fleets.append(fleet)
                 sys.stdout.flush()
+            # The run's budget with as many trials in flight (bench/fleet_budget.py).
+            print_budget(server, sizes, latency_s=0.05 if args.smoke else 0.5)
         except (KeyboardInterrupt, RunInterrupted):
             print("fleet: interrupted; every process it started is stopped", file=sys.stderr)
             return 130

@@ -84,6 +84,7 @@ LONGEST = {
     "test_distributed.py::test_duplicate_delivery_is_skipped_not_counted": 40,
     "test_compose.py::test_compose_runs_a_suite_on_two_tls_workers_and_leaves_nothing": 40,
     "test_distributed.py::test_coordinator_killed_and_restarted": 39,
+    "test_fleet_budget.py::test_two_workers_share_one_run_budget": 38,
     "test_model_gateway.py::test_bodies_held_open_cannot_starve_the_proxy": 38,
     "test_run_cli.py::test_reverify_reruns_hidden_tests_and_lists_changes": 38,
     "test_model_only.py::test_the_sandbox_reaches_nothing_but_the_gateway": 35,
@@ -103,6 +104,7 @@ LONGEST = {
     "test_swebench.py::test_predictions_as_arms_resolve_exactly_the_expected_instances": 30,
     "test_pack30.py::test_every_task_on_the_host": 28,
     "test_bench_smoke.py::test_fixtures_smoke": 27,
+    "test_fleet_budget.py::test_a_local_run_stops_at_the_run_budget_within_the_requests_in_flight": 25,
 }
 # Then the other tests of these modules (their tests take ten seconds or more each), in
 # this order; the rest as collected.

@@ -68,7 +68,12 @@ class Budget(Strict):
     )
     trial_usd: float | None = Field(default=None, gt=0, description="Dollars of one trial.")
     run_usd: float | None = Field(
-        default=None, gt=0, description="Dollars of the whole run; past it no trial starts."
+        default=None,
+        gt=0,
+        description="Dollars of the whole run on every machine: each trial's model gateway "
+        "debits its spend to the run's account as answers arrive (Redis on a fleet, this "
+        "process locally); once it is spent every gateway refuses further requests (the "
+        "agent's miss) and no trial starts. Needs the route model's price.",
     )
 
 
@@ -136,6 +141,14 @@ class Controls(Strict):
                 )
         if self.runtime.network == "model-only" and self.route is None and not self._own_routes():
             raise ValueError("runtime.network 'model-only' needs a top-level route to reach")
+        run_usd = self.budget.run_usd if self.budget else None
+        command = any(isinstance(arm.agent, CommandAgent) for arm in self.arms)
+        gated = command and self.runtime.network == "model-only" and self.route is not None
+        if run_usd is not None and gated and self.route and self.route.model not in self.prices:
+            raise ValueError(
+                f"budget.run_usd needs prices.{self.route.model} (input and output dollars "
+                "per million tokens): the gateways count the run's dollars at that price"
+            )
         for name in self.tools.allowlist:
             if name not in TOOL_NAMES:
                 raise ValueError(

@@ -27,6 +27,7 @@ from runner.distributed import keys
 from runner.distributed import protocol_bundle as bundles
 from runner.distributed.keys import KEY_REFUSAL, STOP_TTL_S, VERSION_REFUSAL
 from runner.distributed.leases import RedisLeases
+from runner.distributed.run_budget import RedisAccounts
 from runner.distributed.signing import fingerprint, job_refusal
 from runner.distributed.worker_state import WorkerState
 from runner.errors import DeltarunError
@@ -140,6 +141,8 @@ def _run(
     if sandboxes is None:
         state.reap_orphans()
         sandboxes = state.sandboxes()
+        # A gateway's spend goes to the run's account in the fleet's Redis (budget.run_usd).
+        sandboxes.run_accounts = RedisAccounts(state.redis)
     env = trial_env(
         protocol.controls,
         state.inputs(protocol),

@@ -15,6 +15,13 @@ counts gives the same figure. Once spend reaches a budget, no request is forward
 request already on its way finishes and counts, so an agent that asks several at once can pass
 the budget by what those use; the one after them is refused.
 
+The run's budget (``budget.run_usd``, one for every trial of the run on every machine) is
+not kept here: the harness's relay on the worker (runner.sandbox.gateway_relay) debits this
+gateway's spend to the run's account and, once the run's dollars are spent, writes the file
+``RUN_SPENT_FILE`` into the ledger's directory (a volume only the proxy and the engine reach).
+From then on every request is refused like a spent trial budget, naming the run's budget.
+Nothing the agent sends can remove that file or reach the account.
+
 A refusal is answered in the shape of the request's API, with ``x-should-retry: false`` (the
 official OpenAI and Anthropic SDKs obey it before their status rules), and its text carries no
 number and no "rate limit" wording (litellm reads those as a rate limit, which it retries). The
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,6 +52,8 @@ from dataclasses import dataclass
 ANTHROPIC = "anthropic"  # the API names of wire.api_of
 RESPONSES = "responses"
 PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
+RUN_SPENT_FILE = "run-budget-spent"  # in the ledger's directory: the run's budget is spent
+RUN = "run"  # ``refusal``'s name of the run's dollar budget
 
 
 @dataclass(frozen=True)
@@ -132,10 +142,17 @@ class Budget:
         return "dollar" if dollars >= self.usd else None
 
 
+def run_spent(ledger: str | None) -> bool:
+    """Whether the harness has said the run's budget is spent (``RUN_SPENT_FILE``)."""
+    return ledger is not None and os.path.exists(os.path.join(ledger, RUN_SPENT_FILE))
+
+
 def refusal(api: str, which: str) -> tuple[int, dict[str, object]]:
-    """The status and body that say the budget is spent, in the request's API's shape."""
+    """The status and body that say the budget is spent, in the request's API's shape;
+    ``which`` is "token", "dollar" (the trial's) or ``RUN`` (the run's dollars)."""
+    spent = "the run's dollar budget" if which == RUN else f"the trial's {which} budget"
     message = (
-        f"deltarun: budget exhausted: the trial's {which} budget is spent, so the model "
+        f"deltarun: budget exhausted: {spent} is spent, so the model "
         "gateway forwards no more requests"
     )
     if api == ANTHROPIC:

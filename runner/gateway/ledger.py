@@ -220,13 +220,22 @@ class Ledger:
             self._append(line, refused=False)
             self._write_totals()
 
-    def refused(self, path: str, status: int, reason: str, *, budget: bool = False) -> None:
+    def refused(
+        self,
+        path: str,
+        status: int,
+        reason: str,
+        *,
+        budget: bool = False,
+        flags: tuple[str, ...] = (),
+    ) -> None:
         """Count a request answered here and never forwarded (a bounded line at most)."""
         with self._lock:
             _bump(self.totals["refused"], reason)
             if budget:
                 self.totals["budget_refused"] += 1
-            self._append(Line(cut_path(path), status, budget_exhausted=budget), refused=True)
+            line = Line(cut_path(path), status, budget_exhausted=budget, flags=list(flags))
+            self._append(line, refused=True)
             self._write_totals()
 
     def _append(self, line: Line, *, refused: bool) -> None:

@@ -41,7 +41,9 @@ Rules:
     * At most ``front.MAX_CONNECTIONS`` connections are served at once (503 past it,
       counted ``busy``), and a request's head is read to 64 KiB (431 past it).
     * With a budget, a request made once it is spent is answered here, not forwarded
-      (budget.py: the status and shape per API).
+      (budget.py: the status and shape per API). So is every request once the harness has
+      written ``run-budget-spent`` into the ledger's directory (the run's budget is spent
+      across the fleet; the ledger line carries the flag ``run_budget``).
     * Every request goes into the ledger (ledger.py) before its answer is sent: a forwarded
       one with the models, counts and tool-call names its answer reports (wire.py), or its
       maximum when the answer could not be read whole (``estimated``); a refused one as a
@@ -63,7 +65,7 @@ import time
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 
-from .budget import Budget, refusal
+from .budget import RUN, Budget, refusal, run_spent
 from .front import MAX_HEAD_BYTES, HeadReader, Server
 from .keyguard import WITHHELD, KeyGuard
 from .ledger import DEFAULT_MAX_OUTPUT_TOKENS, Ledger, Line, request_maximum, settle
@@ -89,6 +91,7 @@ METERED = {"messages", "chat/completions", "responses"}  # endpoints that bill t
 PARSE_LOCK = threading.Lock()  # one body read at a time: its decoding's memory is bounded
 NO_MODEL = "(no model named)"  # a billed answer that names no model: no route pins it
 MALFORMED = "(malformed request)"
+RUN_FLAG = "run_budget"  # a refusal because the run's budget (not the trial's) is spent
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -180,6 +183,13 @@ class Handler(BaseHTTPRequestHandler):
         if spent is not None:
             status, payload = refusal(allowed.api, spent)
             self.ledger.refused(allowed.target, status, "budget", budget=True)
+            self.reply_json(status, payload, {"x-should-retry": "false"})
+            return
+        if run_spent(self.ledger.directory):
+            status, payload = refusal(allowed.api, RUN)
+            self.ledger.refused(
+                allowed.target, status, "run_budget", budget=True, flags=(RUN_FLAG,)
+            )
             self.reply_json(status, payload, {"x-should-retry": "false"})
             return
         if body and self.command == "GET":  # a listing takes no body: nothing to meter

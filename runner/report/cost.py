@@ -17,6 +17,7 @@ from runner.config.controls import Controls
 from runner.records import Record
 
 NOT_PRICED = "not priced"
+RUN_CUT = "run_budget_exhausted"  # a trial's stop reason: the run's budget refused it mid-way
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,12 @@ class ArmCost:
 class CostTable:
     arms: tuple[ArmCost, ...]
     run_budget_usd: float | None
+    # Trials the run's budget cut short, per arm (the gateways refused them mid-way:
+    # ``stop_reason`` run_budget_exhausted), and the tasks with a record from every arm
+    # (the pairs a comparison rests on) beside those with records from some arms only.
+    cut: tuple[tuple[str, int], ...] = ()
+    paired_tasks: int = 0
+    unpaired_tasks: int = 0
 
     @property
     def total_usd(self) -> float:
@@ -58,7 +65,8 @@ class CostTable:
 
     @property
     def budget_reached(self) -> bool:
-        return self.run_budget_usd is not None and self.total_usd >= self.run_budget_usd
+        spent = self.run_budget_usd is not None and self.total_usd >= self.run_budget_usd
+        return spent or any(n for _, n in self.cut)
 
 
 def cost_table(
@@ -70,7 +78,16 @@ def cost_table(
     live = {leg.name for leg in controls.legs() if controls.model_route(leg.arm.agent)}
     rows = [arm_cost(arm, arm in live, [t for t in trials if t.arm == arm]) for arm in arms]
     budget = controls.budget.run_usd if controls.budget else None
-    return CostTable(tuple(rows), budget)
+    if budget is None:
+        return CostTable(tuple(rows), budget)
+    cut = tuple(
+        (arm, sum(t.arm == arm and t.stop_reason == RUN_CUT for t in trials)) for arm in arms
+    )
+    seen: dict[str, set[str]] = {}
+    for t in trials:
+        seen.setdefault(t.task_id, set()).add(t.arm)
+    paired = sum(1 for found in seen.values() if found >= set(arms))
+    return CostTable(tuple(rows), budget, cut, paired, len(seen) - paired)
 
 
 def arm_cost(arm: str, live: bool, trials: Sequence[Record]) -> ArmCost:
@@ -112,7 +129,26 @@ def cost_markdown(table: CostTable | None) -> list[str]:
     if table.run_budget_usd is not None:
         reached = " reached: no trial was started after it" if table.budget_reached else ""
         lines[-1] += f" Run budget: {dollars(table.run_budget_usd)}{reached}."
+        if table.budget_reached:
+            lines += ["", budget_ending(table)]
     return lines
+
+
+def budget_ending(table: CostTable) -> str:
+    """How the run's budget ended the run: what each arm spent, the trials it cut short, and
+    the tasks the arms still share (the budget line of the report)."""
+    spent = ", ".join(f"{a.arm} {dollars(a.usd)}" for a in table.arms)
+    cut = ", ".join(f"{arm} {n}" for arm, n in table.cut)
+    text = (
+        f"The run's budget ended the run: every model gateway, on every machine, refused the "
+        f"requests made after it was spent. Spent per arm: {spent}. Trials it cut short (each "
+        f"the agent's miss, stop reason `{RUN_CUT}`): {cut or 'none'}. "
+        f"The arms share {table.paired_tasks} task(s) with a record from each: the paired "
+        "comparison rests on those"
+    )
+    if table.unpaired_tasks:
+        text += f"; {table.unpaired_tasks} task(s) with records from some arms only are not paired"
+    return text + "."
 
 
 def cost_json(table: CostTable) -> dict[str, Any]:

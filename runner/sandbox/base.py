@@ -47,6 +47,12 @@ class ModelAccess:
     budget_usd: float | None = None  # dollars of the trial, at most (needs ``price``)
     price: Mapping[str, float] | None = None  # input, output, cache_read, cache_write per 1M
     max_output_tokens: int | None = None  # a request's output maximum when it names none
+    # The run's dollars on every machine (``budget.run_usd``, needs ``price``): the worker's
+    # relay debits this gateway's spend to the run's account under the trial's run and arm
+    # (runner.sandbox.gateway_relay). Never seen by the proxy or the agent.
+    run_usd: float | None = None
+    run_id: str | None = None
+    arm: str | None = None
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from runner.sandbox.blame import Blame
 from runner.sandbox.engine import API_ERRORS, exit_code, image_id
 from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.gateway_container import ModelGateway, open_gateway
+from runner.sandbox.gateway_relay import LOCAL_ACCOUNTS, Relay, RunAccounts, relay_for
 from runner.sandbox.image_env import ImagePaths, in_environment
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 from runner.sandbox.mounts import SandboxMounts
@@ -85,6 +86,9 @@ class DockerSandboxFactory:
         self.paths = ImagePaths(client)  # image ID -> its environment's PATH
         self._views: dict[str | None, bool] = {}  # OCI runtime -> copy-free workspaces work
         self._probe_lock = threading.Lock()
+        # Where a gateway's spend goes when its run has a dollar budget: this process's
+        # accounts (a local run); a Celery worker sets the fleet's (runner.distributed).
+        self.run_accounts: RunAccounts | None = LOCAL_ACCOUNTS
 
     def views_work(self, image: str, runtime: str | None, labels: dict[str, str]) -> bool:
         """Whether this factory's sandboxes under ``runtime`` can take copy-free workspaces
@@ -174,6 +178,7 @@ class DockerSession:
         self.spec = spec
         self.container: str | None = None
         self.gateway: ModelGateway | None = None
+        self.relay: Relay | None = None  # the gateway's spend to the run's account
         self.mounts = SandboxMounts(factory.client, spec, factory.views_work)
 
     def __enter__(self) -> DockerSandbox:
@@ -270,7 +275,23 @@ class DockerSession:
         )
 
     def _open_gateway(self, access: ModelAccess, labels: dict[str, str]) -> ModelGateway:
-        return open_gateway(self.factory.client, access, labels, self.factory.worker)
+        """The gateway, and its relay to the run's account when the run has a dollar budget
+        (started before the sandbox: a run already spent is refused from the first request)."""
+        factory = self.factory
+        self.gateway = open_gateway(factory.client, access, labels, factory.worker)
+        assert self.gateway.container is not None
+        self.relay = relay_for(
+            factory.client,
+            self.gateway.container,
+            access.run_id,
+            access.arm,
+            access.run_usd,
+            access.price,
+            factory.run_accounts,
+        )
+        if self.relay is not None:
+            self.relay.start()
+        return self.gateway
 
     def _remove(self) -> None:
         client = self.factory.client
@@ -279,8 +300,22 @@ class DockerSession:
             self.factory._track(self.container, False)
             self.container = None
         if self.gateway is not None:
+            relay, self.relay = self.relay, None
+            if relay is not None:
+                relay.stop()  # no read of a proxy being removed
             self.gateway.__exit__(None, None, None)  # never raises; gc removes what it cannot
+            if relay is not None:
+                _settle(relay, self.gateway)
         self.mounts.remove()  # never raises; gc removes what it cannot
+
+
+def _settle(relay: Relay, gateway: ModelGateway) -> None:
+    """Debit the trial's whole ledger to the run's account; a failure is logged (the
+    record still carries the trial's tokens and cost)."""
+    try:
+        relay.close(gateway.exchanges())
+    except Exception as exc:
+        log.warning("run budget: the trial's last spend was not debited: %s", exc)
 
 
 def _remove_container(client: docker.APIClient, container: str) -> None:

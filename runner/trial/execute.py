@@ -50,8 +50,10 @@ from runner.trial.env import TrialEnv
 from runner.trial.limits import trial_limits
 from runner.trial.record import Facts, build_record, error_record
 from runner.trial.sandbox_specs import (
+    RUN_BUDGET_STOP,
     agent_access,
     agent_image,
+    priced,
     sandbox_spec,
 )
 from runner.trial.verify_phase import grade_now, take_and_screen, verify_patch
@@ -118,7 +120,8 @@ def _run_phases(job: Job, task: Task, agent: Agent, env: TrialEnv, facts: Facts)
     result = facts.agent
     if agent_wall is None or result is None or task.kind is TaskKind.NEGATIVE:
         return
-    if result.abstained or result.stop_reason == "budget_exhausted":  # the agent's own miss
+    if result.abstained or result.stop_reason in ("budget_exhausted", RUN_BUDGET_STOP):
+        # the agent's own miss
         return
     if isinstance(task, AnswerTask):
         if result.answer_present and not result.answer_invalid:
@@ -136,13 +139,9 @@ def _agent_phase(
     controls = env.controls
     timeout_s = task_timeout(task, controls.runtime.timeout_s)
     forbidden = tuple(controls.tools.forbidden_paths)
+    access = agent_access(agent, controls)
     spec = sandbox_spec(
-        job,
-        agent_image(task, agent, env),
-        env,
-        timeout_s,
-        agent.needs_agent_dir,
-        access=agent_access(agent, controls),
+        job, agent_image(task, agent, env), env, timeout_s, agent.needs_agent_dir, access=access
     )
     spec = replace(spec, staged_trees=staged_trees(fixture, forbidden, baseline=True))
     with env.sandboxes.open(spec) as sandbox:
@@ -175,6 +174,8 @@ def _agent_phase(
         )
         agent_t0 = time.monotonic()
         facts.agent = agent.run(context)
+        if access is not None:  # priced, and stopped by the run's budget or not
+            facts.agent = priced(facts.agent, access, sandbox.model_calls())
         agent_wall = time.monotonic() - agent_t0
         if agent.runs_programs:
             stop_agent(sandbox)

@@ -4,8 +4,10 @@ model sandbox A may have. Pure."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from runner.agents.installed.agent import Installed
-from runner.agents.interface import Agent
+from runner.agents.interface import Agent, AgentResult
 from runner.config.controls import Controls
 from runner.errors import UserError
 from runner.records import (
@@ -16,12 +18,15 @@ from runner.records import (
 from runner.sandbox.base import (
     Limits,
     ModelAccess,
+    ModelCall,
     SandboxSpec,
 )
 from runner.sizes import parse_size
 from runner.trial.env import TrialEnv
 
 SANDBOX_LIFETIME_MARGIN_S = 120.0
+RUN_BUDGET_STOP = "run_budget_exhausted"  # a stop reason: the run's dollars ran out mid-trial
+RUN_FLAG = "run_budget"  # the gateway's flag of a request refused for the run's budget
 
 
 def limits_of(controls: Controls) -> Limits:
@@ -54,7 +59,14 @@ def model_access(controls: Controls) -> ModelAccess | None:
     route = controls.route
     if controls.runtime.network != "model-only" or route is None:
         return None
-    return ModelAccess(route.base_url, route.api_key_env, controls.runtime.model_network)
+    price = controls.prices.get(route.model)
+    return ModelAccess(
+        route.base_url,
+        route.api_key_env,
+        controls.runtime.model_network,
+        price=price.model_dump() if price is not None else None,
+        run_usd=controls.budget.run_usd if controls.budget else None,
+    )
 
 
 def preflight_spec(controls: Controls, image: str) -> SandboxSpec:
@@ -84,6 +96,7 @@ def agent_access(agent: Agent, controls: Controls) -> ModelAccess | None:
             budget_usd=budget.trial_usd if budget else None,
             price=price.model_dump() if price is not None else None,
             max_output_tokens=agent.route.max_output_tokens,
+            run_usd=budget.run_usd if budget else None,
         )
     return model_access(controls) if agent.needs_agent_dir else None
 
@@ -118,5 +131,36 @@ def sandbox_spec(
         with_io=io,
         workspace_root_owned=not io,
         oci_runtime=env.controls.runtime.oci_runtime,
-        model_access=access if io else None,
+        model_access=charged(access, job) if io else None,
     )
+
+
+def charged(access: ModelAccess | None, job: Job) -> ModelAccess | None:
+    """``access`` with the run and arm its spend is debited to (``budget.run_usd``)."""
+    if access is None or access.run_usd is None:
+        return access
+    return replace(access, run_id=job.run_id, arm=job.arm)
+
+
+def priced(result: AgentResult, access: ModelAccess | None, calls: list[ModelCall]) -> AgentResult:
+    """The agent phase's result with its cost at the gateway's price (an installed agent
+    prices itself; a command agent's gateway tokens are priced here, as the run's account
+    debits them) and, when the run's budget refused one of its requests, the stop reason
+    ``RUN_BUDGET_STOP``: the agent's own miss, like a spent trial budget."""
+    if access is None or access.price is None:
+        return result
+    if result.cost_usd is None and (result.prompt_tokens or result.completion_tokens):
+        price = access.price
+        fresh = max(result.prompt_tokens - result.cache_read_tokens - result.cache_write_tokens, 0)
+        dollars = (
+            fresh * price["input"]
+            + result.completion_tokens * price["output"]
+            + result.cache_read_tokens * price.get("cache_read", 0.0)
+            + result.cache_write_tokens * price.get("cache_write", 0.0)
+        ) / 1e6
+        result = replace(result, cost_usd=round(dollars, 6))
+    if result.error is None and any(RUN_FLAG in call.flags for call in calls):
+        result = replace(
+            result, stop_reason=RUN_BUDGET_STOP, reason="the run's budget is spent (budget.run_usd)"
+        )
+    return result
