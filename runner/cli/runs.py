@@ -69,6 +69,19 @@ UntilDecided = Annotated[
 ]
 
 
+RetryErrors = Annotated[
+    bool,
+    Option(
+        "--retry-errors",
+        help="On an existing run directory: run again only the jobs whose record is an "
+        "infrastructure error (never a miss or a timeout). The error records stay in "
+        "trials.jsonl for audit; the report scores each job's newest record and says how "
+        "many were retried. A scored run needs runtime.retry_errors in its controls "
+        "(declared before it started). With --resume, jobs without a record run too.",
+    ),
+]
+
+
 @app.command()
 @takes_groups
 def run(
@@ -86,6 +99,7 @@ def run(
     baseline_mode: BaselineMode = None,
     blob_warn: BlobWarn = "256m",
     until_decided: UntilDecided = False,
+    retry_errors: RetryErrors = False,
 ) -> None:
     """Run every (task, arm, repeat) job and write the report.
 
@@ -107,6 +121,10 @@ def run(
         raise UsageError(f"--blob-warn: {exc}") from None
     if until_decided:  # a gate without a sequential block is refused before Redis is reached
         RunService.check_until_decided(controls, RunOptions(out_dir, until_decided=True))
+    if retry_errors:  # refused in one line before Redis is reached
+        from runner.run.retry import check_retry
+
+        check_retry(controls, out_dir, until_decided)
     with c.Shown() as events:
         found = broker.find()
         options = RunOptions(
@@ -122,6 +140,7 @@ def run(
             baseline_mode=baseline_mode,
             blob_warn_bytes=blob_warn_bytes,
             until_decided=until_decided,
+            retry_errors=retry_errors,
         )
         prepared = RunService(events).run(controls, options)
     say(report_headline(prepared.run_dir.path) + bundle_beside_report(prepared.run_dir.path))

@@ -99,6 +99,7 @@ def protocol_hash(controls: Controls, agent_dir_digests: dict[str, str]) -> str:
 UNSET_OMITTED = (
     ("runtime", "archive"),
     ("runtime", "python"),
+    ("runtime", "retry_errors"),
     ("suite", "validation"),
     ("suite", "exclude"),
 )
@@ -190,8 +191,17 @@ def scored_channel_problems(
     problems: list[str] = []
     if not controls.suite.sha256:
         problems.append("suite.sha256 is empty; run `deltarun seal` on the controls file")
-    if controls.runtime.max_retries != 0:
-        problems.append("runtime.max_retries must be 0 in the scored channel")
+    policy = controls.runtime.retry_errors
+    if controls.runtime.max_retries != 0 and policy is None:
+        problems.append(
+            "runtime.max_retries must be 0 in the scored channel (or declare "
+            "runtime.retry_errors: {max_per_job: N} with max_retries at most N)"
+        )
+    elif policy is not None and controls.runtime.max_retries > policy.max_per_job:
+        problems.append(
+            f"runtime.max_retries {controls.runtime.max_retries} exceeds "
+            f"runtime.retry_errors.max_per_job {policy.max_per_job}"
+        )
     for image in sorted(images_used):
         if image not in controls.images:
             problems.append(f"images.{image!r} is not pinned; pin it to {image_digests.get(image)}")

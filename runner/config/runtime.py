@@ -71,9 +71,32 @@ class ArchiveLimits(Strict):
         )
 
 
+class RetryPolicy(Strict):
+    """What ``deltarun run --retry-errors`` may run again: jobs whose record is an
+    infrastructure ``error`` (never a miss or a timeout), each at most ``max_per_job`` times.
+    Declared in the controls, so the protocol hash covers it: a scored run may be retried
+    only under a policy fixed before it started."""
+
+    max_per_job: int = Field(
+        ge=1,
+        le=100,
+        description="Times one job may be run again after an infrastructure error "
+        "(by `run --retry-errors`, and within a trial by runtime.max_retries, which may "
+        "not exceed it in the scored channel).",
+    )
+
+
 class Runtime(Strict):
     repeats: int = Field(default=1, ge=1, description="Runs of each (task, arm).")
     max_retries: int = Field(default=0, ge=0, description="Whole-trial retries after an error.")
+    retry_errors: RetryPolicy | None = Field(
+        default=None,
+        description=(
+            "The run's policy for running again the trials an infrastructure error left "
+            "unscored (`deltarun run --retry-errors`). Unset: a scored run keeps max_retries 0 "
+            "and refuses --retry-errors. Part of the protocol hash when set."
+        ),
+    )
     seed: int = Field(default=0, description="Seed of every random choice (job order).")
     timeout_s: float = Field(default=120, gt=0, description="Agent phase limit; tasks override.")
     verify_timeout_s: float = Field(default=300, gt=0, description="Hidden-test phase limit.")

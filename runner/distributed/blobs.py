@@ -103,7 +103,7 @@ class BlobStore:
         if data is None:
             raise InfraError(
                 f"blob {digest[:12]} is not in Redis; the coordinator publishes it: "
-                "re-run `deltarun run --resume` for the run"
+                "`deltarun run --retry-errors` on the run runs this job again"
             )
         assert isinstance(data, bytes)
         actual = sha256_bytes(data)
@@ -118,7 +118,8 @@ class BlobStore:
             if not self.registry.fetch_to(digest, partial):
                 raise InfraError(
                     f"blob {digest[:12]} is not in registry {self.registry.registry}; the "
-                    "coordinator publishes it: re-run `deltarun run --resume` for the run"
+                    "coordinator publishes it: `deltarun run --retry-errors` on the run runs "
+                    "this job again"
                 )
             os.replace(partial, target)
         finally:

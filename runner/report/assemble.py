@@ -12,7 +12,8 @@ from runner.config.controls import Controls
 from runner.config.loader import protocol_hash
 from runner.errors import DigestMismatch, NoControlArm, ProtocolMismatch, UserError
 from runner.evidence.scoring import Scores, paired_delta, score
-from runner.records import Record, ScoredTrial
+from runner.records import Outcome, Record, ScoredTrial
+from runner.report.accountings import Accountings, accountings
 from runner.report.checklist import Row, evaluate, withhold_headline
 from runner.report.compare import RunSide, arm_pairs, compare_arms, labels, render
 from runner.report.contents import MetricsPin, Pins, RoutePin, build
@@ -70,7 +71,7 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
     """Score the ledger and render the report files and scorecards (no file written)."""
     meta = run_dir.meta()
     controls = run_dir.stored_controls()
-    trials = checked_records(run_dir, meta, controls)
+    trials, retried = checked_ledger(run_dir, meta, controls)
     task_ids = [t["id"] for t in meta.tasks]
     scores = score(trials, meta.arms, meta.control_arm, task_ids)
     edited_from = _edited_from(run_dir)
@@ -85,6 +86,7 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
         tasks=meta.tasks,
         replay_ok=replay_ok,
         setup=warnings,
+        retried=retried,
     )
     by_leg: dict[str, list[Record]] = {}
     for t in trials:
@@ -105,6 +107,7 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
         suite_path=controls.suite.file,
         setup_warnings=warnings,
         cost=cost_table(controls, meta.arms, trials),
+        accountings=_accountings(meta, trials, retried),
     )
     data = to_json(report)
     head = Head(meta.run_id, meta.suite_sha256, controls.suite.file, report.generated_at)
@@ -113,15 +116,32 @@ def build_report(run_dir: RunDir, *, replay_ok: bool = True) -> BuiltReport:
     return BuiltReport(scores, render_markdown(report), dumps_json(data), tuple(rows), html, cards)
 
 
+def _accountings(
+    meta: RunMeta, trials: list[ScoredTrial], retried: list[ScoredTrial]
+) -> Accountings | None:
+    """Both accountings of errors, when the run has an error record (or had one retried);
+    a run recorded before the report showed them keeps its bytes, unless retried since."""
+    erred = meta.error_accountings and any(t.outcome is Outcome.ERROR for t in trials)
+    return accountings(meta.arms, trials, retried) if erred or retried else None
+
+
 def checked_records(run_dir: RunDir, meta: RunMeta, controls: Controls) -> list[ScoredTrial]:
     """The ledger's records, each of this run and protocol; exit 3 or 4 otherwise."""
+    return checked_ledger(run_dir, meta, controls)[0]
+
+
+def checked_ledger(
+    run_dir: RunDir, meta: RunMeta, controls: Controls
+) -> tuple[list[ScoredTrial], list[ScoredTrial]]:
+    """Each job's record and the error records retries superseded (``RunDir.records``),
+    each of this run and protocol; exit 3 or 4 otherwise."""
     if protocol_hash(controls, meta.agent_dir_digests) != meta.protocol_sha256:
         raise ProtocolMismatch(
             f"{run_dir.path}/controls.yaml: does not hash to the run's protocol "
             f"{meta.protocol_sha256}; the stored controls were edited"
         )
-    trials = run_dir.scored_trials()
-    for trial in trials:
+    trials, retried = run_dir.scored_ledger()
+    for trial in (*trials, *retried):
         if trial.protocol_sha256 != meta.protocol_sha256 or trial.run_id != meta.run_id:
             line = run_dir.line_of.get(trial.job_id, 0)
             raise ProtocolMismatch(
@@ -135,7 +155,7 @@ def checked_records(run_dir: RunDir, meta: RunMeta, controls: Controls) -> list[
             f"{run_dir.path}: no record of the control arm {meta.control_arm!r}; "
             "no number without a control: run the control arm on the same tasks"
         )
-    return trials
+    return trials, retried
 
 
 def compare_runs(path_a: Path, path_b: Path, arm: str | None, arm_b: str | None) -> list[str]:

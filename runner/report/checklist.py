@@ -19,6 +19,7 @@ from runner.evidence.scoring import Scores
 from runner.evidence.stats import sign_test_greater, sign_test_min_pairs
 from runner.records import Outcome, Record
 from runner.report import same_limits
+from runner.report.accountings import retries_row
 
 WITHHOLD_AT = 2
 # A publishable headline needs a pack of at least this many ordinary and negative tasks.
@@ -67,18 +68,20 @@ def evaluate(
     *,
     replay_ok: bool = True,
     setup: Sequence[str] = (),
+    retried: Sequence[Record] = (),
 ) -> list[Row]:
     """Every row of the checklist, in a fixed order.
 
     ``tasks`` are run.json's task entries; ``replay_ok`` whether the report, derived
     again from the ledger just written, came out byte for byte the same; ``setup`` the
-    setup warnings (``runner.store.setup_warnings``).
+    setup warnings (``runner.store.setup_warnings``); ``retried`` the error records
+    ``run --retry-errors`` superseded (``runner.store.rundir``).
 
     Longer than the house's ~60 lines on purpose: one ``Row`` per item, side by side in
     the order the report prints them, so a reader checks each against its rule at once;
     the rows that need more than an expression have their own function below."""
     pinned = controls.suite.sha256
-    retries = sum(t.retries_used for t in trials)
+    retries = sum(t.retries_used for t in trials) + sum(t.retries_used for t in retried)
     arms = scores.summaries
     no_n = [s.arm for s in arms if s.n == 0]
     no_ci = [d.arm for d in scores.deltas if d.ci95 is None]
@@ -93,11 +96,7 @@ def evaluate(
         ),
         _hidden_row(trials, tasks),
         _grading_row(tasks),
-        Row(
-            "retries zero in the headline run",
-            controls.runtime.max_retries == 0 and retries == 0,
-            f"max_retries {controls.runtime.max_retries}, retries used {retries}",
-        ),
+        Row("retries zero in the headline run", *retries_row(controls, retries, retried)),
         Row(
             "n and 95% intervals present",
             not no_n and not no_ci and bool(scores.deltas),

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from runner.evidence.scoring import PairedDelta, Rate, Scores, gc_paused
 from runner.evidence.stats import paired_bootstrap_interval
 from runner.records import Outcome, Record, TaskKind
+from runner.report.accountings import Accountings
 from runner.report.checklist import Row, verdict, withhold_headline
 from runner.report.cost import CostTable
 from runner.report.metric_deltas import MetricDelta, metric_deltas
@@ -117,6 +118,8 @@ class Report:
     generated_at: str = ""  # the run's recorded end: the last record's finished_at
     setup_warnings: tuple[str, ...] = ()  # runner.store.setup_warnings
     cost: CostTable | None = None  # runner.report.cost: None when nothing is priced
+    # runner.report.accountings: None in a run recorded before the report showed it
+    accountings: Accountings | None = None
 
     @property
     def stamp(self) -> str | None:
@@ -145,6 +148,7 @@ def build(
     suite_path: str = "",
     setup_warnings: Sequence[str] = (),
     cost: CostTable | None = None,
+    accountings: Accountings | None = None,
 ) -> Report:
     """The report of ``trials`` as scored; ``bootstrap`` is (resamples, seed)."""
     by_arm: dict[str, list[Record]] = {}
@@ -173,6 +177,7 @@ def build(
         generated_at=max((t.finished_at for t in trials), default=""),
         setup_warnings=tuple(setup_warnings),
         cost=cost,
+        accountings=accountings,
     )
 
 

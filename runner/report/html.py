@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from runner.report.accountings import INTRO, retried_text
 from runner.report.format import REFUSAL_NOT_MEASURED, cost_line, detectable, method_name, pct
 from runner.report.plots import (
     GOOD_OUTCOMES,
@@ -246,10 +247,31 @@ def _tables(report: dict[str, Any], arms: list[dict[str, Any]]) -> list[str]:
         rows[-1] += [(fmt_number(a.get("wall_s_per_task")), "num")]
     head = ["arm", "n", "pass rate [Wilson 95%]", "timeouts", "tool violations", "errors"]
     out = ["<h2>Arms</h2>", _table([*head, "tokens/pass", "wall s/task"], rows)]
+    out += _accountings(as_dict(report.get("accountings")))
     head = ["arm", "abstention accuracy", "invalid completions", "false abstentions (ordinary)"]
     keys = ("abstention_accuracy", "invalid_completion_rate", "false_abstention_rate")
     rows = [[name(a), *(rate_text(as_dict(a.get("refusal")).get(k)) for k in keys)] for a in arms]
     return [*out, "<h2>Refusal slice (negative controls)</h2>", _table(head, rows)]
+
+
+def _accountings(found: dict[str, Any]) -> list[str]:
+    """``accountings``: errors excluded and errors as failures, side by side, and retries."""
+    if not found:
+        return []
+    rows: list[list[Cell]] = []
+    for a in (as_dict(x) for x in as_list(found.get("arms"))):
+        rows.append([str(a.get("arm", "?")), (str(a.get("errors", "n/a")), "num")])
+        rows[-1] += [rate_text(a.get("errors_excluded")), rate_text(a.get("errors_as_failures"))]
+        rows[-1] += [(str(a.get("retried", "n/a")), "num")]
+    retried = as_number(found.get("retried"))
+    now = as_dict(found.get("retried_now"))
+    now = {str(k): v for k, v in now.items() if isinstance(v, int)}
+    head = ("arm", "errors", "errors excluded", "errors as failures", "retried")
+    return [
+        "<h2>Infrastructure errors: two accountings</h2>",
+        f'<p class="note">{esc(INTRO)} {esc(retried_text(int(retried or 0), now))}</p>',
+        _table(head, rows),
+    ]
 
 
 def _run_tables(report: dict[str, Any], arms: list[dict[str, Any]]) -> list[str]:

@@ -11,6 +11,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from runner.evidence.scoring import ArmSummary, PairedDelta, gc_paused
+from runner.report.accountings import Accountings
 from runner.report.checklist import publish_instead
 from runner.report.contents import (
     SCHEMA_VERSION,
@@ -63,6 +64,8 @@ def to_json(report: Report) -> dict[str, Any]:
     }
     if report.cost is not None:  # only when something is priced: older reports keep their bytes
         data["cost"] = cost_json(report.cost)
+    if report.accountings is not None:  # not in runs recorded before: they keep their bytes
+        data["accountings"] = accountings_json(report.accountings)
     data["publish_instead"] = [
         {"row": item, "publish": text} for item, text in publish_instead(report.rows)
     ]
@@ -78,7 +81,9 @@ WITHHELD_KEYS = (
     "covariates",
     "metric_deltas",
     "cost",
+    "accountings",
 )
+OPTIONAL = ("cost", "accountings")  # left out of a withheld report, not emptied
 WITHHELD_NOTE = (
     "withheld: two or more checklist rows fail; these numbers are for the author, not for "
     "publication (see publish_instead)"
@@ -90,9 +95,28 @@ def withheld(data: dict[str, Any]) -> dict[str, Any]:
     publishable keys keep their type, emptied (``cost`` is left out)."""
     kept = {key: data[key] for key in WITHHELD_KEYS if key in data}
     out = {key: value for key, value in data.items() if key not in kept}
-    out |= {key: type(value)() for key, value in kept.items() if key != "cost"}
+    out |= {key: type(value)() for key, value in kept.items() if key not in OPTIONAL}
     out["withheld_for_author"] = {"note": WITHHELD_NOTE, **kept}
     return out
+
+
+def accountings_json(found: Accountings) -> dict[str, Any]:
+    """``accountings``: per arm the pass rate with errors excluded and as failures, and
+    the retries (``runner.report.accountings``)."""
+    return {
+        "arms": [
+            {
+                "arm": a.arm,
+                "errors": a.errors,
+                "errors_excluded": rate_json(a.excluded),
+                "errors_as_failures": rate_json(a.as_failures),
+                "retried": a.retried,
+            }
+            for a in found.arms
+        ],
+        "retried": found.retried,
+        "retried_now": found.retried_now,
+    }
 
 
 def _metric_delta(m: MetricDelta, report: Report) -> dict[str, Any]:

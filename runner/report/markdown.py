@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from runner.evidence.scoring import ArmSummary, PairedDelta, Rate, Scores
+from runner.report.accountings import INTRO, retried_text
 from runner.report.checklist import publish_instead
 from runner.report.contents import EXPLORATORY_STAMP, Pins, Report, metric_source, rounded
 from runner.report.cost import cost_markdown
@@ -72,10 +73,11 @@ Section = Callable[[Report], list[str]]
 def render_markdown(report: Report) -> str:
     """The human-readable report."""
     lines: list[str] = []
-    numbers: list[Section] = [_arms, _cost, _refusal, _deltas, _metric_deltas, _covariates, _legs]
+    numbers: list[Section] = [_arms, _errors, _cost, _refusal, _deltas, _metric_deltas]
+    numbers += [_covariates, _legs]
     sections: list[Section]
     if not report.withheld:
-        sections = [_top, _headline, _pins, _arms, _cost, _stops, _refusal, _deltas]
+        sections = [_top, _headline, _pins, _arms, _errors, _cost, _stops, _refusal, _deltas]
         sections += [_metric_deltas, _covariates, _legs, _outcomes, _setup, _checklist]
     else:  # the comparison's numbers last, under a heading that says they are not to publish
         sections = [_top, _headline, _pins, _stops, _outcomes, _setup, _checklist, _withheld]
@@ -220,6 +222,25 @@ def _arms(report: Report) -> list[str]:
             f"| {_rate(s.tool_violation_rate)} | {_rate(s.error_rate)} "
             f"| {_tokens(s)} | {num(s.wall_s_per_task)} "
             f"| {num(s.retries_mean)} | {num(s.tool_calls_mean)} |"
+        )
+    return lines
+
+
+def _errors(report: Report) -> list[str]:
+    """Errors excluded and errors as failures, side by side, and the retries."""
+    found = report.accountings
+    if found is None:
+        return []
+    lines = ["", "## Infrastructure errors: two accountings", "", INTRO, ""]
+    lines += [retried_text(found.retried, found.retried_now), ""]
+    lines += [
+        "| arm | errors | pass rate, errors excluded | pass rate, errors as failures "
+        "| error records retried |",
+        "|---|---|---|---|---|",
+    ]
+    for a in found.arms:
+        lines.append(
+            f"| {a.arm} | {a.errors} | {_rate(a.excluded)} | {_rate(a.as_failures)} | {a.retried} |"
         )
     return lines
 

@@ -169,6 +169,24 @@ class CostJSON(_M):
     run_budget_reached: bool
 
 
+class ArmAccountingJSON(_M):
+    arm: str
+    errors: int = Field(description="The arm's ordinary records that are infrastructure errors.")
+    errors_excluded: RateJSON = Field(description="Passes over the records without an error.")
+    errors_as_failures: RateJSON = Field(description="Passes over every record: errors fail.")
+    retried: int = Field(description="The arm's error records `run --retry-errors` superseded.")
+
+
+class AccountingsJSON(_M):
+    """Infrastructure errors accounted two ways, side by side, and the retries."""
+
+    arms: list[ArmAccountingJSON]
+    retried: int = Field(description="Error records run again (kept in the ledger for audit).")
+    retried_now: dict[str, int] = Field(
+        description="Outcome → retried jobs whose newest record has that outcome."
+    )
+
+
 class PublishInsteadJSON(_M):
     row: str
     publish: str
@@ -197,6 +215,11 @@ class ReportJSON(_M):
     grading: dict[str, Literal["pytest", "exit_status", "metrics", "none"]]
     metric_deltas: list[MetricDeltaJSON]
     cost: CostJSON | None = None
+    accountings: AccountingsJSON | None = Field(
+        default=None,
+        description="Pass rates with errors excluded and as failures, and the retries: present "
+        "when the run has an infrastructure error record or retried one.",
+    )
     publish_instead: list[PublishInsteadJSON] = Field(
         default_factory=list,
         description="Each failing integrity row and what may be published instead of the "

@@ -45,6 +45,7 @@ from runner.run.looks_file import stop_line, write_looks
 from runner.run.plan_checks import command_names
 from runner.run.prepare import prepare
 from runner.run.recording import BudgetReached, Recording
+from runner.run.retry import Retry, check_retry, forget_done, plan_retry
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.engine import connect, image_id
 from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
@@ -101,15 +102,21 @@ class RunOptions:
     # gold); None: the controls' folder, as for any controls a user gives
     root: Path | None = None
     until_decided: bool = False  # block by block, stopping once the gate is decided
+    retry_errors: bool = False  # run again the jobs recorded as errors (runner.run.retry)
 
 
-def plan_line(prepared: PreparedRun, options: RunOptions) -> str:
+def plan_line(prepared: PreparedRun, options: RunOptions, retry: Retry | None = None) -> str:
     """What a run is about to do: its jobs (recorded, to run), where, and its digests."""
     meta, found = prepared.meta, options.broker
     total, todo = len(prepared.jobs), len(prepared.todo)
     where = f"broker {found.shown} ({found.source})" if found else f"-j {options.parallel}"
+    plan = f"{total - todo} recorded, {todo} to run"
+    if retry is not None:
+        again = len(retry.attempts)
+        plan = f"{total - retry.unrecorded} recorded, {again} errors to run again"
+        plan += f", {retry.unrecorded} to run" if retry.unrecorded else ""
     return (
-        f"run {meta.run_id}: {total} jobs ({total - todo} recorded, {todo} to run), "
+        f"run {meta.run_id}: {total} jobs ({plan}), "
         f"{where}, protocol {meta.protocol_sha256[:12]}, suite {meta.suite_sha256[:12]}"
     )
 
@@ -160,9 +167,17 @@ class RunService:
         every record (or the error)."""
         self.check_registry(options)
         self.check_until_decided(controls, options)
+        if options.retry_errors:
+            check_retry(controls, options.out_dir, options.until_decided, options.root)
         prepared = self.prepare(controls, options)
-        self.events.note(plan_line(prepared, options))
-        self.execute(prepared, options)
+        retry = None
+        if options.retry_errors:
+            retry = plan_retry(prepared, options.resume)
+            prepared = replace(prepared, todo=retry.todo)
+            for line in retry.notes():
+                self.events.note(line)
+        self.events.note(plan_line(prepared, options, retry))
+        self.execute(prepared, options, retry)
         return prepared
 
     @staticmethod
@@ -198,7 +213,7 @@ class RunService:
         return prepare(
             controls,
             options.out_dir,
-            resume=options.resume,
+            resume=options.resume or options.retry_errors,
             image_digest=self.engine.image_digest,
             preflight=self._preflight(controls) if local else None,
             environ=os.environ if local else None,
@@ -282,13 +297,19 @@ class RunService:
             blob_warn_bytes=options.blob_warn_bytes,
         )
 
-    def execute(self, prepared: PreparedRun, options: RunOptions) -> Recording:
+    def execute(
+        self, prepared: PreparedRun, options: RunOptions, retry: Retry | None = None
+    ) -> Recording:
         """Run the jobs still to do, recording each batch; ``RunInterrupted`` on Ctrl-C,
-        with what was recorded kept."""
+        with what was recorded kept. With ``retry``, the error records its jobs supersede
+        are counted no more (``Recording.retrying``), and a broker's workers are let run
+        those jobs again (``forget_done``)."""
 
         executor = self.executor(prepared, options)
         total = len(prepared.jobs)
-        recording = Recording(prepared)
+        recording = Recording(prepared, retrying=dict(retry.attempts) if retry else {})
+        if retry is not None and options.broker is not None:
+            forget_done(options.broker.url, prepared.meta.run_id, list(retry.attempts))
         flagged: set[str] = set()
         events = self.events
 

@@ -6,7 +6,9 @@
     RUN_DIR/task_texts.jsonl         each task's prompt and tags as the suite gave them, one
                                      JSON line per task: what the viewer shows of the suite,
                                      kept in the run so that it goes wherever the run goes
-    RUN_DIR/trials.jsonl             one fsync'd line per job id: the ledger
+    RUN_DIR/trials.jsonl             one fsync'd line per job id: the ledger (a job that
+                                     `run --retry-errors` ran again has its error record
+                                     and, after it, the new one: see below)
     RUN_DIR/trials.duplicates.jsonl  later records of an already recorded job (audit only)
     RUN_DIR/report.{md,json}         written by `report`, rebuilt by `replay`
     RUN_DIR/scorecard.json           an arm's on vs off legs (seed 001's DeltaScorecard),
@@ -25,6 +27,12 @@ it) is only a hint where ``replay --reverify`` and ``export`` may find the suite
 archives; nothing shown or reported is read through it. A run directory written before
 ``task_texts.jsonl`` existed has none (``RunDir.task_texts`` is then None).
 
+The ledger is append-only. A job's record is its first line, unless that record is an
+infrastructure ``error`` and a later line of the same job follows it: ``run --retry-errors``
+ran the job again, and the later record is the job's record (``RunDir.records``); the error
+records it superseded stay in the file, for audit, and the report counts them as retried.
+A later line after a record that is not an error changes nothing (the first record stands).
+
 A run directory belongs to one protocol hash; opening it under another raises
 ``ProtocolMismatch``. A torn last line (a crash mid-write) is set aside in
 ``trials.torn`` on resume, never silently dropped.
@@ -37,11 +45,11 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from pydantic import ValidationError
 
@@ -53,7 +61,7 @@ from runner.config.loader import CONTROLS_MAX_BYTES, parse_controls
 from runner.errors import ProtocolMismatch, UserError
 from runner.hashing import sha256_bytes
 from runner.paths import inside
-from runner.records import ScoredTrial, Trial
+from runner.records import Outcome, ScoredTrial, Trial
 
 RUN_FILE = "run.json"
 LEDGER = "trials.jsonl"
@@ -67,6 +75,11 @@ RECORD_BYTES = 256 << 20  # one ledger line read back
 KEPT_BYTES = 256 << 20  # a report, looks.json or decision.json read back
 TASK_TEXTS_LINES = 200_000
 VIEW_BUNDLE = "view"  # RunMeta.view_bundle of a new run
+Kept = TypeVar("Kept")
+
+
+def _same(trial: Trial) -> Trial:
+    return trial
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,10 @@ class RunMeta:
     # `deltarun view RUN --bundle RUN/view` writes the viewer; "" in a run.json written
     # before the field existed, whose report.html has no link and so replays unchanged
     view_bundle: str = VIEW_BUNDLE
+    # the report shows the pass rate with errors excluded and with errors as failures, side
+    # by side (runner.report.accountings); False in a run.json written before the field
+    # existed, whose report then replays unchanged (unless the run was retried since)
+    error_accountings: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -198,7 +215,8 @@ class RunDir:
         try:
             raw = read_capped(self._input(RUN_FILE), RUN_FILE_BOUNDS.max_bytes, RUN_FILE)
             data = loads_bounded(raw, RUN_FILE_BOUNDS)
-            return RunMeta(**{"view_bundle": "", **data})  # absent: written before the field
+            # absent: written before the field
+            return RunMeta(**{"view_bundle": "", "error_accountings": False, **data})
         except FileNotFoundError as exc:
             raise UserError(f"{self.path}: not a run directory (no {RUN_FILE})") from exc
         except (BoundsError, TypeError, OSError) as exc:
@@ -276,31 +294,55 @@ class RunDir:
                 if line.strip():
                     yield number, line
 
-    def _first_records(self) -> Iterator[Trial]:
-        """The first valid record of every job id, in ledger order."""
-        seen: set[str] = set()
+    def _parsed(self) -> Iterator[tuple[int, Trial]]:
+        """Every ledger line as a record, numbered; an invalid one is an error naming it."""
         for number, line in self.iter_lines():
             try:
-                trial = Trial.model_validate_json(line)
+                yield number, Trial.model_validate_json(line)
             except ValidationError as exc:
                 raise UserError(
                     f"{self.ledger_path}:{number}: not a valid trial record "
                     f"({exc.errors()[0]['msg']})"
                 ) from exc
-            if trial.job_id in seen:
-                continue
-            seen.add(trial.job_id)
-            self.line_of[trial.job_id] = number
-            yield trial
+
+    def records(self, keep: Callable[[Trial], Kept]) -> tuple[list[Kept], list[Kept]]:
+        """Each job's record (``keep`` of it), in the order jobs first appear in the ledger,
+        and the error records a later record of the same job superseded (``run
+        --retry-errors``), in ledger order. ``keep`` makes what is held per record small."""
+        current: list[Kept] = []
+        at: dict[str, int] = {}
+        errored: set[str] = set()  # jobs whose record so far is an infrastructure error
+        retried: list[Kept] = []
+        for number, trial in self._parsed():
+            job = trial.job_id
+            index = at.get(job)
+            if index is None:
+                at[job] = len(current)
+                current.append(keep(trial))
+            elif job in errored:
+                retried.append(current[index])
+                current[index] = keep(trial)
+            else:
+                continue  # the first record that is not an error stands
+            self.line_of[job] = number
+            if trial.outcome is Outcome.ERROR:
+                errored.add(job)
+            else:
+                errored.discard(job)
+        return current, retried
 
     def trials(self) -> list[Trial]:
-        """The first record of every job id, in ledger order."""
-        return list(self._first_records())
+        """The record of every job id (``records``), in ledger order."""
+        return self.records(_same)[0]
 
     def scored_trials(self) -> list[ScoredTrial]:
         """Like ``trials()``, keeping only what scoring reads: a report over 100,000
         records fits in a few hundred MB."""
-        return [ScoredTrial.of(trial) for trial in self._first_records()]
+        return self.records(ScoredTrial.of)[0]
+
+    def scored_ledger(self) -> tuple[list[ScoredTrial], list[ScoredTrial]]:
+        """``scored_trials()`` and the error records retries superseded, in one read."""
+        return self.records(ScoredTrial.of)
 
     def recorded_ids(self) -> set[str]:
         with self._lock:
