@@ -4,7 +4,8 @@ The first run loses a task's hidden-test archive between its checks and its tria
 suite's folder on a share that went away): every trial of that task ends in an
 infrastructure ``error``, the other task is scored. With the archive back,
 ``deltarun run --retry-errors`` runs those jobs again, and only those; the error records
-stay in the ledger, the report scores the new ones, counts the retries and replays.
+stay in the ledger, the report scores the new ones, counts the retries and replays. An
+agent that dresses its own failure up as the engine's gets a miss, which is never run again.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ from tests.helpers import ADD_HIDDEN, make_suite, repo_task, write_agent
 # The candidate writes the environment it sees into its patch, then fixes add().
 SEEN = "env | grep -v '^HOSTNAME=' | sort > /workspace/seen_env.txt\n"
 FIX = "sed -i 's/a - b/a + b/' calc/__init__.py\n"
+# An agent that dresses its failure up as the infrastructure's, for a reroll: it says the
+# engine failed and kills every process it can, itself last. Its trial is a miss.
+SABOTEUR = (
+    "echo 'SandboxError: Docker refused the sandbox (the engine went away)' >&2\n"
+    "kill -9 -1 2>/dev/null\n"
+    "kill -9 $$\n"
+)
 
 
 def suite(root: Path) -> Path:
@@ -34,6 +42,7 @@ def suite(root: Path) -> Path:
         [
             {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
             {"name": "cand", "agent": write_agent(root, "fix", SEEN + FIX)},
+            {"name": "saboteur", "agent": write_agent(root, "saboteur", SABOTEUR)},
         ],
         hidden={"t1": hidden},
     )
@@ -63,8 +72,10 @@ def test_only_the_errors_run_again_and_the_report_counts_them(
     assert {k: t.outcome for k, t in by.items()} == {
         ("ctrl", "t0"): Outcome.MISS,
         ("cand", "t0"): Outcome.SUCCESS,
+        ("saboteur", "t0"): Outcome.MISS,  # dressed up as the engine's failure: still a miss
         ("ctrl", "t1"): Outcome.ERROR,
         ("cand", "t1"): Outcome.ERROR,
+        ("saboteur", "t1"): Outcome.MISS,  # ended before its verdict needed the archive
     }, [t.error for t in first]
     assert run_cli("report", str(run)).returncode == 0
     before = (run / "trials.jsonl").read_bytes()
@@ -79,7 +90,7 @@ def test_only_the_errors_run_again_and_the_report_counts_them(
     assert sorted((r["arm"], r["task_id"], r["attempt"]) for r in added) == [
         ("cand", "t1", 2),
         ("ctrl", "t1", 2),
-    ]  # only the errors ran again; the miss did not
+    ]  # only the errors ran again: not the misses, not the saboteur's made-up failure
     now = {(t.arm, t.task_id): t for t in RunDir(run).trials()}
     assert now["cand", "t1"].outcome is Outcome.SUCCESS
     assert now["ctrl", "t1"].outcome is Outcome.MISS
