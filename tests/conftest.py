@@ -87,6 +87,7 @@ LONGEST = {
     "test_fleet_budget.py::test_two_workers_share_one_run_budget": 38,
     "test_model_gateway.py::test_bodies_held_open_cannot_starve_the_proxy": 38,
     "test_run_cli.py::test_reverify_reruns_hidden_tests_and_lists_changes": 38,
+    "test_fleet_installed.py::test_a_fleet_worker_pulls_the_pinned_agent_layer_and_runs_the_cli_with_the_key_at_its_gateway": 36,
     "test_model_only.py::test_the_sandbox_reaches_nothing_but_the_gateway": 35,
     "test_canaries_and_install.py::test_an_honest_fix_passes_with_an_install_step": 35,
     "test_distributed_containers.py::test_three_worker_containers_one_killed": 34,

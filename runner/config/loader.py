@@ -21,6 +21,7 @@ from runner.bounded_input import load_yaml, read_capped, yaml_refusal
 from runner.bounded_json import BoundsError
 from runner.config.arms import Arm, CommandAgent, InstalledAgent, OpenAIAgent, PatchAgent, Route
 from runner.config.controls import Controls
+from runner.config.model_keys import model_key
 from runner.errors import ArchiveError, UserError
 from runner.hashing import sha256_bytes, sha256_json
 from runner.paths import inside
@@ -221,7 +222,7 @@ def missing_api_keys(controls: Controls, environ: Mapping[str, str]) -> list[str
     for field, route in used:
         variable = route.api_key_env if route else None
         entry = f"{field}.api_key_env: {variable}"
-        if variable and not environ.get(variable) and entry not in found:
+        if variable and not model_key(variable, environ) and entry not in found:
             found.append(entry)
     return found
 

@@ -19,6 +19,7 @@ from runner.config.loader import (
     missing_api_keys,
     scored_channel_problems,
 )
+from runner.config.model_keys import KEYS_DIR_ENV, where_keys_are
 from runner.errors import DigestMismatch, ProtocolMismatch, UserError
 from runner.grading.metrics import Metric
 from runner.grading.validation import FINE
@@ -227,8 +228,9 @@ def check_keys(path: Path, controls: Controls, environ: Mapping[str, str]) -> No
     if missing:
         field, _, variable = missing[0].partition(": ")
         raise UserError(
-            f"{path}: {field}: environment variable {variable} is not set; "
-            "export the API key in it (the key never goes in the controls file)"
+            f"{path}: {field}: {where_keys_are(variable, environ)}; export the API key in it, "
+            f"or write it to a file {variable} in the directory ${KEYS_DIR_ENV} (the key never "
+            "goes in the controls file)"
         )
 
 

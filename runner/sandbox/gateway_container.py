@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -48,6 +47,7 @@ import docker
 import docker.errors
 from docker.types import LogConfig, Mount
 
+from runner.config.model_keys import model_key, where_keys_are
 from runner.errors import SandboxError, UserError
 from runner.sandbox.base import ModelAccess
 from runner.sandbox.engine import API_ERRORS, exit_code
@@ -359,11 +359,11 @@ def open_gateway(
     """Start a sandbox's gateway; the key is read here, on the worker, and goes nowhere else."""
     key = None
     if access.api_key_env is not None:
-        key = os.environ.get(access.api_key_env) or None
+        key = model_key(access.api_key_env)
         if key is None:
             raise SandboxError(
-                f"environment variable {access.api_key_env} (route.api_key_env) is not set "
-                f"on worker {worker}"
+                f"the model key of route.api_key_env is not on worker {worker}: "
+                f"{where_keys_are(access.api_key_env)}"
             )
     spec = GatewaySpec(
         access.upstream,

@@ -29,6 +29,7 @@ from runner.agents.loop.client import ChatEndpoint, DeadlineReached
 from runner.agents.loop.tool_policy import tool_definitions
 from runner.agents.loop.toolbox import Toolbox, ToolPolicy, ToolResult
 from runner.config.arms import OpenAIAgent, Route, Toggles
+from runner.config.model_keys import model_key, where_keys_are
 from runner.errors import EndpointError
 from runner.records import AnswerTask
 from runner.sandbox.base import SandboxLost
@@ -38,10 +39,11 @@ MAX_CALLS_PER_TURN = 32  # a reply with more gets an error for the rest, not a l
 
 
 def api_key_of(route: Route, environ: Mapping[str, str]) -> str | None:
-    """The key from the environment variable the route names; None when it names none."""
+    """The key the route names, from ``environ`` or its key directory
+    (``runner.config.model_keys``); None when it names none."""
     if route.api_key_env is None:
         return None
-    return environ.get(route.api_key_env) or None
+    return model_key(route.api_key_env, environ)
 
 
 @dataclass
@@ -116,8 +118,8 @@ class ModelAgent:
         if self.route.api_key_env is not None and key is None:
             state.stop_reason = "endpoint_error"
             state.error = (
-                f"EndpointError: environment variable {self.route.api_key_env} "
-                "(route.api_key_env) is not set on this worker"
+                "EndpointError: the model key of route.api_key_env is not on this worker: "
+                f"{where_keys_are(self.route.api_key_env)}"
             )
         else:
             endpoint = ChatEndpoint(

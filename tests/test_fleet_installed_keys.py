@@ -1,0 +1,80 @@
+"""Where a worker finds a route's provider key (runner.config.model_keys): its environment,
+else a file of that name in ``$DELTARUN_MODEL_KEYS`` (how compose.yaml gives workers their
+keys, docs/many-machines.md); a missing key is one line saying where it was looked for,
+before a local run starts and when a worker's gateway starts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from runner.config.controls import Controls
+from runner.config.model_keys import KEYS_DIR_ENV, model_key
+from runner.errors import UserError
+from runner.run import plan_checks as checks
+
+PATH = Path("controls.yaml")
+
+
+def keyed() -> Controls:
+    return Controls.model_validate(
+        {
+            "protocol_id": "t",
+            "channel": "exploratory",
+            "suite": {"file": "suite/tasks.jsonl", "sha256": "a" * 64},
+            "route": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "MY_KEY"},
+            "arms": [
+                {"name": "c", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+                {"name": "m", "agent": {"type": "openai"}},
+            ],
+        }
+    )
+
+
+def test_the_environment_first_then_the_key_directory(tmp_path: Path) -> None:
+    (tmp_path / "MY_KEY").write_text("sk-from-file\n")
+    with_dir = {KEYS_DIR_ENV: str(tmp_path)}
+    assert model_key("MY_KEY", {"MY_KEY": "sk-from-env", **with_dir}) == "sk-from-env"
+    assert model_key("MY_KEY", with_dir) == "sk-from-file"  # one trailing newline dropped
+    assert model_key("OTHER_KEY", with_dir) is None
+    assert model_key("MY_KEY", {}) is None
+    checks.check_keys(PATH, keyed(), with_dir)  # a local run finds it there too
+
+
+def test_a_missing_key_says_where_it_was_looked_for(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"route\.api_key_env: environment variable MY_KEY is "):
+        checks.check_keys(PATH, keyed(), {})
+    with pytest.raises(UserError, match=f"{tmp_path}/MY_KEY does not exist"):
+        checks.check_keys(PATH, keyed(), {KEYS_DIR_ENV: str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"\n", b"sk-one\nsk-two\n", b"sk-\0x", b"x" * (17 << 10)],
+    ids=["empty", "newline", "two-lines", "nul", "too-large"],
+)
+def test_a_key_file_that_is_not_one_key_is_one_line(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "MY_KEY").write_bytes(content)
+    with pytest.raises(UserError) as refused:
+        model_key("MY_KEY", {KEYS_DIR_ENV: str(tmp_path)})
+    message = str(refused.value)
+    assert str(tmp_path / "MY_KEY") in message and "\n" not in message
+    assert "sk-one" not in message  # a refusal never quotes the key
+
+
+def test_a_key_name_is_never_a_path(tmp_path: Path) -> None:
+    # route.api_key_env's pattern refuses these in controls; the lookup refuses them too.
+    secret = tmp_path / "outside"
+    secret.write_text("not-a-key\n")
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    for name in ("../outside", str(secret), "a/b"):
+        assert model_key(name, {KEYS_DIR_ENV: str(keys)}) is None
+
+
+def test_a_fifo_in_the_key_directory_is_refused_not_waited_on(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "MY_KEY")
+    with pytest.raises(UserError, match="MY_KEY"):
+        model_key("MY_KEY", {KEYS_DIR_ENV: str(tmp_path)})
