@@ -253,3 +253,13 @@ def test_the_policy_is_hashed_and_lets_scored_runs_retry(tmp_path: Path) -> None
     )
     problems = scored_channel_problems(load_controls(controls).controls, set(), {})
     assert any("exceeds runtime.retry_errors.max_per_job 1" in p for p in problems)
+
+
+def test_a_scored_run_with_a_declared_policy_may_be_retried(tmp_path: Path) -> None:
+    from runner.run.retry import check_retry
+
+    prepared = prepared_run(tmp_path, "scored", runtime={"retry_errors": {"max_per_job": 2}})
+    jobs = first_run(prepared)
+    check_retry(prepared.loaded.path, prepared.run_dir.path, until_decided=False)  # no refusal
+    plan = plan_retry(prepared, resume=False)
+    assert [j.job_id for j in plan.todo] == [jobs["ctrl t1"].job_id] and plan.max_per_job == 2
