@@ -38,7 +38,7 @@ from celery import Celery
 from pydantic import ValidationError
 
 from runner import __version__
-from runner.distributed import blob_gc, keys, registry
+from runner.distributed import blob_gc, keys, registry, run_budget
 from runner.distributed import protocol_bundle as bundles
 from runner.distributed.blobs import BlobStore
 from runner.distributed.celery_app import make_app, required_visibility_s
@@ -102,6 +102,7 @@ def run_celery(
     ``record(fresh, duplicates)`` receives each batch read from the stream: the
     first record of a pending job is fresh, any later one a duplicate. The
     cursor is saved only after the batch is recorded, so a crash re-reads, never skips.
+    Longer than 60 lines by a run's budget (``budget.run_usd``): a run it ended is finished.
     """
     client = connect_redis(broker_url)
     _check_visibility(prepared, visibility_timeout_s, warn)
@@ -114,12 +115,13 @@ def run_celery(
     coordinator = _Coordinator(
         prepared, client, app, record, warn, task_name, job_key, queue_check_s
     )
-    client.delete(keys.stopped(prepared.meta.run_id))  # a resumed run starts its workers again
     ended = "interrupted"  # its queued jobs may still run: gc keeps its blobs a while
     try:
         coordinator.run()
         ended = "finished"
         _forget(client, run_id, "finished", visibility_timeout_s)
+        if coordinator.ended is not None:  # ``record`` said the run's budget is reached
+            raise coordinator.ended
     except KeyboardInterrupt:
         raise Interrupted() from None
     except DeltarunError as exc:  # ``record`` stopped the run: workers skip what is queued
@@ -210,6 +212,10 @@ class _Coordinator:
         self.unserved: set[str] = set()  # queues reported as waiting for a worker
         self.refusers: set[tuple[str, str]] = set()  # (worker, key fingerprint) reported
         self.unsigned = 0  # stream entries ignored for want of this run's signature
+        # The run's dollar budget; the stop flag is lifted (a resumed run starts its workers
+        # again) unless its account is spent (runner.distributed.run_budget).
+        self.run_usd = run_budget.open_for(prepared, client)
+        self.ended: Exception | None = None  # ``record``'s once the budget was spent
 
     def run(self) -> None:
         while self.collect(block_ms=None):  # records that arrived while this coordinator was away
@@ -222,6 +228,8 @@ class _Coordinator:
         while self.pending:
             try:
                 self.collect(block_ms=1000)
+                if self.budget_ended():
+                    break
                 if time.monotonic() - last_check >= REQUEUE_CHECK_S:
                     last_check = time.monotonic()
                     self.requeue_stalled()
@@ -256,13 +264,27 @@ class _Coordinator:
             else:
                 duplicates.append(trial)
         if fresh or duplicates:
-            self.record(fresh, duplicates)
+            try:
+                self.record(fresh, duplicates)
+            except Exception as exc:  # the budget's end waits for the trials in flight
+                spent = self.run_usd and run_budget.reached(self.client, self.prepared.meta.run_id)
+                if isinstance(exc, DeltarunError) or not spent:
+                    raise
+                self.ended = self.ended or exc
         if entries:
             self.cursor = entries[-1][0]
             tmp = self.cursor_path.with_suffix(".tmp")
             tmp.write_text(self.cursor + "\n")
             tmp.replace(self.cursor_path)
         return len(entries)
+
+    def budget_ended(self) -> bool:
+        """The budget is spent, no pending job in flight (run_budget.end_line): the run ends."""
+        busy = lambda: any(self.leases.leased_or_done(c) for c in self.chunks())  # noqa: E731
+        line = self.run_usd and run_budget.end_line(self.client, self.prepared.meta.run_id, busy)
+        if line:
+            self.warn(line)
+        return bool(line)
 
     def _parse(self, entry_id: str, raw: str, signature: str | None) -> Trial | None:
         meta = self.prepared.meta

@@ -75,7 +75,20 @@ def refused(run_id: str) -> str:
 def run_keys(run_id: str) -> list[str]:
     """The keys a run writes besides its leases (which expire within a minute) and its stop
     flag (``STOP_TTL_S``): removed when the run finishes or by ``deltarun gc --broker``."""
-    return [records(run_id), done(run_id), started(run_id), refused(run_id), run_images(run_id)]
+    return [
+        records(run_id),
+        done(run_id),
+        started(run_id),
+        refused(run_id),
+        run_images(run_id),
+        run_budget(run_id),
+    ]
+
+
+def run_budget(run_id: str) -> str:
+    """Hash: the run's dollar account (``budget.run_usd``), in micro-dollars: ``limit``,
+    ``spent``, ``arm:<name>`` and ``reached`` (``runner.distributed.run_budget``)."""
+    return f"{PREFIX}:run-budget:{run_id[:80]}"
 
 
 def run_images(run_id: str) -> str:

@@ -8,17 +8,20 @@ the run's stop flag (``keys.stopped``, "run budget spent"): every worker skips t
 not yet started, and every relay pushes "spent" into its gateway at its next interval.
 
 Only the worker process (the relay) and the coordinator hold Redis credentials; the proxy and
-the sandbox never do (docs/many-machines.md, "One budget across the fleet"). Keys expire a week
-after their last write, like the run's other keys.
+the sandbox never do (docs/many-machines.md, "One budget across the fleet"). The account
+expires a week after its last write and goes with the run's other keys (``keys.run_keys``)
+when the run finishes or ``gc --broker`` finds it dead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import redis
 
 from runner.distributed import keys
+from runner.executors.contract import PreparedRun
 from runner.sandbox.gateway_relay import MICROS
 
 REASON = "run budget spent"
@@ -41,7 +44,7 @@ return 0
 
 
 def account_key(run_id: str) -> str:
-    return f"{keys.PREFIX}:run-budget:{run_id[:80]}"
+    return keys.run_budget(run_id)
 
 
 class RedisAccount:
@@ -103,3 +106,43 @@ def figures(client: redis.Redis, run_id: str) -> dict[str, Any] | None:
         "reached": "reached" in values,
         "arms": {k[4:]: v / MICROS for k, v in values.items() if k.startswith("arm:")},
     }
+
+
+def reached(client: redis.Redis, run_id: str) -> bool:
+    """Whether the run's account is spent."""
+    return bool(client.hexists(account_key(run_id), "reached"))
+
+
+def ending_line(found: dict[str, Any] | None) -> str:
+    """The coordinator's line once the run's budget ended the run."""
+    if found is None:
+        return "run budget spent across the fleet; no further trial started"
+    arms = ", ".join(f"{arm} ${usd:.4f}" for arm, usd in sorted(found["arms"].items()))
+    return (
+        f"run budget spent across the fleet: ${found['spent_usd']:.4f} of "
+        f"${found['limit_usd']:.4f} ({arms or 'no arm'}); every gateway refused the requests "
+        "made after it and no further trial started"
+    )
+
+
+def open_for(prepared: PreparedRun, client: redis.Redis) -> float | None:
+    """At the coordinator's start: the run's dollar budget (None without one), its account
+    holding at least what the run's records already spent; the run's stop flag lifted (a
+    resumed run starts its workers again) unless the account is spent."""
+    budget, run_id = prepared.loaded.controls.budget, prepared.meta.run_id
+    if budget is None or budget.run_usd is None:
+        client.delete(keys.stopped(run_id))
+        return None
+    spent = sum(t.cost_usd or 0.0 for t in prepared.run_dir.scored_trials())
+    open_account(client, run_id, budget.run_usd, spent)
+    if not reached(client, run_id):
+        client.delete(keys.stopped(run_id))
+    return budget.run_usd
+
+
+def end_line(client: redis.Redis, run_id: str, in_flight: Callable[[], bool]) -> str | None:
+    """The coordinator's line when the run's budget is spent and none of its pending jobs is
+    ``in_flight`` (leased or published): the run ends there. None while it goes on."""
+    if not reached(client, run_id) or in_flight():
+        return None
+    return ending_line(figures(client, run_id))
