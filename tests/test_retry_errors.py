@@ -263,3 +263,18 @@ def test_a_scored_run_with_a_declared_policy_may_be_retried(tmp_path: Path) -> N
     check_retry(prepared.loaded.path, prepared.run_dir.path, until_decided=False)  # no refusal
     plan = plan_retry(prepared, resume=False)
     assert [j.job_id for j in plan.todo] == [jobs["ctrl t1"].job_id] and plan.max_per_job == 2
+
+
+def test_a_retry_does_not_launder_errors_that_follow_the_arm(tmp_path: Path) -> None:
+    """An arm whose trials err where the control's do not is suspected of causing the errors
+    (the checklist's "errors do not follow the arm"); running them again until they pass
+    must not clear the suspicion: the row reads the errors as they happened."""
+    prepared = prepared_run(tmp_path)
+    jobs = {(j.arm, j.task_id): j for j in prepared.jobs}
+    outcomes = {("ctrl", "t1"): Outcome.MISS, ("ctrl", "t2"): Outcome.MISS}
+    outcomes |= {("cand", "t1"): Outcome.ERROR, ("cand", "t2"): Outcome.SUCCESS}
+    Recording(prepared).batch([record(jobs[k], o) for k, o in outcomes.items()], [])
+    retry(prepared, record(jobs["cand", "t1"], Outcome.SUCCESS))
+    rows = report_json(prepared.run_dir.path)["checklist"]
+    row = next(r for r in rows if r["item"] == "errors do not follow the arm")
+    assert not row["ok"] and "cand" in row["detail"], row

@@ -123,7 +123,7 @@ def evaluate(
         ),
         _complete_row(controls, trials, tasks, [s.arm for s in arms]),
         _variance_row(controls),
-        _errors_row(trials, scores),
+        _errors_row((*trials, *retried), scores),  # errors as they happened, retried or not
         Row("channel scored", controls.channel == "scored", f"channel {controls.channel}"),
         _pack_row(tasks),
         _replay_row(edited, replay_ok),
