@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tarfile
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import yaml
 from runner.agents.installed.catalogue import KINDS
 from runner.agents.installed.kind import PLACEHOLDER_KEY
 from runner.agents.installed.layer import agent_tag
+from runner.config.controls import Price
 from runner.config.loader import load_controls
 from runner.distributed import keys
 from runner.records import Outcome, Trial
@@ -49,6 +51,7 @@ pytestmark = pytest.mark.docker
 
 NAME, VERSION, MODEL = "codex", "0.171.0", "gpt-fleet-codex"
 KEY_ENV = "DELTARUN_FLEET_MODEL_KEY"
+PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3}
 
 
 def _own_image(api: Any, tag: str) -> str:
@@ -83,6 +86,120 @@ def _session_files(run: Path, trial: Trial) -> dict[str, bytes]:
         return {m.name: archive.extractfile(m).read() for m in archive if m.isreg()}  # type: ignore[union-attr]
 
 
+@dataclass
+class Fleet:
+    """compose.yaml under a project of this test: fresh secrets (a model key file among
+    them), its own Redis and registry ports; the coordinator's environment on the host."""
+
+    tmp: Path
+    compose: str
+    key: str
+    secrets: Path = field(init=False)
+    env: dict[str, str] = field(init=False)
+    host_env: dict[str, str] = field(init=False)
+    base: list[str] = field(init=False)
+    registry: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.secrets = make_secrets(self.tmp / "secrets")
+        (self.secrets / "model-keys").mkdir(mode=0o700)
+        self.write_key("", self.key)
+        redis_port, registry_port = free_port(), free_port()
+        self.registry = f"127.0.0.1:{registry_port}"
+        self.env = {
+            **{k: v for k, v in os.environ.items() if k != KEY_ENV},
+            "DELTARUN_SECRETS": str(self.secrets),
+            "DELTARUN_REDIS_PORT": str(redis_port),
+            "DELTARUN_REGISTRY_PORT": str(registry_port),
+        }
+        project = f"deltarun-test-{secrets.token_hex(4)}"
+        self.base = [self.compose, "-f", str(ROOT / "compose.yaml"), "-p", project]
+        lines = (self.secrets / "deltarun.env").read_text().splitlines()
+        self.host_env = dict(line.split("=", 1) for line in lines if "=" in line)
+        url = self.host_env["DELTARUN_BROKER_URL"].replace(":6379/", f":{redis_port}/")
+        self.host_env["DELTARUN_BROKER_URL"] = url
+        # The coordinator's cache: the agents' artifacts from the user's cache (fetched once).
+        cache = self.tmp / "cache"
+        cache.mkdir()
+        AGENT_CACHE.mkdir(parents=True, exist_ok=True)
+        (cache / "agents").symlink_to(AGENT_CACHE)
+        self.host_env["DELTARUN_CACHE"] = str(cache)
+
+    @property
+    def project(self) -> str:
+        return self.base[-1]
+
+    def write_key(self, suffix: str, text: str) -> None:
+        (self.secrets / "model-keys" / f"{KEY_ENV}{suffix}").write_text(text + "\n")
+
+    def run(self, *args: str) -> str:
+        done = subprocess.run(
+            [*self.base, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=ROOT,
+        )
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    def coordinator(self, controls: Path, out: Path) -> subprocess.Popen[bytes]:
+        """``deltarun run --registry`` on the host, without the model key."""
+        with (self.tmp / "coordinator.log").open("wb") as log:
+            return subprocess.Popen(
+                [DELTARUN, "run", str(controls), "--out", str(out), "--registry", self.registry],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**self.env, **self.host_env},
+            )
+
+    def coordinator_log(self) -> str:
+        return (self.tmp / "coordinator.log").read_text(errors="replace")
+
+    def broker(self) -> redis.Redis:
+        return redis.Redis.from_url(
+            self.host_env["DELTARUN_BROKER_URL"],
+            ssl_ca_certs=self.host_env["DELTARUN_BROKER_CA"],
+            ssl_certfile=self.host_env["DELTARUN_BROKER_CERT"],
+            ssl_keyfile=self.host_env["DELTARUN_BROKER_KEY"],
+        )
+
+    def down(self) -> None:
+        logs = subprocess.run(
+            [*self.base, "logs", "--no-color"], env=self.env, capture_output=True, cwd=ROOT
+        )
+        (self.tmp / "compose.log").write_bytes(logs.stdout)
+        subprocess.run(
+            [*self.base, "down", "-v", "--remove-orphans"],
+            env=self.env,
+            capture_output=True,
+            timeout=180,
+            cwd=ROOT,
+        )
+
+
+def controls_for(tmp_path: Path, image: str, url: str, network: str) -> Path:
+    """Sealed controls: one calc task on ``image``, a control and Codex, priced."""
+    arms = [
+        {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+        {"name": "cli", "agent": {"type": "installed", "name": NAME, "version": VERSION}},
+    ]
+    controls = make_suite(
+        tmp_path,
+        [{**repo_task("t1", timeout_s=120, prompt=PROMPT), "image": image}],
+        arms,
+        runtime={"network": "model-only", "model_network": network},
+        route={"base_url": url, "model": MODEL, "api_key_env": KEY_ENV},
+        seal=False,
+    )
+    data = yaml.safe_load(controls.read_text())
+    data["prices"] = {MODEL: PRICE}
+    controls.write_text(yaml.safe_dump(data, sort_keys=False))
+    seal_target(controls, load_controls)
+    return controls
+
+
 def test_a_fleet_worker_pulls_the_pinned_agent_layer_and_runs_the_cli_with_the_key_at_its_gateway(
     tmp_path: Path, docker_api: Any
 ) -> None:
@@ -93,150 +210,67 @@ def test_a_fleet_worker_pulls_the_pinned_agent_layer_and_runs_the_cli_with_the_k
             pytest.fail(message)
         pytest.skip(message)
     docker_api.inspect_image("deltarun/worker:latest")  # built by `make worker-images`
-    secrets_dir = make_secrets(tmp_path / "secrets")
     key = "sk-fleet-real-" + secrets.token_hex(16)
-    keys_dir = secrets_dir / "model-keys"
-    keys_dir.mkdir(mode=0o700)
-    (keys_dir / KEY_ENV).write_text(key + "\n")
-    project = f"deltarun-test-{secrets.token_hex(4)}"
-    redis_port, registry_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "DELTARUN_SECRETS": str(secrets_dir),
-        "DELTARUN_REDIS_PORT": str(redis_port),
-        "DELTARUN_REGISTRY_PORT": str(registry_port),
-    }
-    env.pop(KEY_ENV, None)
-    base = [compose, "-f", str(ROOT / "compose.yaml"), "-p", project]
-
-    def run(*args: str) -> str:
-        done = subprocess.run(
-            [*base, *args], env=env, capture_output=True, text=True, timeout=180, cwd=ROOT
-        )
-        assert done.returncode == 0, (args, done.stdout, done.stderr)
-        return done.stdout
-
+    fleet = Fleet(tmp_path, compose, key)
     tag = f"deltarun-test/fleet-installed:{uuid.uuid4().hex[:12]}"
-    base_id = _own_image(docker_api, tag)
-    layer = agent_tag(KINDS[NAME], VERSION, base_id)
+    layer = agent_tag(KINDS[NAME], VERSION, _own_image(docker_api, tag))
     network = f"deltarun-test-fleet-{uuid.uuid4().hex[:10]}"
     docker_api.create_network(network, driver="bridge", labels={"deltarun.test": network})
     host = docker_api.inspect_network(network)["IPAM"]["Config"][0]["Gateway"]
     dumps: list[bytes] = []
-
-    def look(request: Request) -> Reply:  # into the sandbox while the CLI waits
-        dumps.append(_sandboxes_dump(docker_api, layer))
-        return script(request)
-
     script = Conversation(
         [shell(FIX), Reply("Fixed add().", usage=Usage(2300, 20, 2048))],
         since=PROMPT,
         main=lambda request: bool(request.tool_names),
     )
-    host_env = dict(
-        line.split("=", 1)
-        for line in (secrets_dir / "deltarun.env").read_text().splitlines()
-        if "=" in line
-    )
-    host_env["DELTARUN_BROKER_URL"] = host_env["DELTARUN_BROKER_URL"].replace(
-        ":6379/", f":{redis_port}/"
-    )
-    # The coordinator's cache: the agents' artifacts from the user's cache (fetched once).
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    AGENT_CACHE.mkdir(parents=True, exist_ok=True)
-    (cache / "agents").symlink_to(AGENT_CACHE)
-    host_env["DELTARUN_CACHE"] = str(cache)
+
+    def look(request: Request) -> Reply:  # into the sandbox while the CLI waits
+        dumps.append(_sandboxes_dump(docker_api, layer))
+        return script(request)
+
+    out = tmp_path / "run"
     coordinator: subprocess.Popen[bytes] | None = None
-    registry = f"127.0.0.1:{registry_port}"
-
-    def coordinator_log() -> str:
-        return (tmp_path / "coordinator.log").read_text(errors="replace")
-
     try:
-        run("up", "-d", "redis", "registry")
+        fleet.run("up", "-d", "redis", "registry")
         with FakeModels(look, host=host) as fake:
-            controls = make_suite(
-                tmp_path,
-                [{**repo_task("t1", timeout_s=120, prompt=PROMPT), "image": tag}],
-                [
-                    {
-                        "name": "ctrl",
-                        "control": True,
-                        "agent": {"type": "scripted", "action": "noop"},
-                    },
-                    {
-                        "name": "cli",
-                        "agent": {"type": "installed", "name": NAME, "version": VERSION},
-                    },
-                ],
-                runtime={"network": "model-only", "model_network": network},
-                route={"base_url": fake.url + "/v1", "model": MODEL, "api_key_env": KEY_ENV},
-                seal=False,
-            )
-            data = yaml.safe_load(controls.read_text())
-            data["prices"] = {MODEL: {"input": 3.0, "output": 15.0, "cache_read": 0.3}}
-            controls.write_text(yaml.safe_dump(data, sort_keys=False))
-            seal_target(controls, load_controls)
-            out = tmp_path / "run"
-            log = (tmp_path / "coordinator.log").open("wb")
-            coordinator = subprocess.Popen(
-                [DELTARUN, "run", str(controls), "--out", str(out), "--registry", registry],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={k: v for k, v in {**os.environ, **host_env}.items() if k != KEY_ENV},
+            fleet.write_key(".upstream", fake.url)  # the key goes to this model alone
+            coordinator = fleet.coordinator(
+                controls_for(tmp_path, tag, fake.url + "/v1", network), out
             )
             # The coordinator layered Codex on the task image, pinned it, pushed it and
             # published the pin: then the engine forgets the layer before any worker exists.
-            broker = redis.Redis.from_url(
-                host_env["DELTARUN_BROKER_URL"],
-                ssl_ca_certs=host_env["DELTARUN_BROKER_CA"],
-                ssl_certfile=host_env["DELTARUN_BROKER_CERT"],
-                ssl_keyfile=host_env["DELTARUN_BROKER_KEY"],
-            )
+            broker = fleet.broker()
             wait_for(
                 lambda: broker.hexists(keys.images(), layer) or coordinator.poll(),
                 240,
                 "the coordinator to push and publish the agent layer",
             )
-            assert coordinator.poll() is None, coordinator_log()
+            assert coordinator.poll() is None, fleet.coordinator_log()
             pinned = json.loads((out / "run.json").read_text())["image_digests"][layer]
             docker_api.remove_image(pinned, force=True)
             with pytest.raises(docker.errors.ImageNotFound):
                 docker_api.inspect_image(pinned)
-
-            run("up", "-d", "--scale", "worker=1", "worker")
-            assert coordinator.wait(timeout=240) == 0, coordinator_log()
+            fleet.run("up", "-d", "--scale", "worker=1", "worker")
+            assert coordinator.wait(timeout=240) == 0, fleet.coordinator_log()
         assert not fake.errors, fake.errors
-        worker_logs = run("logs", "--no-color", "worker")
-        worker = run("ps", "-q", "worker").split()[0]
+        worker_logs = fleet.run("logs", "--no-color", "worker")
+        worker = fleet.run("ps", "-q", "worker").split()[0]
         worker_env = docker_api.inspect_container(worker)["Config"]["Env"]
     finally:
         if coordinator is not None and coordinator.poll() is None:
             coordinator.kill()
             coordinator.wait()
-        (tmp_path / "worker.log").write_text(
-            subprocess.run(
-                [*base, "logs", "--no-color"], env=env, capture_output=True, text=True
-            ).stdout
-        )
-        subprocess.run(
-            [*base, "down", "-v", "--remove-orphans"],
-            env=env,
-            capture_output=True,
-            timeout=180,
-            cwd=ROOT,
-        )
+        fleet.down()
         for image in (layer, tag):
             try:
                 docker_api.remove_image(image, force=True)
             except docker.errors.APIError:
                 pass
         docker_api.remove_network(network)
-    assert _left(docker_api, project) == []
+    assert _left(docker_api, fleet.project) == []
 
     # The worker pulled the pinned layer from the registry, and the trial ran from it.
-    assert f"pulled {layer} ({pinned[:19]}) from 127.0.0.1:{registry_port}/" in worker_logs
+    assert f"pulled {layer} ({pinned[:19]}) from {fleet.registry}/" in worker_logs
     records = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
     trial = Trial.model_validate(next(r for r in records if r["arm"] == "cli"))
     assert trial.image_digest == pinned, (trial.image_digest, pinned)
@@ -253,18 +287,17 @@ def test_a_fleet_worker_pulls_the_pinned_agent_layer_and_runs_the_cli_with_the_k
     assert (trial.prompt_tokens, trial.completion_tokens) == (served.prompt, served.completion)
     assert trial.cache_read_tokens == served.cache_read
     fresh = served.prompt - served.cache_read
-    dollars = (fresh * 3.0 + served.completion * 15.0 + served.cache_read * 0.3) / 1e6
-    assert trial.cost_usd == pytest.approx(dollars, abs=1e-6)
+    assert trial.cost_usd == pytest.approx(
+        Price(**PRICE).dollars(fresh, served.completion, served.cache_read, 0), abs=1e-6
+    )
     # The key: at the model only, from the worker's gateway; never in the coordinator's
     # environment, the worker container's, the sandbox, the run directory or the logs.
-    for request in answered:
-        assert request.header("authorization") == f"Bearer {key}"
+    assert all(r.header("authorization") == f"Bearer {key}" for r in answered)
     seen = b"".join(dumps)
     assert PLACEHOLDER_KEY.encode() in seen  # the look did reach the CLI's processes
     assert key.encode() not in seen
     assert all(key not in item for item in worker_env)
-    assert key not in coordinator_log() and key not in worker_logs
-    for path in out.rglob("*"):
-        if path.is_file():
-            assert key.encode() not in path.read_bytes(), path
+    assert key not in fleet.coordinator_log() and key not in worker_logs
+    kept = [path for path in out.rglob("*") if path.is_file()]
+    assert [path for path in kept if key.encode() in path.read_bytes()] == []
     assert all(key.encode() not in data for data in files.values())

@@ -12,8 +12,10 @@ import pytest
 
 from runner.config.controls import Controls
 from runner.config.model_keys import KEYS_DIR_ENV, model_key
-from runner.errors import UserError
+from runner.errors import SandboxError, UserError
 from runner.run import plan_checks as checks
+from runner.sandbox.base import ModelAccess
+from runner.sandbox.gateway_container import open_gateway
 
 PATH = Path("controls.yaml")
 
@@ -78,3 +80,37 @@ def test_a_fifo_in_the_key_directory_is_refused_not_waited_on(tmp_path: Path) ->
     os.mkfifo(tmp_path / "MY_KEY")
     with pytest.raises(UserError, match="MY_KEY"):
         model_key("MY_KEY", {KEYS_DIR_ENV: str(tmp_path)})
+
+
+def test_a_key_bound_to_its_upstream_goes_nowhere_else(tmp_path: Path) -> None:
+    # Whoever holds the job key writes the routes workers follow; a worker's key file may
+    # name the only upstreams its key is sent to, so a route to another host gets no key.
+    (tmp_path / "MY_KEY").write_text("sk-bound\n")
+    (tmp_path / "MY_KEY.upstream").write_text("https://api.example.com/\n")
+    env = {KEYS_DIR_ENV: str(tmp_path)}
+    assert model_key("MY_KEY", env, "https://api.example.com/v1") == "sk-bound"
+    assert model_key("MY_KEY", env, "https://api.example.com") == "sk-bound"
+    for elsewhere in (
+        "https://api.example.com.attacker.test/v1",
+        "http://api.example.com/v1",
+        "https://attacker.test/v1",
+    ):
+        with pytest.raises(UserError, match="is not an upstream the key MY_KEY may be sent to"):
+            model_key("MY_KEY", env, elsewhere)
+        # the binding holds for a key in the environment too
+        with pytest.raises(UserError, match=r"MY_KEY\.upstream"):
+            model_key("MY_KEY", {**env, "MY_KEY": "sk-env"}, elsewhere)
+    with pytest.raises(UserError, match=r"MY_KEY\.upstream"):  # before a local run starts
+        checks.check_keys(PATH, keyed(), env)  # its route is http://127.0.0.1:9/v1
+
+
+def test_a_worker_gateway_refuses_to_send_a_bound_key_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "MY_KEY").write_text("sk-bound\n")
+    (tmp_path / "MY_KEY.upstream").write_text("https://api.example.com\n")
+    monkeypatch.setenv(KEYS_DIR_ENV, str(tmp_path))
+    access = ModelAccess("https://attacker.test/v1", "MY_KEY", "bridge")
+    with pytest.raises(SandboxError, match="not an upstream the key MY_KEY") as refused:
+        open_gateway(None, access, {}, "w1")  # refused before any container is made
+    assert "sk-bound" not in str(refused.value)

@@ -222,7 +222,8 @@ def missing_api_keys(controls: Controls, environ: Mapping[str, str]) -> list[str
     for field, route in used:
         variable = route.api_key_env if route else None
         entry = f"{field}.api_key_env: {variable}"
-        if variable and not model_key(variable, environ) and entry not in found:
+        upstream = route.base_url if route else None
+        if variable and not model_key(variable, environ, upstream) and entry not in found:
             found.append(entry)
     return found
 

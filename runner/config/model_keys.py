@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from runner.bounded_input import read_capped
+from runner.bounded_input import excerpt, read_capped
 from runner.errors import UserError
 
 KEYS_DIR_ENV = "DELTARUN_MODEL_KEYS"
@@ -29,29 +29,57 @@ KEY_FILE_CAP = 16 << 10
 _NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")  # route.api_key_env's own pattern
 
 
-def model_key(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+def model_key(
+    name: str, environ: Mapping[str, str] | None = None, upstream: str | None = None
+) -> str | None:
     """The key named ``name``: the variable ``name`` in ``environ`` (default this process's
     environment), else the file ``name`` in the directory ``$DELTARUN_MODEL_KEYS``; None
     when neither has one. A file that is there but unreadable, too large or empty is one
-    line naming it (``UserError``): a key file the operator meant is never taken as no key."""
+    line naming it (``UserError``): a key file the operator meant is never taken as no key.
+
+    ``upstream`` is where the key is about to be sent (the route's ``base_url``): when the
+    directory holds ``NAME.upstream`` (base URLs, one a line), the key goes only to a URL
+    under one of them, whoever wrote the route (``UserError`` otherwise)."""
     env = os.environ if environ is None else environ
+    directory = env.get(KEYS_DIR_ENV)
+    if directory and upstream is not None and _NAME.match(name):
+        check_upstream(Path(directory), name, upstream)
     value = env.get(name)
     if value:
         return value
-    directory = env.get(KEYS_DIR_ENV)
     if not directory or not _NAME.match(name):  # a name is never a path
         return None
     path = Path(directory) / name
     if not path.exists():
         return None
-    data = read_capped(path, KEY_FILE_CAP, "a model key file")
-    key = data.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
-    if not key or any(ch in key for ch in "\r\n\0"):
-        raise UserError(
-            f"{path}: the model key file must hold the key alone on one line; write the key "
-            f"there (or unset {KEYS_DIR_ENV})"
-        )
+    key = _one_line(path, "the model key file must hold the key alone on one line")
+    if not key:
+        raise UserError(f"{path}: the model key file is empty; write the key there")
     return key
+
+
+def check_upstream(directory: Path, name: str, upstream: str) -> None:
+    """``upstream`` is under a base URL ``directory/NAME.upstream`` lists, or that file is
+    absent; ``UserError`` naming the file otherwise."""
+    path = directory / f"{name}.upstream"
+    if not path.exists():
+        return
+    text = read_capped(path, KEY_FILE_CAP, "a model key's upstream list").decode("utf-8", "replace")
+    allowed = [line.strip().rstrip("/") for line in text.splitlines() if line.strip()]
+    wanted = upstream.rstrip("/")
+    if not any(wanted == base or wanted.startswith(base + "/") for base in allowed):
+        raise UserError(
+            f"route.base_url {excerpt(upstream)} is not an upstream the key {name} may be sent "
+            f"to ({path} lists {len(allowed)}); add it there if it is yours"
+        )
+
+
+def _one_line(path: Path, why: str) -> str:
+    data = read_capped(path, KEY_FILE_CAP, "a model key file")
+    text = data.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
+    if any(ch in text for ch in "\r\n\0"):
+        raise UserError(f"{path}: {why}; write the key there (or unset {KEYS_DIR_ENV})")
+    return text
 
 
 def where_keys_are(name: str, environ: Mapping[str, str] | None = None) -> str:

@@ -359,7 +359,10 @@ def open_gateway(
     """Start a sandbox's gateway; the key is read here, on the worker, and goes nowhere else."""
     key = None
     if access.api_key_env is not None:
-        key = model_key(access.api_key_env)
+        try:  # a key bound to other upstreams is the operator's refusal: infrastructure
+            key = model_key(access.api_key_env, upstream=access.upstream)
+        except UserError as exc:
+            raise SandboxError(f"{exc.message} (worker {worker})") from exc
         if key is None:
             raise SandboxError(
                 f"the model key of route.api_key_env is not on worker {worker}: "
