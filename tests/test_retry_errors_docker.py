@@ -18,6 +18,7 @@ from typing import Any
 from runner.records import Outcome
 from runner.run.service import RunOptions, RunService
 from runner.store.rundir import RunDir
+from runner.view.source import RunSource
 from tests.conftest import run_cli
 from tests.helpers import ADD_HIDDEN, make_suite, repo_task, write_agent
 
@@ -112,3 +113,12 @@ def test_only_the_errors_run_again_and_the_report_counts_them(
     assert again.returncode == 0, again.stderr
     assert "0 errors to run again" in again.stderr + again.stdout
     assert (run / "trials.jsonl").read_bytes() == ledger  # nothing left to retry
+    # The viewer shows each job once, by the same rule; the retried errors stay readable.
+    index = RunSource(run).index()
+    assert len(index["trials"]) == 6 and len(index["retried"]) == 2
+    assert {(e["arm"], e["out"]) for e in index["retried"].values()} == {
+        ("ctrl", "error"),
+        ("cand", "error"),
+    }
+    cells = {row["id"]: row["cells"] for row in index["rows"]}
+    assert cells["t1"]["cand"]["counts"] == {"success": 1}

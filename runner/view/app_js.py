@@ -185,7 +185,9 @@ function dvMatrix(main, params) {
   var versus = m.arms.filter(function (a) { return a !== m.control && arms.indexOf(a) >= 0; });
   var rows = m.rows.filter(function (r) { return dvKeep(r, params); });
   add(main, el("p", "note", rows.length + " of " + m.rows.length + " tasks, " +
-    Object.keys(m.trials).length + " trials; a cell folds repeats (outcome \u00d7count)"));
+    Object.keys(m.trials).length + " trials; a cell folds repeats (outcome \u00d7count)" +
+    (Object.keys(m.retried || {}).length ? "; " + Object.keys(m.retried).length +
+      " error records run again (kept in the ledger, not counted)" : "")));
   var table = add(main, el("table", "matrix")), tr = add(add(table, el("thead")), el("tr"));
   add(tr, el("th", "", "task"), el("th", "", "grading"), el("th", "", "tags"));
   arms.forEach(function (a) { add(tr, el("th", "", a + (a === m.control ? " (control)" : ""))); });

@@ -78,6 +78,7 @@ def summary(number: int, data: dict[str, Any], note: str) -> dict[str, Any]:
     outcome = _text(data.get("outcome"), 60) or "unknown"
     return {
         "i": number,
+        "job": _text(data.get("job_id"), 100),
         "task": _text(data.get("task_id"), 300) or "(no task id)",
         "arm": _text(data.get("arm"), 200) or "(no arm)",
         "rep": data.get("repeat") if isinstance(data.get("repeat"), int) else None,

@@ -57,8 +57,9 @@ def build_index(
     order = [str(task.get("id")) for task in meta.get("tasks") or [] if isinstance(task, dict)]
     rows: dict[str, dict[str, Any]] = {task_id: {} for task_id in order}
     trials: dict[str, dict[str, Any]] = {}
+    current, retried = job_records(entries)
     notes = 0
-    for entry in entries:
+    for entry in current:
         trials[str(entry["i"])] = entry
         notes += bool(entry["note"])
         cells = rows.setdefault(entry["task"], {})
@@ -75,8 +76,32 @@ def build_index(
         "rows": [_row(task_id, cells, arms, control, tasks) for task_id, cells in rows.items()],
         "trials": trials,
         "notes": notes,
+        "retried": {str(entry["i"]): entry for entry in retried},
         "reverify": None if reverified is None else _reverify(reverified, trials),
     }
+
+
+def job_records(
+    entries: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each job's entry, by the ledger's rule (``RunDir.records``): a later line of a job
+    replaces its entry only when that entry is an infrastructure error (``run
+    --retry-errors``); and the error entries so replaced, kept to be shown as retried. An
+    entry without a job id (a line that is not a record) stands on its own."""
+    current: list[dict[str, Any]] = []
+    at: dict[str, int] = {}
+    retried: list[dict[str, Any]] = []
+    for entry in entries:
+        job = entry.get("job") or ""
+        index = at.get(job) if job else None
+        if index is None:
+            if job:
+                at[job] = len(current)
+            current.append(entry)
+        elif current[index]["out"] == "error":
+            retried.append(current[index])
+            current[index] = entry
+    return current, retried
 
 
 def _reverify(reverified: Mapping[str, Any], trials: Mapping[str, Any]) -> dict[str, Any]:

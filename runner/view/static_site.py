@@ -50,7 +50,7 @@ def write_bundle(source: RunSource, out: Path) -> int:
     index = source.index()
     run = source.run_page()
     put("data/index.js", data_script("index", 0, {"matrix": index, "run": run}))
-    for key in index["trials"]:
+    for key in [*index["trials"], *index["retried"]]:  # a retried error's record is audit
         line = int(key)
         put(f"data/trial/{line}.js", data_script("trial", line, source.trial(line)))
     return len(index["trials"])
