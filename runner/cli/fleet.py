@@ -17,7 +17,8 @@ def worker(
     *,
     broker: common.BrokerFlags,
     job_key_file: common.JobKeyFile = None,
-    concurrency: opt.Concurrency = 2,
+    concurrency: opt.Concurrency = "2",
+    pace_max: opt.PaceMax = None,
     queues: opt.Queues = None,
     name: opt.WorkerName = None,
     visibility: common.VisibilityTimeout = 7200,
@@ -44,12 +45,31 @@ def worker(
         raise UsageError(f"--disk-budget: {exc}") from None
     found = broker.find(required=True)
     assert found is not None
+    size, ceiling = _pool_size(concurrency, pace_max)
     options = WorkerOptions(
-        concurrency, queues, name, visibility, pull, drain, log_json, metrics_port, metrics_addr
+        size, queues, name, visibility, pull, drain, log_json, metrics_port, metrics_addr
     )
+    if ceiling is not None:
+        options = replace(options, pace_max=ceiling)
     if budget is not None:
         options = replace(options, disk_budget=budget)
     options.serve(found.url, job_key_of(job_key_file), Lines().note)
+
+
+def _pool_size(concurrency: str, pace_max: int | None) -> tuple[int, int | None]:
+    """``-c N`` → (N, None); ``-c auto`` → (1, the ceiling: ``--max`` or the default)."""
+    from runner.distributed.pacing_scaler import default_ceiling
+
+    if concurrency.strip().lower() == "auto":
+        return 1, pace_max or default_ceiling()
+    if not concurrency.strip().isdigit() or int(concurrency) < 1:
+        raise UsageError(
+            f"-c/--concurrency: {concurrency!r} is neither a whole number of at least 1 nor "
+            "auto; give e.g. -c 2, or -c auto --max 4"
+        )
+    if pace_max is not None:
+        raise UsageError(f"--max {pace_max}: it goes with -c auto; drop it or use -c auto")
+    return int(concurrency), None
 
 
 @app.command()

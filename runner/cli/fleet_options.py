@@ -9,7 +9,23 @@ from typing import Annotated
 
 import typer
 
-Concurrency = Annotated[int, typer.Option("-c", "--concurrency", min=1)]
+Concurrency = Annotated[
+    str,
+    typer.Option(
+        "-c",
+        "--concurrency",
+        help="Trials at once, or auto: start at one and raise while the engine keeps up "
+        "(container starts, exec failures, memory, disk), lower when it does not",
+    ),
+]
+PaceMax = Annotated[
+    int | None,
+    typer.Option(
+        "--max",
+        min=1,
+        help="With -c auto: the most trials at once (default: twice the CPUs, 2 to 16)",
+    ),
+]
 Queues = Annotated[
     str | None,
     typer.Option(

@@ -19,13 +19,17 @@ from runner import telemetry
 from runner.distributed import keys
 from runner.distributed.celery_app import VISIBILITY_TIMEOUT_S, make_app
 from runner.distributed.drain import Drain
+from runner.distributed.pacing_samples import FirstStartJitter, paced
+from runner.distributed.pacing_scaler import Pacer, config_from_env, install
 from runner.distributed.served_images import IMAGE_POLL_S, Watcher
 from runner.distributed.signing import fingerprint
 from runner.distributed.startup import Started, start_up
 from runner.distributed.trial_task import register
 from runner.distributed.worker_state import WorkerState
+from runner.trial.execute import execute_trial
 
 DRAIN_TIMEOUT_S = 900.0
+FIRST_START_JITTER_S = 2.0  # -c auto: the first trial of each pool process waits up to this
 
 
 def serve(
@@ -45,6 +49,7 @@ def serve(
     metrics_port: int | None = None,
     metrics_addr: str = telemetry.DEFAULT_ADDR,
     disk_budget: int | None = None,
+    pace_max: int | None = None,
 ) -> None:
     """Check Redis, Docker and every image (one line and exit on any problem with an image
     ``-Q`` names, before a job is taken), reap what a crashed worker of this name left, then
@@ -52,7 +57,8 @@ def serve(
     (pulled by digest when missing, kept only with its pinned ID) and of the default sandbox
     image when present. A background thread takes on images published later.
     ``extra`` registers more tasks (the benchmarks' Docker-free body). With ``metrics_port``,
-    Prometheus metrics of the whole pool are served on ``metrics_addr`` (``telemetry``)."""
+    Prometheus metrics of the whole pool are served on ``metrics_addr`` (``telemetry``).
+    ``pace_max`` (``-c auto``): the pacer sizes the pool, from 1 to ``pace_max``."""
     started = start_up(
         broker,
         images=images,
@@ -67,16 +73,15 @@ def serve(
     )
     state = WorkerState(broker, job_key)
     app = make_app(broker, visibility_timeout_s)
-    register(app, state)
+    pool_args, node = _register(app, state, started, concurrency, pace_max, say)
     if extra is not None:
         extra(app, state)
     app.conf.worker_hijack_root_logger = False
-    node = f"deltarun-{os.getpid()}@{started.name}"
     served = started.served
     what = ", ".join(served.served) or "none yet (waiting for a run to publish its images)"
     say(
-        f"deltarun worker {started.name}: -c {concurrency}, images {what}, OCI runtimes "
-        f"{', '.join(served.runtimes) or 'the default'}, visibility timeout "
+        f"deltarun worker {started.name}: -c {_level(concurrency, pace_max)}, images {what}, "
+        f"OCI runtimes {', '.join(served.runtimes) or 'the default'}, visibility timeout "
         f"{visibility_timeout_s}s, job key {fingerprint(job_key)}"
     )
     queues = [q for i in served.served for q in keys.queues_for_image(i, served.runtimes)]
@@ -86,7 +91,43 @@ def serve(
     worker_ready.connect(watcher.on_ready, weak=False)
     worker_shutdown.connect(watcher.on_shutdown, weak=False)
     _hook_drain(started, drain_timeout_s, say)
-    app.worker_main(_celery_argv(concurrency, queues, node))
+    app.worker_main(_celery_argv(pool_args, queues, node))
+
+
+def _register(
+    app: Celery,
+    state: WorkerState,
+    started: Started,
+    concurrency: int,
+    pace_max: int | None,
+    say: Callable[[str], None],
+) -> tuple[list[str], str]:
+    """Register the trial task; Celery's arguments for the pool (``concurrency`` processes,
+    or with ``pace_max``, ``-c auto``: Celery's autoscaler hook driven by the pacer,
+    ``pacing_scaler``, the trials timed for it and jittered, ``pacing_samples``) and the
+    worker's Celery node name."""
+    node = f"deltarun-{os.getpid()}@{started.name}"
+    if pace_max is None:
+        register(app, state)
+        return ["--concurrency", str(concurrency)], node
+    pacer = Pacer(config_from_env(pace_max), started.redis, node, _engine_root(started), say)
+    state.pace_node = node
+    jitter = FirstStartJitter(FIRST_START_JITTER_S)
+    register(app, state, body=paced(execute_trial, jitter, state.record_pace))
+    return install(app, pacer), node
+
+
+def _level(concurrency: int, pace_max: int | None) -> str:
+    return str(concurrency) if pace_max is None else f"auto (1 to {pace_max})"
+
+
+def _engine_root(started: Started) -> str | None:
+    """The engine's data root (images, containers, volumes), whose disk pacing watches."""
+    try:
+        root = started.docker.info().get("DockerRootDir")
+    except Exception:  # any engine error: pacing then watches memory and starts only
+        return None
+    return str(root) if root else None
 
 
 def _hook_drain(started: Started, timeout_s: float, say: Callable[[str], None]) -> None:
@@ -105,12 +146,12 @@ def _hook_drain(started: Started, timeout_s: float, say: Callable[[str], None]) 
     worker_shutting_down.connect(drain.on_shutting_down, weak=False)
 
 
-def _celery_argv(concurrency: int, queues: list[str], node: str) -> list[str]:
-    """Celery's own command line: a prefork pool consuming ``queues`` as ``node``."""
+def _celery_argv(pool_args: list[str], queues: list[str], node: str) -> list[str]:
+    """Celery's own command line: a prefork pool (its size: ``pool_args``) consuming
+    ``queues`` as ``node``."""
     return [
         "worker",
-        "--concurrency",
-        str(concurrency),
+        *pool_args,
         "--queues",
         ",".join(queues),
         "--hostname",
@@ -139,6 +180,7 @@ class WorkerOptions:
     metrics_port: int | None
     metrics_addr: str
     disk_budget: int | None = None  # --disk-budget, in bytes
+    pace_max: int | None = None  # -c auto: the ceiling (--max); None: a fixed -c
 
     def images(self) -> list[str] | None:
         """The images ``-Q`` names (blanks dropped), or None without ``-Q``."""
@@ -162,4 +204,5 @@ class WorkerOptions:
             metrics_port=self.metrics_port,
             metrics_addr=self.metrics_addr,
             disk_budget=self.disk_budget,
+            pace_max=self.pace_max,
         )

@@ -18,6 +18,7 @@ import redis
 
 from runner.distributed import protocol_bundle as bundles
 from runner.distributed.blobs import BlobStore
+from runner.distributed.pacing_samples import TimedFactory, push
 
 log = logging.getLogger("deltarun.worker")
 
@@ -39,6 +40,7 @@ class WorkerState:
     _sandboxes: Any = None
     _protocols: dict[str, bundles.Protocol] = field(default_factory=dict)
     _last_reap: float = 0.0
+    pace_node: str | None = None  # -c auto: the node whose pacer reads this process's samples
 
     @property
     def redis(self) -> redis.Redis:
@@ -70,8 +72,16 @@ class WorkerState:
             from runner.sandbox.docker import DockerSandboxFactory
             from runner.sandbox.engine import connect
 
-            self._sandboxes = DockerSandboxFactory(connect(), worker=self.name)
+            factory = DockerSandboxFactory(connect(), worker=self.name)
+            self._sandboxes = factory
+            if self.pace_node is not None:  # each start's latency and failure, for the pacer
+                self._sandboxes = TimedFactory(factory, self.record_pace)
         return self._sandboxes
+
+    def record_pace(self, kind: str, seconds: float) -> None:
+        """A sample for this worker's pacer (``-c auto``); nothing without pacing."""
+        if self.pace_node is not None:
+            push(self.redis, self.pace_node, kind, seconds)
 
     def protocol(self, sha256: str) -> bundles.Protocol:
         if sha256 not in self._protocols:

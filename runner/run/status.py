@@ -141,6 +141,14 @@ def disk_note(entry: Mapping[str, object]) -> str:
     return note
 
 
+def pace_note(node: str, entry: Mapping[str, str]) -> str:
+    """A ``-c auto`` worker's level and why (``pacing_scaler.Pacer.publish``), for its line."""
+    level, ceiling = entry.get("level", "?"), entry.get("ceiling", "?")
+    note = f"{node} -c auto: level {level} of at most {ceiling}: {entry.get('reason', '?')}"
+    holding = entry.get("holding")
+    return f"{note}; now: {holding}" if holding else note
+
+
 def _duration(seconds: float) -> str:
     seconds = max(0, int(seconds))
     if seconds < 120:

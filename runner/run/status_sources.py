@@ -114,6 +114,25 @@ def _with_disk(
     return lines
 
 
+def workers_pace(broker: str, nodes: Iterable[str]) -> list[str]:
+    """A line for each of ``nodes`` that paces itself (``-c auto``): its level and why."""
+    from runner.distributed.connection import connect_redis
+    from runner.distributed.pacing_samples import level_key
+
+    client = connect_redis(broker)
+    found = []
+    for node in nodes:
+        entry = client.hgetall(level_key(node))
+        if entry:
+            text = {_str(k): _str(v) for k, v in entry.items()}
+            found.append(st.pace_note(node, text))
+    return found
+
+
+def _str(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 def gather(run_dir: Path, broker: str | None, now: float) -> list[str]:
     """The status lines of a run: per arm recorded (by outcome), running and waiting jobs,
     the oldest running trial; with ``broker``, the workers seen and unserved queues."""
@@ -143,6 +162,7 @@ def gather(run_dir: Path, broker: str | None, now: float) -> list[str]:
         workers = _with_disk(seen, workers_disk(broker))
         if not workers:
             workers = ["none answered (no live worker on this broker)"]
+        workers += workers_pace(broker, seen)
         if len(outcomes) + len(running) < len(planned):
             unserved = _unserved(meta.image_digests, seen, controls.runtime.oci_runtime)
     running = {jid: where for jid, where in running.items() if jid not in outcomes}

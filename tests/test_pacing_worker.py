@@ -1,0 +1,89 @@
+"""``deltarun worker -c auto --max 3`` on a real Redis and the Docker engine: it starts at
+one trial, raises one step at a time while the trials go fine, and ``deltarun status``
+shows its level and why; bad ``-c``/``--max`` values are one line each."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.distributed_support import (
+    RedisServer,
+    ledger_lines,
+    slow_suite,
+    start_coordinator,
+    start_worker,
+)
+
+pytestmark = pytest.mark.docker
+# Short holds so that a ten-trial run shows the raises (the defaults are 10 s and 2 s).
+FAST_PACE = {"DELTARUN_PACE_HOLD_S": "1", "DELTARUN_PACE_TICK_S": "0.5"}
+
+
+def _in_flight_at_most(records: list[dict[str, object]]) -> int:
+    """The most trials whose [started_at, finished_at] spans overlap at one instant."""
+    edges = []
+    for r in records:
+        edges.append((datetime.fromisoformat(str(r["started_at"])), 1))
+        edges.append((datetime.fromisoformat(str(r["finished_at"])), -1))
+    most = now = 0
+    for _, step in sorted(edges, key=lambda e: (e[0], e[1])):
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_auto_worker_starts_low_raises_and_status_says_why(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    controls = slow_suite(tmp_path, tasks=5, sleep_s=1.0)  # 10 jobs
+    worker = start_worker(
+        redis_server, tmp_path / "worker.log", "-c", "auto", "--max", "3", env=FAST_PACE
+    )
+    try:
+        out = tmp_path / "run"
+        coordinator = start_coordinator(redis_server, controls, out)
+        assert coordinator.wait(150) == 0, coordinator.text()
+        status = run_cli("status", str(out), "--broker", redis_server.url, timeout=60)
+        text = worker.text()
+    finally:
+        worker.stop()
+    assert "-c auto (1 to 3)" in text
+    assert "pace: level 1 of at most 3: started at the floor" in text
+    steps = [(int(a), int(b)) for a, b in re.findall(r"pace: level (\d) -> (\d)", text)]
+    assert steps and steps[0] == (1, 2), text
+    assert all(abs(b - a) == 1 and 1 <= b <= 3 for a, b in steps), steps
+    # The control misses every task: an agent's misses are no sign of an engine in trouble.
+    assert "lowered from" not in text
+    assert all("container start median" in line for line in re.findall(r"raised from .*", text))
+    records = sorted(ledger_lines(out), key=lambda r: str(r["started_at"]))
+    assert len(records) == 10 and not [r for r in records if r["error"]]
+    # No start-up burst: the second trial started after the first ended (level 1)...
+    assert records[1]["started_at"] >= records[0]["finished_at"], records[:2]
+    # ...and the pool really grew: trials overlapped later, never more than the ceiling.
+    assert 2 <= _in_flight_at_most(records) <= 3
+    assert status.returncode == 0, status.stderr
+    line = next(x for x in status.stdout.splitlines() if "-c auto: level" in x)
+    assert re.search(r"@w1 -c auto: level [123] of at most 3: (raised|lowered) from", line), line
+    assert "; now: " in line
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["-c", "many"], "-c/--concurrency: 'many' is neither a whole number"),
+        (["-c", "0"], "-c/--concurrency: '0' is neither"),
+        (["-c", "2", "--max", "3"], "--max 3: it goes with -c auto"),
+    ],
+)
+def test_bad_concurrency_is_one_line(
+    redis_server: RedisServer, args: list[str], words: str
+) -> None:
+    result = run_cli("worker", "--broker", redis_server.url, *args, timeout=60)
+    assert result.returncode != 0
+    assert words in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
