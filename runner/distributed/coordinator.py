@@ -38,6 +38,7 @@ from celery import Celery
 from pydantic import ValidationError
 
 from runner import __version__
+from runner.agents.installed.layer import LayerPins
 from runner.distributed import blob_gc, keys, registry, run_budget
 from runner.distributed import protocol_bundle as bundles
 from runner.distributed.blobs import BlobStore
@@ -205,6 +206,7 @@ class _Coordinator:
         self.task_name = task_name
         self.job_key = job_key
         self.leases = RedisLeases(client, prepared.meta.run_id, job_key)
+        self.layers = LayerPins(prepared.loaded.controls, prepared.meta.image_digests)
         self.cursor_path = prepared.run_dir.path / CURSOR_FILE
         self.cursor = _read_cursor(self.cursor_path)
         self.pending: dict[str, Job] = {job.job_id: job for job in prepared.todo}
@@ -344,9 +346,7 @@ class _Coordinator:
         with self.app.producer_or_acquire() as producer:
             for job in jobs:
                 image = image_of(self.prepared.tasks[job.task_id], controls)
-                message = {"job": job.model_dump(mode="json"), "image": image}
-                if image in self.prepared.meta.image_digests:
-                    message["image_id"] = self.prepared.meta.image_digests[image]
+                message = {"job": job.model_dump(mode="json"), **self.layers.images(job.arm, image)}
                 message["sig"] = sign_job(self.job_key, message)
                 self.app.send_task(
                     self.task_name,

@@ -67,6 +67,12 @@ class ServedImages:
         if self.only is not None:
             for tag in self.only:
                 self.admit(tag, published.get(tag))
+            for tag in self.layers(published):  # pulled like any published image, never fatal
+                if self.allowed(tag, published[tag]):
+                    try:
+                        self.admit(tag, published[tag])
+                    except DeltarunError as exc:
+                        self.note(tag, published[tag], exc, self.say)
             return
         tags = [tag for tag in sorted(published) if self.allowed(tag, published[tag])]
         default = default_image()
@@ -114,15 +120,25 @@ class ServedImages:
             say(line)
 
     def changes(self, published: dict[str, registry.Published]) -> list[str]:
-        """Tags published with a pin this worker does not serve yet (and may: ``-Q``)."""
+        """Tags published with a pin this worker does not serve yet (and may: ``-Q``, or an
+        installed agent's layer on an image ``-Q`` names)."""
+        layers = set(self.layers(published)) if self.only is not None else set()
         return [
             tag
             for tag, entry in sorted(published.items())
-            if (self.only is None or tag in self.only)
+            if (self.only is None or tag in self.only or tag in layers)
             and self.served.get(tag) != entry.id
             and self.refused.get(tag) != entry
             and self.allowed(tag, entry)
         ]
+
+    def layers(self, published: dict[str, registry.Published]) -> list[str]:
+        """The published agent layers on the images ``-Q`` names: an installed agent's trial
+        on a served image runs from one, so a worker with ``-Q`` pulls them too."""
+        from runner.agents.installed.layer import is_layer_on
+
+        bases = [published[tag].id for tag in self.only or () if tag in published]
+        return [tag for tag in sorted(published) if any(is_layer_on(tag, b) for b in bases)]
 
 
 @dataclass

@@ -182,9 +182,14 @@ def _finished(job: Job, trial: Trial, first: bool, fields: dict[str, Any]) -> st
 
 
 def _pins(payload: dict[str, Any]) -> dict[str, str]:
-    """The signed message's image pin (tag → ID): the job's sandboxes are made from it."""
-    image, pin = payload.get("image"), payload.get("image_id")
-    return {image: pin} if isinstance(image, str) and isinstance(pin, str) else {}
+    """The signed message's image pins (tag → ID): the task image's, and an installed
+    agent's layer on it; the job's sandboxes are made from them."""
+    pins = {}
+    for tag_field, id_field in (("image", "image_id"), ("agent_image", "agent_image_id")):
+        image, pin = payload.get(tag_field), payload.get(id_field)
+        if isinstance(image, str) and isinstance(pin, str):
+            pins[image] = pin
+    return pins
 
 
 def _unreadable(exc: ValidationError) -> str:

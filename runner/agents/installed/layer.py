@@ -15,13 +15,16 @@ import io
 import os
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from runner.agents.installed.catalogue import KINDS
 from runner.agents.installed.fetch import Fetched, Target, UnknownVersion, check_pin, fetch
 from runner.agents.installed.kind import INSTALL_DIR, Kind
+from runner.config.arms import InstalledAgent
+from runner.config.controls import Controls
 from runner.errors import UsageError, UserError
 from runner.sandbox.images import BuildRequest, ImageBuilder
 
@@ -79,8 +82,17 @@ def unsupported(kind: Kind, target: Target) -> str | None:
     return None
 
 
+AGENT_REPOSITORY = "deltarun-agent/"
+
+
 def agent_tag(kind: Kind, version: str, base_id: str) -> str:
-    return f"deltarun-agent/{kind.name}:{version}-{base_id.removeprefix('sha256:')[:12]}"
+    return f"{AGENT_REPOSITORY}{kind.name}:{version}-{base_id.removeprefix('sha256:')[:12]}"
+
+
+def is_layer_on(tag: str, base_id: str) -> bool:
+    """Whether ``tag`` names an agent layer (``agent_tag``) on the image ``base_id``."""
+    short = base_id.removeprefix("sha256:")[:12]
+    return tag.startswith(AGENT_REPOSITORY) and len(short) == 12 and tag.endswith(f"-{short}")
 
 
 class AgentImages:
@@ -170,3 +182,41 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes, mode: int) -> N
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = len(data), mode, 0
     archive.addfile(info, io.BytesIO(data))
+
+
+class LayerPins:
+    """Which pinned agent layer each leg's sandbox A runs from, for the coordinator's job
+    messages: a worker makes that sandbox from the pinned ID the signed job names, never
+    from whatever its engine calls the tag (a layer built there, a stale pull)."""
+
+    def __init__(self, controls: Controls, digests: Mapping[str, str]) -> None:
+        self.agents = {
+            leg.name: leg.arm.agent
+            for leg in controls.legs()
+            if isinstance(leg.arm.agent, InstalledAgent)
+        }
+        self.digests = digests
+
+    def of(self, leg: str, image: str) -> tuple[str, str] | None:
+        """(tag, pinned ID) of ``leg``'s layer on the task image ``image``; None for a leg
+        that is not an installed agent, or a layer the run did not pin."""
+        agent = self.agents.get(leg)
+        base = self.digests.get(image)
+        kind = KINDS.get(agent.name) if agent is not None else None
+        if agent is None or kind is None or base is None:
+            return None
+        tag = agent_tag(kind, agent.version, base)
+        pin = self.digests.get(tag)
+        return (tag, pin) if pin else None
+
+    def images(self, leg: str, image: str) -> dict[str, str]:
+        """The images a job message of ``leg`` on the task image ``image`` names, signed
+        with it: ``image`` and its pin ``image_id``, and for an installed agent its layer,
+        ``agent_image`` and ``agent_image_id``."""
+        pins = {"image": image}
+        if image in self.digests:
+            pins["image_id"] = self.digests[image]
+        layer = self.of(leg, image)
+        if layer is not None:
+            pins["agent_image"], pins["agent_image_id"] = layer
+        return pins
