@@ -36,6 +36,7 @@ from runner.agents.installed.kind import PLACEHOLDER_KEY
 from runner.agents.installed.layer import agent_tag
 from runner.config.controls import Price
 from runner.config.loader import load_controls
+from runner.config.model_keys import KEYS_DIR_ENV
 from runner.distributed import keys
 from runner.records import Outcome, Trial
 from runner.sandbox.gateway_container import PROXY_IMAGE
@@ -107,7 +108,7 @@ class Fleet:
         redis_port, registry_port = free_port(), free_port()
         self.registry = f"127.0.0.1:{registry_port}"
         self.env = {
-            **{k: v for k, v in os.environ.items() if k != KEY_ENV},
+            **{k: v for k, v in os.environ.items() if k not in (KEY_ENV, KEYS_DIR_ENV)},
             "DELTARUN_SECRETS": str(self.secrets),
             "DELTARUN_REDIS_PORT": str(redis_port),
             "DELTARUN_REGISTRY_PORT": str(registry_port),
