@@ -113,6 +113,7 @@ bench: setup redis images  ## benchmarks, each against a baseline measured in th
 	$(PY) bench/fixtures.py
 	$(PY) bench/view_open.py
 	$(PY) bench/fleet.py
+	$(PY) bench/pacing.py
 
 gc: setup  ## remove deltarun sandboxes left past their deadline
 	$(VENV)/bin/deltarun gc
