@@ -4,12 +4,15 @@ shows its level and why; bad ``-c``/``--max`` values are one line each."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from runner.distributed.pacing_samples import level_key, samples_key
 from tests.conftest import run_cli
 from tests.distributed_support import (
     RedisServer,
@@ -17,6 +20,7 @@ from tests.distributed_support import (
     slow_suite,
     start_coordinator,
     start_worker,
+    wait_for,
 )
 
 pytestmark = pytest.mark.docker
@@ -37,6 +41,35 @@ def _in_flight_at_most(records: list[dict[str, object]]) -> int:
     return most
 
 
+def _pool_processes(pid: int) -> int:
+    """The worker's pool processes: its live children."""
+    count = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text(errors="replace").rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        count += fields[1] == str(pid) and fields[0] not in ("Z", "X")
+    return count
+
+
+def _lowered_by_an_engine_failure(server: RedisServer, worker_pid: int) -> str:
+    """Leave the worker's pacer an exec failure, as a pool process does for an engine
+    error, and wait for its level and its pool to come down by one."""
+    client = server.client()
+    node = next(k.decode() for k in client.keys(level_key("*")) if b":samples" not in k)
+    node = node.removeprefix(level_key(""))
+    level = int(client.hget(level_key(node), "level") or 0)
+    wait_for(lambda: _pool_processes(worker_pid) == level, 30, f"{level} pool processes")
+    client.rpush(samples_key(node), json.dumps([time.time(), "failure", 0]))
+    wait_for(lambda: int(client.hget(level_key(node), "level") or 0) == level - 1, 30, "lower")
+    wait_for(lambda: _pool_processes(worker_pid) == level - 1, 30, "the pool to shrink")
+    time.sleep(1.5)  # three more decisions: one failure lowers by one step, once
+    assert int(client.hget(level_key(node), "level") or 0) == level - 1
+    assert _pool_processes(worker_pid) == level - 1
+    return str(client.hget(level_key(node), "reason").decode())
+
+
 def test_auto_worker_starts_low_raises_and_status_says_why(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
@@ -50,6 +83,7 @@ def test_auto_worker_starts_low_raises_and_status_says_why(
         assert coordinator.wait(150) == 0, coordinator.text()
         status = run_cli("status", str(out), "--broker", redis_server.url, timeout=60)
         text = worker.text()
+        lowered = _lowered_by_an_engine_failure(redis_server, worker.pid)
     finally:
         worker.stop()
     assert "-c auto (1 to 3)" in text
@@ -70,6 +104,7 @@ def test_auto_worker_starts_low_raises_and_status_says_why(
     line = next(x for x in status.stdout.splitlines() if "-c auto: level" in x)
     assert re.search(r"@w1 -c auto: level [123] of at most 3: (raised|lowered) from", line), line
     assert "; now: " in line
+    assert lowered.startswith("lowered from ") and "1 exec failure(s)" in lowered, lowered
 
 
 @pytest.mark.parametrize(
