@@ -28,7 +28,10 @@ so the jobs per worker stay the same. Printed per fleet, one figure a line:
 
 Then, per fleet size, the run's budget (``budget.run_usd``) with that many trials in flight
 (``bench/fleet_budget.py``: the real relay and Redis account, gateways simulated): the spend
-over ``run_usd``, bounded by the requests in flight, never by trials.
+over ``run_usd``, bounded by the requests in flight, never by trials. And the shared rate
+limits per route (``bench/fleet_rates.py``: real proxies, relays and the Redis limiter against
+a model answering 429 past its rate): throughput over the limit and the share refused, with
+``rate_limits`` and without.
 
 Then the growth 10 -> 25 -> 50 of each figure, and the first bottleneck of the largest
 fleet: the coordinator (one Python process) or Redis (one thread) near one core, else the
@@ -77,6 +80,7 @@ from bench import smoke  # noqa: E402
 from bench.bench_worker import BENCH_TASK  # noqa: E402
 from bench.dispatch import JOB_KEY, VENV, Reached, answer_suite, broker_of  # noqa: E402
 from bench.fleet_budget import print_budget  # noqa: E402
+from bench.fleet_rates import print_rates  # noqa: E402
 from runner.distributed import blob_gc, keys  # noqa: E402
 from runner.distributed.celery_app import make_app  # noqa: E402
 from runner.distributed.coordinator import _Coordinator  # noqa: E402
@@ -656,6 +660,8 @@ def main() -> int:
                 sys.stdout.flush()
             # The run's budget with as many trials in flight (bench/fleet_budget.py).
             print_budget(server, sizes, latency_s=0.05 if args.smoke else 0.5)
+            # Shared rate limits per route (bench/fleet_rates.py), with as many gateways.
+            print_rates(server, sizes, seconds=2.0 if args.smoke else 8.0)
         except (KeyboardInterrupt, RunInterrupted):
             print("fleet: interrupted; every process it started is stopped", file=sys.stderr)
             return 130

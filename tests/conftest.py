@@ -102,6 +102,7 @@ LONGEST = {
     "test_validate.py::test_a_flaky_task_is_found_with_repeats": 31,
     "test_sandbox_io.py::test_silence_past_the_clients_read_timeout_is_no_error": 30,
     "test_distributed.py::test_sigkill_pool_child_mid_trial": 30,
+    "test_rate_limits_docker.py::test_two_workers_share_the_routes_rate": 30,
     "test_swebench.py::test_predictions_as_arms_resolve_exactly_the_expected_instances": 30,
     "test_pack30.py::test_every_task_on_the_host": 28,
     "test_bench_smoke.py::test_fixtures_smoke": 27,

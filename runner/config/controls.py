@@ -77,6 +77,36 @@ class Budget(Strict):
     )
 
 
+class RateLimit(Strict):
+    """One route model's limits on every machine together (the provider's limits of one key):
+    each trial's gateway forwards a request only with a permit from the route's shared
+    limiter, and a 429 makes every gateway of the route wait its Retry-After."""
+
+    concurrent: int | None = Field(
+        default=None, ge=1, description="Requests in flight at once, fleet-wide."
+    )
+    requests_per_minute: int | None = Field(
+        default=None, ge=1, description="Requests started per minute, fleet-wide."
+    )
+    tokens_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        description="Input plus output tokens per minute, fleet-wide (taken as answers "
+        "arrive: a request waits while the minute's tokens are spent).",
+    )
+
+    @model_validator(mode="after")
+    def _some(self) -> RateLimit:
+        if not (self.concurrent or self.requests_per_minute or self.tokens_per_minute):
+            raise ValueError(
+                "give at least one of concurrent, requests_per_minute, tokens_per_minute"
+            )
+        return self
+
+    def triple(self) -> tuple[int, int, int]:
+        return (self.concurrent or 0, self.requests_per_minute or 0, self.tokens_per_minute or 0)
+
+
 class MetricsSpec(Strict):
     module: str
     sha256: str = ""
@@ -113,6 +143,11 @@ class Controls(Strict):
     )
     budget: Budget | None = Field(
         default=None, description="Token and dollar budgets per trial and per run."
+    )
+    rate_limits: dict[str, RateLimit] = Field(
+        default_factory=dict,
+        description="Shared rate limits per route model, model name -> limits, enforced by "
+        "every trial's model gateway together (docs/many-machines.md, shared rate limits).",
     )
     gate: GateSpec | None = Field(
         default=None,

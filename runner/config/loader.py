@@ -104,7 +104,7 @@ UNSET_OMITTED = (
     ("suite", "validation"),
     ("suite", "exclude"),
 )
-TOP_LEVEL_UNSET_OMITTED = ("prices", "budget", "gate")
+TOP_LEVEL_UNSET_OMITTED = ("prices", "budget", "gate", "rate_limits")
 TOGGLES_UNSET_OMITTED = ("on_files", "on_env")
 
 

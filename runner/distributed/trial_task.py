@@ -27,6 +27,7 @@ from runner.distributed import keys
 from runner.distributed import protocol_bundle as bundles
 from runner.distributed.keys import KEY_REFUSAL, STOP_TTL_S, VERSION_REFUSAL
 from runner.distributed.leases import RedisLeases
+from runner.distributed.rate_limits import RedisLimiters
 from runner.distributed.run_budget import RedisAccounts
 from runner.distributed.signing import fingerprint, job_refusal
 from runner.distributed.worker_state import WorkerState
@@ -141,8 +142,10 @@ def _run(
     if sandboxes is None:
         state.reap_orphans()
         sandboxes = state.sandboxes()
-        # A gateway's spend goes to the run's account in the fleet's Redis (budget.run_usd).
+        # A gateway's spend goes to the run's account in the fleet's Redis (budget.run_usd),
+        # its permits come from the route's limiter there (rate_limits).
         sandboxes.run_accounts = RedisAccounts(state.redis)
+        sandboxes.limiters = RedisLimiters(state.redis)
     env = trial_env(
         protocol.controls,
         state.inputs(protocol),

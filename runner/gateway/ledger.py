@@ -238,6 +238,12 @@ class Ledger:
             self._append(line, refused=True)
             self._write_totals()
 
+    def note_rate(self, state: dict[str, object]) -> None:
+        """The rate gate's state (permits.py) into the totals, for the harness's relay."""
+        with self._lock:
+            self.totals["rate"] = state
+            self._write_totals()
+
     def _append(self, line: Line, *, refused: bool) -> None:
         """Print the line, and keep it in exchanges.jsonl while there is room for it."""
         text = json.dumps(asdict(line)) + "\n"

@@ -40,6 +40,9 @@ Rules:
       answer is decoded and sent on as identity; interim (1xx) heads are read past.
     * At most ``front.MAX_CONNECTIONS`` connections are served at once (503 past it,
       counted ``busy``), and a request's head is read to 64 KiB (431 past it).
+    * With the route's shared rate limits (the relay wrote ``rate-permits`` into the ledger's
+      directory), a model request waits for a permit, and a 429 is waited out (its
+      ``Retry-After``) and asked again (permits.py).
     * With a budget, a request made once it is spent is answered here, not forwarded
       (budget.py: the status and shape per API). So is every request once the harness has
       written ``run-budget-spent`` into the ledger's directory (the run's budget is spent
@@ -69,6 +72,7 @@ from .budget import RUN, Budget, refusal, run_spent
 from .front import MAX_HEAD_BYTES, HeadReader, Server
 from .keyguard import WITHHELD, KeyGuard
 from .ledger import DEFAULT_MAX_OUTPUT_TOKENS, Ledger, Line, request_maximum, settle
+from .permits import RateGate, send_paced
 from .routes import ANTHROPIC, Route, route
 from .upstream import (
     MAX_REQUEST_BYTES,
@@ -107,6 +111,7 @@ class Handler(BaseHTTPRequestHandler):
     pool: Pool
     keyguard: KeyGuard
     max_output: int = DEFAULT_MAX_OUTPUT_TOKENS
+    gate: RateGate | None = None  # the route's shared rate limits (permits.py)
 
     def do_GET(self) -> None:
         if self.path == READY_PATH:
@@ -241,18 +246,33 @@ class Handler(BaseHTTPRequestHandler):
     def relay(self, allowed: Route, body: bytes | None) -> None:
         """Forward the request, count what its answer used, then send the answer on."""
         metered = allowed.endpoint in METERED
+        gate = self.gate if metered and self.gate is not None and self.gate.active() else None
+        if gate is not None and not gate.acquire():
+            self.ledger.refused(allowed.target, 503, "rate_wait")
+            self.reply_json(503, error("the route's shared rate limit held the request too long"))
+            return
         with PARSE_LOCK:
             maximum = request_maximum(body, self.max_output) if metered else (0, 0)
         ident = self.ledger.begin(allowed.target, maximum)
         started = time.monotonic()
         anthropic = allowed.api == ANTHROPIC
         headers = forwarded_headers(self.headers, self.upstream, anthropic, body)
-        answer = self.upstream.exchange(self.command, allowed.target, headers, body, self.pool)
+
+        def send() -> Answer:
+            return self.upstream.exchange(self.command, allowed.target, headers, body, self.pool)
+
+        held = False
+        if gate is None:
+            answer = send()
+        else:
+            answer, held = send_paced(gate, send, lambda spent: self.pool.give(spent.held))
         try:
             latency_ms = round((time.monotonic() - started) * 1000)
             self.settle_and_send(allowed, answer, maximum, metered, latency_ms, ident)
         finally:
             self.pool.give(answer.held)
+            if held and gate is not None:
+                gate.release()
 
     def settle_and_send(
         self,
@@ -435,6 +455,7 @@ def main() -> int:
         )
         Handler.pool = pool(env)
         Handler.ledger = Ledger(env.get("DELTARUN_LEDGER") or "/ledger")
+        Handler.gate = RateGate(Handler.ledger.directory, Handler.ledger.note_rate)
     except (ValueError, OSError) as exc:
         print(f"deltarun model proxy: {exc}", file=sys.stderr, flush=True)
         return 2

@@ -53,6 +53,10 @@ class ModelAccess:
     run_usd: float | None = None
     run_id: str | None = None
     arm: str | None = None
+    # The route's shared rate limits (``rate_limits``: concurrent, requests and tokens per
+    # minute, 0 for none) and its limiter's key (runner.sandbox.gateway_rates).
+    rate_limits: tuple[int, int, int] | None = None
+    rate_route: str | None = None
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from runner.sandbox.blame import Blame
 from runner.sandbox.engine import API_ERRORS, exit_code, image_id
 from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.gateway_container import ModelGateway, open_gateway
+from runner.sandbox.gateway_rates import LOCAL_LIMITERS, RouteLimiters
 from runner.sandbox.gateway_relay import LOCAL_ACCOUNTS, Relay, RunAccounts, relay_for
 from runner.sandbox.image_env import ImagePaths, in_environment
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
@@ -89,6 +90,7 @@ class DockerSandboxFactory:
         # Where a gateway's spend goes when its run has a dollar budget: this process's
         # accounts (a local run); a Celery worker sets the fleet's (runner.distributed).
         self.run_accounts: RunAccounts | None = LOCAL_ACCOUNTS
+        self.limiters: RouteLimiters | None = LOCAL_LIMITERS  # the routes' shared rate limits
 
     def views_work(self, image: str, runtime: str | None, labels: dict[str, str]) -> bool:
         """Whether this factory's sandboxes under ``runtime`` can take copy-free workspaces
@@ -276,18 +278,13 @@ class DockerSession:
 
     def _open_gateway(self, access: ModelAccess, labels: dict[str, str]) -> ModelGateway:
         """The gateway, and its relay to the run's account when the run has a dollar budget
-        (started before the sandbox: a run already spent is refused from the first request)."""
+        and to the route's limiter when it has shared rate limits (started before the
+        sandbox: a run already spent is refused from the first request)."""
         factory = self.factory
         self.gateway = open_gateway(factory.client, access, labels, factory.worker)
         assert self.gateway.container is not None
         self.relay = relay_for(
-            factory.client,
-            self.gateway.container,
-            access.run_id,
-            access.arm,
-            access.run_usd,
-            access.price,
-            factory.run_accounts,
+            factory.client, self.gateway.container, access, factory.run_accounts, factory.limiters
         )
         if self.relay is not None:
             self.relay.start()

@@ -42,14 +42,18 @@ from typing import Any, Protocol
 
 import docker
 
-from runner.errors import UserError
+from runner.errors import SandboxError, UserError
 from runner.gateway.budget import RUN_SPENT_FILE
+from runner.gateway.permits import PERMITS_FILE
+from runner.sandbox.base import ModelAccess
 from runner.sandbox.engine import API_ERRORS
 from runner.sandbox.gateway_ledger import LEDGER_DIR, Exchange
+from runner.sandbox.gateway_rates import Pacer, RateLimits, RouteLimiters
 
 log = logging.getLogger(__name__)
 
 RELAY_INTERVAL_S = 0.2
+PACED_INTERVAL_S = 0.05  # a paced request waits for the relay's next step: keep it short
 TOTALS_CAP = 1 << 20  # totals.json is small and bounded by the proxy
 MICROS = 1_000_000
 COUNTS = ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
@@ -148,29 +152,39 @@ class GatewayPort(Protocol):
         """Tell the gateway the run's budget is spent; whether it was told."""
         ...
 
+    def permit(self, total: int) -> bool:
+        """Give the gateway permits up to the running ``total`` (0 turns its gate on)."""
+        ...
+
 
 class Relay:
     """Carries one gateway's spend to the run's account, and the account's end back into the
-    gateway; ``start`` after the gateway is ready, ``close`` once its ledger is read."""
+    gateway; with a ``pacer``, the route's permits too (runner.sandbox.gateway_rates).
+    ``start`` after the gateway is ready, ``close`` once its ledger is read."""
 
     def __init__(
         self,
         gateway: GatewayPort,
-        account: RunAccount,
+        account: RunAccount | None,
         arm: str,
-        price: Mapping[str, float],
+        price: Mapping[str, float] | None,
         interval_s: float = RELAY_INTERVAL_S,
+        pacer: Pacer | None = None,
     ) -> None:
-        self.gateway, self.account = gateway, account
-        self.arm, self.price, self.interval_s = arm, dict(price), interval_s
+        self.gateway, self.account, self.pacer = gateway, account, pacer
+        self.arm, self.price = arm, dict(price or {})
+        self.interval_s = PACED_INTERVAL_S if pacer is not None else interval_s
         self.debited = 0  # micro-dollars of this gateway already in the account
         self.pushed = False  # the gateway holds the run's "spent"
+        self.permitted = 0  # the permits the gateway's file holds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gateway-relay", daemon=True)
 
     def start(self) -> None:
         """One step before the sandbox exists (a run already spent is refused from the first
-        request), then one each interval."""
+        request, and a paced route's gate is on), then one each interval."""
+        if self.pacer is not None and not self.gateway.permit(0):
+            raise SandboxError("the model gateway's rate gate could not be turned on")
         try:
             self.step()
         except Exception as exc:  # the account briefly away: the next interval tries again
@@ -185,10 +199,18 @@ class Relay:
                 log.warning("run budget relay: %s: %s", type(exc).__name__, exc)
 
     def step(self) -> None:
-        if not self.pushed and self.account.spent():
+        account = self.account
+        if account is not None and not self.pushed and account.spent():
             self.pushed = self.gateway.push()
         totals = self.gateway.totals()
-        if totals is not None:
+        if totals is None:
+            return
+        pacer = self.pacer
+        if pacer is not None:
+            pacer.step(totals)
+            if pacer.granted > self.permitted and self.gateway.permit(pacer.granted):
+                self.permitted = pacer.granted
+        if account is not None:
             self._charge(micros_of(self.price, (_count(totals.get(n)) for n in COUNTS)))
 
     def stop(self) -> None:
@@ -201,13 +223,17 @@ class Relay:
         """Stop, then debit the trial's whole ledger (``exchanges``: what the gateway read at
         its end, requests lost in flight at their maximum)."""
         self.stop()
+        if self.pacer is not None:
+            self.pacer.close()
+        if self.account is None:
+            return
         found = list(exchanges)
         sums = (sum(getattr(e, name) for e in found) for name in COUNTS)
         self._charge(micros_of(self.price, sums))
 
     def _charge(self, micros: int) -> None:
         new = micros - self.debited
-        if new <= 0:
+        if new <= 0 or self.account is None:
             return
         spent = self.account.debit(self.arm, new)
         self.debited = micros
@@ -224,18 +250,24 @@ class DockerGateway:
     def push(self) -> bool:
         """Write the run's "spent" into the gateway's ledger volume (the proxy reads it
         before forwarding each request)."""
-        data = b"the run's budget is spent\n"
+        return self._put(RUN_SPENT_FILE, b"the run's budget is spent\n")
+
+    def _put(self, name: str, data: bytes) -> bool:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as archive:
-            info = tarfile.TarInfo(RUN_SPENT_FILE)
+            info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o444
             archive.addfile(info, io.BytesIO(data))
         try:
             self.client.put_archive(self.container, LEDGER_DIR, buffer.getvalue())
             return True
         except API_ERRORS as exc:  # the proxy is going away: its trial is over
-            log.warning("run budget relay: could not reach the gateway: %s", exc)
+            log.warning("gateway relay: could not reach the gateway: %s", exc)
             return False
+
+    def permit(self, total: int) -> bool:
+        """Write the running total of permits into the gateway's ledger volume."""
+        return self._put(PERMITS_FILE, f"{total}\n".encode())
 
     def totals(self) -> dict[str, Any] | None:
         try:
@@ -260,22 +292,27 @@ class DockerGateway:
 def relay_for(
     client: docker.APIClient,
     container: str,
-    run_id: str | None,
-    arm: str | None,
-    run_usd: float | None,
-    price: Mapping[str, float] | None,
+    access: ModelAccess,
     accounts: RunAccounts | None,
+    limiters: RouteLimiters | None,
 ) -> Relay | None:
-    """The relay of a gateway whose trial has a run budget; None without one."""
-    if run_usd is None or accounts is None or run_id is None:
+    """The relay of a gateway whose trial has a run budget or a route with shared rate
+    limits; None without either."""
+    account = pacer = None
+    if access.run_usd is not None and accounts is not None and access.run_id is not None:
+        if access.price is None:
+            raise UserError(
+                "budget.run_usd needs the route model's price in prices: the gateway cannot "
+                "count dollars without it"
+            )
+        account = accounts.account(access.run_id, access.run_usd)
+    if access.rate_limits is not None and access.rate_route and limiters is not None:
+        limiter = limiters.limiter(access.rate_route, RateLimits(*access.rate_limits))
+        pacer = Pacer(limiter, container[:24])
+    if account is None and pacer is None:
         return None
-    if price is None:
-        raise UserError(
-            "budget.run_usd needs the route model's price in prices: the gateway cannot "
-            "count dollars without it"
-        )
-    account = accounts.account(run_id, run_usd)
-    return Relay(DockerGateway(client, container), account, arm or "?", price)
+    gateway = DockerGateway(client, container)
+    return Relay(gateway, account, access.arm or "?", access.price, pacer=pacer)
 
 
 def _count(value: object) -> int:

@@ -5,6 +5,7 @@ model sandbox A may have. Pure."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from runner.agents.installed.agent import Installed
 from runner.agents.interface import Agent, AgentResult
@@ -21,6 +22,7 @@ from runner.sandbox.base import (
     ModelCall,
     SandboxSpec,
 )
+from runner.sandbox.gateway_rates import route_key
 from runner.sizes import parse_size
 from runner.trial.env import TrialEnv
 
@@ -66,7 +68,16 @@ def model_access(controls: Controls) -> ModelAccess | None:
         controls.runtime.model_network,
         price=price.model_dump() if price is not None else None,
         run_usd=controls.budget.run_usd if controls.budget else None,
+        **rated(controls, route.base_url, route.model),
     )
+
+
+def rated(controls: Controls, upstream: str, model: str) -> dict[str, Any]:
+    """A route's shared rate limits and its limiter's key, when the controls give them."""
+    limits = controls.rate_limits.get(model)
+    if limits is None:
+        return {}
+    return {"rate_limits": limits.triple(), "rate_route": route_key(upstream, model)}
 
 
 def preflight_spec(controls: Controls, image: str) -> SandboxSpec:
@@ -97,6 +108,7 @@ def agent_access(agent: Agent, controls: Controls) -> ModelAccess | None:
             price=price.model_dump() if price is not None else None,
             max_output_tokens=agent.route.max_output_tokens,
             run_usd=budget.run_usd if budget else None,
+            **rated(controls, agent.route.base_url, agent.route.model),
         )
     return model_access(controls) if agent.needs_agent_dir else None
 
