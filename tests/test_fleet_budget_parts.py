@@ -196,3 +196,42 @@ def test_a_run_budget_without_the_models_price_is_one_line() -> None:
     }
     with pytest.raises(Exception, match=r"budget.run_usd needs prices.m-1"):
         parse_controls(yaml.safe_dump(data), "controls.yaml")
+
+
+class Reached(Exception):
+    """Stands for the recording's "run budget reached"."""
+
+
+def test_a_spent_budget_records_the_trials_in_flight_before_it_stops() -> None:
+    from runner.executors.local import run_local
+
+    jobs = [trial(f"t{i}", "cand", Outcome.MISS) for i in range(6)]
+    started: list[str] = []
+    recorded: list[str] = []
+    spent = threading.Event()
+    gate = threading.Barrier(2)
+
+    def run_one(job: Any) -> Any:
+        started.append(job.task_id)
+        gate.wait(timeout=10)  # two at a time: both in flight when the budget is spent
+        spent.set()
+        return job
+
+    def record(done: Any) -> None:
+        recorded.append(done.task_id)
+        raise Reached()  # every record past the budget says so
+
+    with pytest.raises(Reached):
+        run_local(
+            jobs, run_one, record, parallel=2, on_interrupt=lambda: None, stopped=spent.is_set
+        )
+    assert sorted(recorded) == sorted(started) == ["t0", "t1"]  # both kept, none started after
+
+    def failing(done: Any) -> None:
+        raise OSError("disk full")  # a record not written is raised at once, never passed over
+
+    spent.clear()
+    with pytest.raises(OSError):
+        run_local(
+            jobs, run_one, failing, parallel=2, on_interrupt=lambda: None, stopped=spent.is_set
+        )

@@ -270,7 +270,7 @@ class _Coordinator:
                 self.record(fresh, duplicates)
             except Exception as exc:  # the budget's end waits for the trials in flight
                 spent = self.run_usd and run_budget.reached(self.client, self.prepared.meta.run_id)
-                if isinstance(exc, DeltarunError) or not spent:
+                if isinstance(exc, DeltarunError | OSError | redis.RedisError) or not spent:
                     raise
                 self.ended = self.ended or exc
         if entries:

@@ -85,8 +85,8 @@ def _record(
     try:
         record(trial)
     except Exception as exc:
-        if not stopped() or isinstance(exc, DeltarunError):
-            raise
+        if not stopped() or isinstance(exc, DeltarunError | OSError):
+            raise  # a record not written (OSError) is never passed over
         ended.append(exc)
 
 
