@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runner.distributed.run_budget import RedisAccounts, figures  # noqa: E402
-from runner.sandbox.gateway_relay import Relay  # noqa: E402
+from runner.sandbox.gateway_relay import RELAY_INTERVAL_S, Relay  # noqa: E402
 from tests.distributed_support import RedisServer  # noqa: E402
 
 PRICE = {"input": 1.0, "output": 2.0}
@@ -98,22 +98,23 @@ def run_budget_fleet(server: RedisServer, in_flight: int, latency_s: float) -> B
     return BudgetFigure(in_flight, sum(gw.billed for gw in gateways), account["spent_usd"])
 
 
-def budget_line(figure: BudgetFigure) -> str:
+def budget_line(figure: BudgetFigure, latency_s: float) -> str:
     over = figure.overshoot
     return (
         f"budget: {figure.in_flight} trials in flight: run_usd ${BUDGET_ASKS * PER_ASK_USD:.2f} "
         f"({BUDGET_ASKS} answers), spent ${figure.billed * PER_ASK_USD:.3f} ({figure.billed} "
         f"answers; the account says ${figure.account_usd:.3f}): overshoot {over} answers "
-        f"(${over * PER_ASK_USD:.3f}, {over / BUDGET_ASKS:.1%} of run_usd), bounded by the "
-        f"{figure.in_flight} requests in flight; the coordinator's per-record check alone: up "
-        f"to ${figure.in_flight * TRIAL_ASKS * PER_ASK_USD:.2f} ({figure.in_flight} trials of "
-        f"{TRIAL_ASKS} answers)"
+        f"(${over * PER_ASK_USD:.3f}, {over / BUDGET_ASKS:.1%} of run_usd): the "
+        f"{figure.in_flight} requests in flight and those started within the relay's "
+        f"{RELAY_INTERVAL_S:g} s (answers take {latency_s:g} s); the coordinator's per-record "
+        f"check alone: up to ${figure.in_flight * TRIAL_ASKS * PER_ASK_USD:.2f} "
+        f"({figure.in_flight} trials of {TRIAL_ASKS} answers)"
     )
 
 
 def print_budget(server: RedisServer, sizes: list[int], latency_s: float = 0.5) -> None:
     for n in sizes:
-        print(budget_line(run_budget_fleet(server, n, latency_s)))
+        print(budget_line(run_budget_fleet(server, n, latency_s), latency_s))
         sys.stdout.flush()
 
 
