@@ -235,3 +235,38 @@ def test_a_spent_budget_records_the_trials_in_flight_before_it_stops() -> None:
         run_local(
             jobs, run_one, failing, parallel=2, on_interrupt=lambda: None, stopped=spent.is_set
         )
+
+
+def test_a_resumed_fleet_run_keeps_its_account_and_a_spent_run_stays_stopped(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    from runner.config.controls import Budget
+    from tests.test_run_service import job_of, prepared_run, record
+
+    prepared = prepared_run(tmp_path, "exploratory")
+    prepared.loaded.controls = prepared.loaded.controls.model_copy(
+        update={"budget": Budget(run_usd=1.0)}
+    )
+    spent = record(job_of(prepared, "model", "t1")).model_copy(update={"cost_usd": 0.75})
+    prepared.run_dir.write_records([spent], [])
+    client, run_id = redis_server.client(), prepared.meta.run_id
+    client.set(keys.stopped(run_id), "interrupted")
+    # The coordinator starts again (its account expired): it holds what the records spent,
+    # and the run's workers may start its jobs again.
+    assert run_budget.open_for(prepared, client) == 1.0
+    assert run_budget.figures(client, run_id) == {
+        "limit_usd": 1.0,
+        "spent_usd": 0.75,
+        "reached": False,
+        "arms": {},
+    }
+    assert client.get(keys.stopped(run_id)) is None
+    account = run_budget.RedisAccounts(client).account(run_id, 1.0)
+    assert account.debit("model", round(0.25 * MICROS))  # spent: the run's stop flag is set
+    assert client.get(keys.stopped(run_id)) == run_budget.REASON.encode()
+    # Resumed once more: the account is spent, so the flag stays and no job starts.
+    run_budget.open_for(prepared, client)
+    assert client.get(keys.stopped(run_id)) == run_budget.REASON.encode()
+    assert run_budget.end_line(client, run_id, lambda: True) is None  # a trial still in flight
+    line = run_budget.end_line(client, run_id, lambda: False)
+    assert line is not None and "$1.0000 of $1.0000 (model $0.2500)" in line
