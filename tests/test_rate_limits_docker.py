@@ -50,6 +50,16 @@ AGENT = """
 import json, os, urllib.error, urllib.request
 BODY = json.dumps({"model": os.environ["DELTARUN_MODEL"],
                    "messages": [{"role": "user", "content": "go on"}]}).encode()
+def lift(path, method):  # the agent tries to give itself permits: only the model API passes
+    root = os.environ["DELTARUN_MODEL_BASE_URL"].rsplit("/v1", 1)[0]
+    request = urllib.request.Request(root + path, data=b"999999", method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+print("LIFTS " + json.dumps([lift("/ledger/rate-permits", "PUT"), lift("/rate-permits", "POST"),
+                             lift("/v1/../ledger/rate-permits", "PUT")]))
 codes = []
 for _ in range(%(asks)d):
     request = urllib.request.Request(os.environ["DELTARUN_MODEL_BASE_URL"] + "/chat/completions",
@@ -126,6 +136,8 @@ def check(out: Path, answered: int, refused: int, trials: int) -> None:
     for trial in lines:
         codes = next(x for x in trial["agent_log"].splitlines() if x.startswith("CODES "))
         assert json.loads(codes[6:]) == [200] * ASKS, codes  # a 429 never reached an agent
+        lifts = next(x for x in trial["agent_log"].splitlines() if x.startswith("LIFTS "))
+        assert json.loads(lifts[6:]) == [403, 403, 403], lifts
     assert answered == trials * ASKS
     assert refused <= 0.05 * (answered + refused), (answered, refused)
 
