@@ -59,3 +59,43 @@ def test_a_key_refusal_still_says_to_copy_the_key() -> None:
     assert "this run signs with job key fedcba987654: copy this coordinator's job key" in line
     older = {"reason": "unsigned job"}  # a notice from a worker before kinds existed
     assert "copy this coordinator's job key" in _refusal_line("w3", "k", older, "o")
+
+
+def test_a_bundle_this_deltarun_cannot_read_is_refused_by_version_not_retried(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    # The job itself reads, its run's controls do not (a field a newer deltarun added):
+    # before, the worker retried it every 30 s for good and the coordinator never heard why.
+    client = redis_server.client()
+    protocol = "c" * 64
+    bundle = {
+        "protocol_sha256": protocol, "controls": {"a_newer_field": 1}, "agent_dir_digests": {},
+        "suite_blob": "d" * 64, "agent_blobs": {}, "deltarun_version": __version__,
+    }  # fmt: skip
+    client.set(keys.protocol(protocol), json.dumps(bundle))
+    worker = start_worker(redis_server, tmp_path / "worker.log", name="old")
+    try:
+        job = {
+            "job_id": "e" * 64, "run_id": "run-controls", "protocol_sha256": protocol,
+            "task_id": "t0", "arm": "ctrl", "repeat": 0,
+        }  # fmt: skip
+        message = {"job": job}
+        app = make_app(redis_server.url)
+        queue = keys.queue_for_image("deltarun/sandbox-python:bookworm")
+        app.send_task(keys.TRIAL_TASK, args=[{**message, "sig": sign_job(session_key(), message)}],
+                      queue=queue)  # fmt: skip
+        deadline = time.time() + 60
+        while time.time() < deadline and not client.llen(keys.refused("run-controls")):
+            time.sleep(0.2)
+        time.sleep(1)  # a retry would come back within its countdown, not within a second
+        notices = [json.loads(n) for n in client.lrange(keys.refused("run-controls"), 0, -1)]
+        log = worker.text()
+    finally:
+        worker.stop()
+    assert len(notices) == 1, log[-2000:]
+    assert (notices[0]["kind"], notices[0]["job_id"]) == ("version", "e" * 64)
+    assert notices[0]["reason"].startswith(
+        f"deltarun {__version__} cannot read the controls of protocol cccccccccccc ("
+    ), notices[0]
+    assert "Retry in" not in log and "refused job eeeeeeeeeeee of run run-controls" in log
+    assert not client.keys("deltarun:lease:*")  # the lease was given back

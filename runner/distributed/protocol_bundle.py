@@ -49,6 +49,11 @@ class UnknownProtocol(ProtocolMismatch):
     """A job names a protocol hash that Redis holds no bundle for."""
 
 
+class UnreadableBundle(ProtocolMismatch):
+    """The bundle was written by another deltarun than this worker's: waiting does not
+    change that, so the job is refused (a notice to its coordinator), not retried."""
+
+
 @dataclass(frozen=True)
 class Bundle:
     protocol_sha256: str
@@ -203,19 +208,23 @@ def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protoco
     try:
         bundle = Bundle(**json.loads(raw))
     except (TypeError, ValueError) as exc:
-        raise ProtocolMismatch(
-            f"protocol {protocol_sha256[:12]}: unreadable bundle ({exc})"
+        raise UnreadableBundle(
+            f"deltarun {__version__} cannot read the bundle of protocol "
+            f"{protocol_sha256[:12]} ({str(exc)[:200]})"
         ) from exc
     if bundle.deltarun_version != __version__:
-        raise ProtocolMismatch(
-            f"protocol {protocol_sha256[:12]} was published by deltarun {bundle.deltarun_version}, "
-            f"this worker runs {__version__}; run the same version on workers and coordinator"
+        raise UnreadableBundle(
+            f"protocol {protocol_sha256[:12]} was published by deltarun "
+            f"{str(bundle.deltarun_version)[:40]}, this worker runs {__version__}"
         )
     try:
         controls = Controls.model_validate(bundle.controls)
     except ValidationError as exc:
-        raise ProtocolMismatch(
-            f"protocol {protocol_sha256[:12]}: unreadable bundle ({exc})"
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "controls"
+        raise UnreadableBundle(
+            f"deltarun {__version__} cannot read the controls of protocol "
+            f"{protocol_sha256[:12]} ({where[:120]}: {first['msg'][:120]})"
         ) from exc
     if protocol_hash(controls, bundle.agent_dir_digests) != protocol_sha256:
         raise ProtocolMismatch(f"protocol {protocol_sha256[:12]}: bundle does not hash to its key")

@@ -10,6 +10,7 @@ content-addressed blobs), never from the coordinator's disk.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -88,6 +89,10 @@ def handle(
     try:
         with ledger.held(job.job_id, holder):
             trial, first = _run(state, payload, job, body, sandboxes, ledger, holder)
+    except bundles.UnreadableBundle as exc:  # another deltarun's run: refused, not retried
+        with contextlib.suppress(redis.RedisError):  # else the lease expires by itself
+            ledger.release(job.job_id, holder)
+        return _refused(state, payload, str(exc), kind=VERSION_REFUSAL)
     except BaseException:
         try:
             ledger.release(job.job_id, holder)
