@@ -16,12 +16,13 @@ from typing import Any
 import redis
 
 from runner.distributed import keys
-from runner.sandbox.gateway_rates import BURST_S, HOLD_S, RateLimits
+from runner.sandbox.gateway_rates import BURST_S, HOLD_S, WANT_S, RateLimits
 
 TTL_S = 3600
 
 # KEYS[1] the route; ARGV: gateway, want, holding, tokens, backoff_s, concurrent, rpm, tpm,
-# burst_s, hold_s. The same rule as gateway_rates.grant.
+# burst_s, hold_s, ttl, want_s. The same rule as gateway_rates.grant: h:/s: a gateway's
+# holding and when it was reported, a: when it last asked for permits, l: last served.
 _TAKE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -30,6 +31,7 @@ local want, holding, tokens = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARG
 local backoff, conc = tonumber(ARGV[5]), tonumber(ARGV[6])
 local rpm, tpm, burst, hold = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]),
   tonumber(ARGV[10])
+local wantfor = tonumber(ARGV[12])
 local s = redis.call('HMGET', key, 'rq', 'tk', 'at', 'until')
 local rq, tk = tonumber(s[1]), tonumber(s[2])
 local at, untl = tonumber(s[3]) or now, tonumber(s[4]) or 0
@@ -46,28 +48,42 @@ if tpm > 0 then
 end
 if backoff > 0 then untl = math.max(untl, now + backoff) end
 redis.call('HSET', key, 'h:' .. gw, holding, 's:' .. gw, now)
-local others = 0
+local mine = tonumber(redis.call('HGET', key, 'l:' .. gw)) or 0
+if want > 0 then
+  redis.call('HSET', key, 'a:' .. gw, now)
+else
+  redis.call('HDEL', key, 'a:' .. gw)
+end
+local others, older = 0, 0
 local all = redis.call('HGETALL', key)
 for i = 1, #all, 2 do
   local f = all[i]
-  if string.sub(f, 1, 2) == 'h:' and f ~= 'h:' .. gw then
-    local name = string.sub(f, 3)
+  local kind, name = string.sub(f, 1, 2), string.sub(f, 3)
+  if kind == 'h:' and name ~= gw then
     local seen = tonumber(redis.call('HGET', key, 's:' .. name)) or 0
     if now - seen > hold then
-      redis.call('HDEL', key, f, 's:' .. name)
+      redis.call('HDEL', key, f, 's:' .. name, 'l:' .. name)
     else
       others = others + tonumber(all[i + 1])
+    end
+  elseif kind == 'a:' and name ~= gw then
+    if now - tonumber(all[i + 1]) > wantfor then
+      redis.call('HDEL', key, f)
+    elseif (tonumber(redis.call('HGET', key, 'l:' .. name)) or 0) < mine then
+      older = older + 1
     end
   end
 end
 local granted = 0
 if want > 0 and now >= untl then
   granted = want
-  if rpm > 0 then granted = math.min(granted, math.floor(rq)) end
+  if rpm > 0 then granted = math.min(granted, math.floor(rq) - older) end
   if tpm > 0 and tk <= 0 then granted = 0 end
-  if conc > 0 then granted = math.min(granted, math.max(conc - others - holding, 0)) end
+  if conc > 0 then granted = math.min(granted, conc - others - holding - older) end
+  granted = math.max(granted, 0)
   if rpm > 0 then rq = rq - granted end
   redis.call('HSET', key, 'h:' .. gw, holding + granted)
+  if granted > 0 then redis.call('HSET', key, 'l:' .. gw, now) end
 end
 redis.call('HSET', key, 'at', tostring(now), 'until', tostring(untl))
 if rq then redis.call('HSET', key, 'rq', tostring(rq)) end
@@ -92,7 +108,7 @@ class RedisLimiter:
         limits = self.limits
         args = [gateway[:64], want, holding, tokens, repr(float(backoff_s))]
         args += [limits.concurrent, limits.requests_per_minute, limits.tokens_per_minute]
-        args += [repr(BURST_S), repr(HOLD_S), TTL_S]
+        args += [repr(BURST_S), repr(HOLD_S), TTL_S, repr(WANT_S)]
         return int(self._take(keys=[self.key], args=args))
 
 

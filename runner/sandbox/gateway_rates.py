@@ -15,7 +15,11 @@ at most ``BURST_S`` seconds' worth at once) and one for tokens (the tokens answe
 taken after them, so a request is granted while the bucket is not in debt), plus the
 permits each gateway holds (in flight, or granted and not yet used) against
 ``concurrent``: a gateway's holding counts while its relay reported it in the last
-``HOLD_S`` seconds, so a worker that dies frees its share on its own.
+``HOLD_S`` seconds, so a worker that dies frees its share on its own. Gateways waiting for
+permits form a line by when each was last served: a permit for each one served less
+recently is set aside before another is served, and one served goes to the back; so a
+gateway with many requests open takes its turn like one with a single request (a hostile
+agent cannot starve the other trials of the route).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any, Protocol
 BURST_S = 0.5  # a bucket holds this many seconds of its rate: the largest burst (half the
 # second a provider usually allows at once, so permits given out in a cluster fit in it)
 HOLD_S = 10.0  # a gateway's holding counts this long after its relay last reported it
+WANT_S = 1.0  # a gateway waits in the line this long after its relay last asked
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,9 @@ class _Bucket:
     at: float = 0.0
     until: float = 0.0
     holdings: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # gateway -> (permits it waits for, last asked), and when each was last served
+    wants: dict[str, tuple[int, float]] = field(default_factory=dict)
+    served: dict[str, float] = field(default_factory=dict)
 
 
 def grant(
@@ -94,19 +102,34 @@ def grant(
     for name, (_, seen) in list(state.holdings.items()):
         if now - seen > HOLD_S:
             del state.holdings[name]
-    if want <= 0 or now < state.until:
+            state.served.pop(name, None)
+    for name, (_, asked) in list(state.wants.items()):
+        if now - asked > WANT_S:
+            del state.wants[name]
+    if want <= 0:
+        state.wants.pop(gateway, None)
         return 0
+    state.wants[gateway] = (want, now)
+    if now < state.until:
+        return 0
+    # The waiting gateways served least recently go first: a permit is set aside for each.
+    mine = state.served.get(gateway, 0.0)
+    older = sum(1 for name in state.wants if name != gateway and state.served.get(name, 0.0) < mine)
     granted = want
     if limits.requests_per_minute and state.requests is not None:
-        granted = min(granted, int(state.requests))
+        granted = min(granted, int(state.requests) - older)
     if limits.tokens_per_minute and state.tokens is not None and state.tokens <= 0:
         granted = 0
     if limits.concurrent:
         others = sum(n for name, (n, _) in state.holdings.items() if name != gateway)
-        granted = min(granted, max(limits.concurrent - others - holding, 0))
+        granted = min(granted, limits.concurrent - others - holding - older)
+    granted = max(granted, 0)
     if limits.requests_per_minute and state.requests is not None:
         state.requests -= granted
     state.holdings[gateway] = (holding + granted, now)  # held until its next report
+    if granted:  # served: to the back of the line with what it still waits for
+        state.served[gateway] = now
+        state.wants[gateway] = (want - granted, now)
     return granted
 
 
