@@ -91,13 +91,20 @@ def test_auto_worker_starts_low_raises_and_status_says_why(
     steps = [(int(a), int(b)) for a, b in re.findall(r"pace: level (\d) -> (\d)", text)]
     assert steps and steps[0] == (1, 2), text
     assert all(abs(b - a) == 1 and 1 <= b <= 3 for a, b in steps), steps
-    # The control misses every task: an agent's misses are no sign of an engine in trouble.
-    assert "lowered from" not in text
+    # The control misses every task: an agent's misses are no exec failures (a loaded host
+    # may still lower the level for slow container starts, as it should).
+    assert "exec failure(s)" not in text
     assert all("container start median" in line for line in re.findall(r"raised from .*", text))
     records = sorted(ledger_lines(out), key=lambda r: str(r["started_at"]))
     assert len(records) == 10 and not [r for r in records if r["error"]]
-    # No start-up burst: the second trial started after the first ended (level 1)...
-    assert records[1]["started_at"] >= records[0]["finished_at"], records[:2]
+    # No start-up burst: the second trial started once the first had ended or the level had
+    # risen to 2, not before (the log's times are local, the records' UTC)...
+    raised = re.search(r"^(\S+ \S+) .*pace: level 1 -> 2", text, re.MULTILINE)
+    assert raised is not None
+    rose = datetime.strptime(raised[1], "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()
+    second = datetime.fromisoformat(str(records[1]["started_at"])).timestamp()
+    first_end = datetime.fromisoformat(str(records[0]["finished_at"])).timestamp()
+    assert second >= min(first_end, rose), (records[:2], raised[0])
     # ...and the pool really grew: trials overlapped later, never more than the ceiling.
     assert 2 <= _in_flight_at_most(records) <= 3
     assert status.returncode == 0, status.stderr
