@@ -197,14 +197,8 @@ class Protocol:
     blobs: BlobStore | None = None  # where its blobs are read from (Redis or the registry)
 
 
-def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protocol:
-    """Fetch and verify the bundle of a protocol hash."""
-    raw = client.get(keys.protocol(protocol_sha256))
-    if raw is None:
-        raise UnknownProtocol(
-            f"protocol {protocol_sha256[:12]} is unknown to this Redis; its coordinator "
-            "publishes it: re-run `deltarun run --resume` for that run"
-        )
+def _readable(raw: bytes | str, protocol_sha256: str) -> tuple[Bundle, Controls]:
+    """The bundle and its controls, when this deltarun can read them (``UnreadableBundle``)."""
     try:
         bundle = Bundle(**json.loads(raw))
     except (TypeError, ValueError) as exc:
@@ -226,6 +220,18 @@ def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protoco
             f"deltarun {__version__} cannot read the controls of protocol "
             f"{protocol_sha256[:12]} ({where[:120]}: {first['msg'][:120]})"
         ) from exc
+    return bundle, controls
+
+
+def load(client: redis.Redis, blobs: BlobStore, protocol_sha256: str) -> Protocol:
+    """Fetch and verify the bundle of a protocol hash."""
+    raw = client.get(keys.protocol(protocol_sha256))
+    if raw is None:
+        raise UnknownProtocol(
+            f"protocol {protocol_sha256[:12]} is unknown to this Redis; its coordinator "
+            "publishes it: re-run `deltarun run --resume` for that run"
+        )
+    bundle, controls = _readable(raw, protocol_sha256)
     if protocol_hash(controls, bundle.agent_dir_digests) != protocol_sha256:
         raise ProtocolMismatch(f"protocol {protocol_sha256[:12]}: bundle does not hash to its key")
     if bundle.blob_registry:
