@@ -213,6 +213,9 @@ def test_a_local_run_stops_at_the_run_budget_within_the_requests_in_flight(
     assert report["cost"]["run_budget_reached"] is True
     text = (out / "report.md").read_text()
     assert "The run's budget ended the run" in text and "Spent per arm: ctrl $" in text
+    ending = report["cost"]["run_budget_ending"]
+    assert sum(ending["cut"].values()) == len(trials) and ending["text"] in text
+    assert ending["text"].replace("'", "&#x27;") in (out / "report.html").read_text()
     assert leftover_sandboxes(docker_api, owner=result.owner) == ([], [])
     assert leftover_networks(docker_api, owner=result.owner) == []
 

@@ -178,9 +178,13 @@ def test_the_report_says_how_the_budget_ended_the_run() -> None:
     assert "share 2 task(s) with a record from each" in text
     assert "1 task(s) with records from some arms only are not paired" in text
     assert cost_json(table)["run_budget_reached"] is True
+    ending = cost_json(table)["run_budget_ending"]
+    assert ending["cut"] == {"ctrl": 2, "cand": 1}
+    assert (ending["paired_tasks"], ending["unpaired_tasks"]) == (2, 1)
     # A run the budget did not end says nothing of it.
     calm = cost_table(controls, ["ctrl", "cand"], trials[:2])
     assert calm is not None and "ended the run" not in "\n".join(cost_markdown(calm))
+    assert "run_budget_ending" not in cost_json(calm)  # other reports keep their bytes
 
 
 def test_a_run_budget_without_the_models_price_is_one_line() -> None:

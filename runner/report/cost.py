@@ -152,6 +152,18 @@ def budget_ending(table: CostTable) -> str:
 
 
 def cost_json(table: CostTable) -> dict[str, Any]:
+    data = _cost_json(table)
+    if table.run_budget_usd is not None and table.budget_reached:
+        data["run_budget_ending"] = {
+            "cut": dict(table.cut),
+            "paired_tasks": table.paired_tasks,
+            "unpaired_tasks": table.unpaired_tasks,
+            "text": budget_ending(table),
+        }
+    return data
+
+
+def _cost_json(table: CostTable) -> dict[str, Any]:
     return {
         "arms": [
             {

@@ -366,6 +366,7 @@ def render_html(report: dict[str, Any], viewer: str = "") -> str:
         strip(deltas),
         "<h2>Cost against pass rate</h2>",
         cost(arms),
+        *_budget_ending(shown),
     ]
     run_tables = _run_tables(report, arms)
     if held:
@@ -389,3 +390,10 @@ def render_html(report: dict[str, Any], viewer: str = "") -> str:
         "</body></html>\n",
     ]
     return "\n".join(parts)
+
+
+def _budget_ending(report: dict[str, Any]) -> list[str]:
+    """The sentence on how the run's budget ended the run, when it did."""
+    ending = as_dict(as_dict(report.get("cost")).get("run_budget_ending"))
+    text = ending.get("text")
+    return [f'<p class="warn">{esc(text)}</p>'] if isinstance(text, str) else []

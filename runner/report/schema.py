@@ -160,6 +160,17 @@ class ArmCostJSON(_M):
     usd_per_pass: float | None
 
 
+class RunBudgetEndingJSON(_M):
+    """How the run's budget (``budget.run_usd``) ended the run."""
+
+    cut: dict[str, int] = Field(
+        description="Per arm, the trials it cut short (stop reason run_budget_exhausted)."
+    )
+    paired_tasks: int = Field(description="Tasks with a record from every arm: the pairs.")
+    unpaired_tasks: int = Field(description="Tasks with records from some arms only.")
+    text: str = Field(description="The report's sentence about it.")
+
+
 class CostJSON(_M):
     """Dollars at the controls' pinned prices (present only when something is priced)."""
 
@@ -167,6 +178,9 @@ class CostJSON(_M):
     total_usd: float
     run_budget_usd: float | None
     run_budget_reached: bool
+    run_budget_ending: RunBudgetEndingJSON | None = Field(
+        default=None, description="Present when the run's budget ended the run."
+    )
 
 
 class ArmAccountingJSON(_M):
