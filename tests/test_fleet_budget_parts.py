@@ -262,7 +262,7 @@ def test_a_resumed_fleet_run_keeps_its_account_and_a_spent_run_stays_stopped(
         "limit_usd": 1.0,
         "spent_usd": 0.75,
         "reached": False,
-        "arms": {},
+        "arms": {"model": 0.75},
     }
     assert client.get(keys.stopped(run_id)) is None
     account = run_budget.RedisAccounts(client).account(run_id, 1.0)
@@ -273,4 +273,4 @@ def test_a_resumed_fleet_run_keeps_its_account_and_a_spent_run_stays_stopped(
     assert client.get(keys.stopped(run_id)) == run_budget.REASON.encode()
     assert run_budget.end_line(client, run_id, lambda: True) is None  # a trial still in flight
     line = run_budget.end_line(client, run_id, lambda: False)
-    assert line is not None and "$1.0000 of $1.0000 (model $0.2500)" in line
+    assert line is not None and "$1.0000 of $1.0000 (model $1.0000)" in line

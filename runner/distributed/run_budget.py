@@ -80,14 +80,23 @@ class RedisAccounts:
         return RedisAccount(self.client, run_id, limit_usd)
 
 
-def open_account(client: redis.Redis, run_id: str, limit_usd: float, spent_usd: float) -> None:
+def open_account(
+    client: redis.Redis,
+    run_id: str,
+    limit_usd: float,
+    spent_usd: float,
+    arms: dict[str, float] | None = None,
+) -> None:
     """At the coordinator's start: the account holds at least what the run's records already
-    spent (a resumed run whose keys expired starts from its ledger, not from zero)."""
+    spent, in all and per arm (a resumed run whose keys expired starts from its ledger, not
+    from zero)."""
     key = account_key(run_id)
     spent = round(spent_usd * MICROS)
     pipe = client.pipeline(transaction=True)
     pipe.hsetnx(key, "limit", round(limit_usd * MICROS))
     pipe.hsetnx(key, "spent", spent)
+    for arm, usd in (arms or {}).items():
+        pipe.hsetnx(key, f"arm:{arm[:200]}", round(usd * MICROS))
     pipe.expire(key, keys.RUN_KEY_TTL_S)
     pipe.execute()
     if spent and int(client.hget(key, "spent") or 0) < spent:
@@ -133,8 +142,10 @@ def open_for(prepared: PreparedRun, client: redis.Redis) -> float | None:
     if budget is None or budget.run_usd is None:
         client.delete(keys.stopped(run_id))
         return None
-    spent = sum(t.cost_usd or 0.0 for t in prepared.run_dir.scored_trials())
-    open_account(client, run_id, budget.run_usd, spent)
+    arms: dict[str, float] = {}
+    for trial in prepared.run_dir.scored_trials():
+        arms[trial.arm] = arms.get(trial.arm, 0.0) + (trial.cost_usd or 0.0)
+    open_account(client, run_id, budget.run_usd, sum(arms.values()), arms)
     if not reached(client, run_id):
         client.delete(keys.stopped(run_id))
     return budget.run_usd
