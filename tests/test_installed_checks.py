@@ -152,7 +152,7 @@ def test_old_protocols_keep_their_hash() -> None:
     for section, key in UNSET_OMITTED:
         if before[section].get(key) is None:
             del before[section][key]
-    del before["prices"], before["budget"], before["gate"]
+    del before["prices"], before["budget"], before["gate"], before["rate_limits"]
     del before["arms"][1]["toggles"]["on_files"], before["arms"][1]["toggles"]["on_env"]
     assert protocol_hash(plain, {}) == sha256_json({"controls": before, "agent_dirs": {}})
     priced = parsed(

@@ -73,10 +73,13 @@ def test_sequential_takes_exactly_one_of_block_and_looks() -> None:
 def test_the_sequential_block_is_hashed_only_when_present() -> None:
     plain = controls({"non_inferiority": 0.05})
     data = plain.model_dump(mode="json", by_alias=True)
-    for section, key in (("runtime", "archive"), ("runtime", "python"), ("suite", "validation")):
+    for section, key in (
+        ("runtime", "archive"), ("runtime", "python"), ("runtime", "retry_errors"),
+        ("suite", "validation"),
+    ):  # fmt: skip
         data[section].pop(key, None)
     data["suite"].pop("exclude", None)
-    for key in ("prices", "budget"):
+    for key in ("prices", "budget", "rate_limits"):
         data.pop(key, None)
     del data["gate"]["sequential"]  # a gate written before the block existed
     for arm in data["arms"]:
