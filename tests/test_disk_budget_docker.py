@@ -234,7 +234,8 @@ def test_worker_prewarms_live_runs_images_and_evicts_a_finished_runs(
             "--disk-budget",
             "4m",
             name="wdisk",
-            env={"DELTARUN_IMAGE_POLL_S": "1"},
+            # A cache of its own: a budget evicts entries the session's other tests use.
+            env={"DELTARUN_IMAGE_POLL_S": "1", "DELTARUN_CACHE": str(tmp_path / "wcache")},
         )
         procs.append(worker)
         assert coordinator.wait(timeout=240) == 0, coordinator.text()
