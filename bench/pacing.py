@@ -38,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import smoke  # noqa: E402
 from tests.distributed_support import (  # noqa: E402
     Proc,
     RedisServer,
@@ -133,11 +134,12 @@ def main() -> None:
     parser.add_argument("--max", type=int, default=4)
     parser.add_argument("--tasks", type=int, default=12)
     parser.add_argument("--passes", type=int, default=2)
-    parser.add_argument("--smoke", action="store_true")
+    smoke.add_flag(parser)
     args = parser.parse_args()
     ceiling, tasks, passes, env = args.max, args.tasks, args.passes, dict(PRODUCTION)
     if args.smoke:
         ceiling, tasks, passes = 2, 3, 1
+        smoke.announce("pacing", "-c 1, -c 2 and -c auto --max 2 on 3 and 9 tasks")
         env |= {"DELTARUN_PACE_HOLD_S": "1", "DELTARUN_PACE_TICK_S": "0.5"}
     print(f"pacing: load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     rates: dict[int, list[float]] = {level: [] for level in range(1, ceiling + 1)}

@@ -106,6 +106,7 @@ LONGEST = {
     "test_swebench.py::test_predictions_as_arms_resolve_exactly_the_expected_instances": 30,
     "test_pack30.py::test_every_task_on_the_host": 28,
     "test_bench_smoke.py::test_fixtures_smoke": 27,
+    "test_bench_smoke.py::test_pacing_smoke": 27,
     "test_fleet_budget.py::test_a_local_run_stops_at_the_run_budget_within_the_requests_in_flight": 25,
     "test_pacing_worker.py::test_auto_worker_starts_low_raises_and_status_says_why": 25,
 }

@@ -40,6 +40,7 @@ RATIOS: dict[str, list[str]] = {
     ],
     "patch_memory.py": [rf"^patch memory: peak RSS: .* = {NUMBER} x the cap$"],
     "view_open.py": [rf"^view: ratio served/parse {NUMBER} "],
+    "pacing.py": [rf"^pacing: settled throughput / best fixed = {NUMBER} \(goal"],
     # smoke-run (and its figures parsed) by tests/test_bench_fleet.py
     "fleet.py": [rf"^fleet: +\d+ workers: bare Celery no-op .* ratio {NUMBER} \(goal"],
 }
@@ -110,3 +111,9 @@ def test_patch_memory_smoke(docker_api: Any) -> None:
 
 def test_view_open_smoke() -> None:
     smoke_run("view_open.py")
+
+
+@pytest.mark.docker
+def test_pacing_smoke(docker_api: Any, redis_server: Any) -> None:
+    # bench/pacing.py starts its own Redis server, workers and coordinators.
+    smoke_run("pacing.py")
