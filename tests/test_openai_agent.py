@@ -305,7 +305,13 @@ def test_cli_run_scores_the_model_and_keeps_the_key_out(tmp_path: Path, docker_a
     assert "report: " in right.stdout
     report = comparison(json.loads((tmp_path / "right" / "report.json").read_text()))
     model = next(a for a in report["arms"] if a["arm"] == "model")
-    assert model["passes"] == 2 and model["tokens_per_pass"] == 240.0
+    rows = [json.loads(x) for x in (tmp_path / "right" / "trials.jsonl").read_text().splitlines()]
+    seen = [
+        (t["task_id"], t["outcome"], t["stop_reason"], t["error"], t["reason"], t["verify_log"])
+        for t in rows
+        if t["arm"] == "model"
+    ]
+    assert model["passes"] == 2 and model["tokens_per_pass"] == 240.0, seen
     assert model["stop_reasons"] == {"submit": 2}
     wrong_report = comparison(json.loads((tmp_path / "wrong" / "report.json").read_text()))
     wrong_model = next(a for a in wrong_report["arms"] if a["arm"] == "model")
