@@ -47,6 +47,13 @@ def test_parses_defaults() -> None:
         (BASE + "runtime: {limits: {memory: lots}}\n", "not a size"),
         ("arms: [\n", "c.yaml: line"),
         ("- just a list\n", "must be a YAML mapping"),
+        (
+            BASE.replace("type: patch, dir: patches", "type: openai")
+            + "route: {base_url: 'http://model:8000/v1', model: m-1}\n"
+            + "budget: {run_usd: 5}\n",
+            "budget.run_usd cannot bound arm 'cand': type openai (deltarun's own model loop) "
+            "is not priced",
+        ),
     ],
 )
 def test_errors_are_one_line_with_the_path(text: str, expected: str) -> None:

@@ -179,6 +179,14 @@ class Controls(Strict):
         run_usd = self.budget.run_usd if self.budget else None
         command = any(isinstance(arm.agent, CommandAgent) for arm in self.arms)
         gated = command and self.runtime.network == "model-only" and self.route is not None
+        own_loop = [arm.name for arm in self.arms if isinstance(arm.agent, OpenAIAgent)]
+        if run_usd is not None and own_loop:
+            raise ValueError(
+                f"budget.run_usd cannot bound arm {own_loop[0]!r}: type openai (deltarun's own "
+                "model loop) is not priced, so no dollars of it would count; remove "
+                "budget.run_usd, or run the loop as a command agent under runtime.network: "
+                "model-only, whose gateway counts the run's dollars"
+            )
         if run_usd is not None and gated and self.route and self.route.model not in self.prices:
             raise ValueError(
                 f"budget.run_usd needs prices.{self.route.model} (input and output dollars "
