@@ -217,6 +217,26 @@ def start_coordinator(server: RedisServer, controls: Path, out: Path, *extra: st
     )
 
 
+def run_on_two_workers(
+    server: RedisServer, controls: Path, out: Path, env: dict[str, str]
+) -> list[Proc]:
+    """A coordinator's run of ``controls`` into ``out`` on workers w1 and w2 (``-c 2`` each,
+    with ``env``), every process stopped after; the coordinator must exit 0. The workers and
+    the coordinator, last, to read their logs."""
+    procs: list[Proc] = []
+    try:
+        for name in ("w1", "w2"):
+            log = out.parent / f"{name}.log"
+            procs.append(start_worker(server, log, "-c", "2", name=name, env=env))
+        coordinator = start_coordinator(server, controls, out)
+        procs.append(coordinator)
+        assert coordinator.wait(400) == 0, coordinator.text()
+    finally:
+        for proc in procs:
+            proc.stop()
+    return procs
+
+
 # The gate of ``slow_suite(gated=True)``: files in the agent sandbox's /tmp.
 GATE_WAITING = "/tmp/deltarun-test-gate.waiting"
 GATE_OPEN = "/tmp/deltarun-test-gate.open"

@@ -28,7 +28,10 @@ import yaml
 from runner.distributed import run_budget
 from runner.store.rundir import RunDir
 from tests.conftest import leftover_networks, leftover_sandboxes, run_cli
-from tests.distributed_support import Proc, RedisServer, start_coordinator, start_worker
+from tests.distributed_support import (
+    RedisServer,
+    run_on_two_workers,
+)
 from tests.helpers import PY_IMAGE, comparison, make_suite, repo_task
 
 pytestmark = pytest.mark.docker
@@ -226,25 +229,8 @@ def test_two_workers_share_one_run_budget(
     network, model = billing_model
     controls = budget_suite(tmp_path, network, tasks=6, redis_port=redis_server.port)
     out = tmp_path / "run"
-    procs: list[Proc] = []
-    try:
-        for name in ("w1", "w2"):
-            procs.append(
-                start_worker(
-                    redis_server,
-                    tmp_path / f"{name}.log",
-                    "-c",
-                    "2",
-                    name=name,
-                    env={"DELTARUN_FB_KEY": KEY},
-                )
-            )
-        coordinator = start_coordinator(redis_server, controls, out)
-        procs.append(coordinator)
-        assert coordinator.wait(400) == 0, coordinator.text()
-    finally:
-        for proc in procs:
-            proc.stop()
+    procs = run_on_two_workers(redis_server, controls, out, {"DELTARUN_FB_KEY": KEY})
+    coordinator = procs[-1]
     asked = billed(docker_api, model)
     print(f"fleet budget: {asked} answers billed for a budget of {BUDGET_ASKS}")
     # Four agents at a time on two machines: past the budget by their requests in flight

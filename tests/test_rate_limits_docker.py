@@ -20,7 +20,10 @@ import pytest
 import yaml
 
 from tests.conftest import run_cli
-from tests.distributed_support import Proc, RedisServer, start_coordinator, start_worker
+from tests.distributed_support import (
+    RedisServer,
+    run_on_two_workers,
+)
 from tests.helpers import PY_IMAGE, make_suite, repo_task
 
 pytestmark = pytest.mark.docker
@@ -163,25 +166,7 @@ def test_two_workers_share_the_routes_rate(
     network, model = limited_model
     controls = limited_suite(tmp_path, network, tasks=2)
     out = tmp_path / "run"
-    procs: list[Proc] = []
-    try:
-        for name in ("w1", "w2"):
-            procs.append(
-                start_worker(
-                    redis_server,
-                    tmp_path / f"{name}.log",
-                    "-c",
-                    "2",
-                    name=name,
-                    env={"DELTARUN_RL_KEY": KEY},
-                )
-            )
-        coordinator = start_coordinator(redis_server, controls, out)
-        procs.append(coordinator)
-        assert coordinator.wait(400) == 0, coordinator.text()
-    finally:
-        for proc in procs:
-            proc.stop()
+    run_on_two_workers(redis_server, controls, out, {"DELTARUN_RL_KEY": KEY})
     answered, refused = counts(docker_api, model)
     print(f"rate limits (two workers): {answered} answered, {refused} refused")
     check(out, answered, refused, trials=4)
