@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from runner.config.controls import Price
 from runner.config.loader import parse_controls
 from runner.distributed import keys, run_budget
 from runner.gateway.budget import RUN_SPENT_FILE
@@ -75,10 +76,10 @@ def test_a_refusal_of_an_anthropic_request_is_its_own_shape(upstream: FakeUpstre
 
 
 def test_micro_dollars_price_cached_tokens_as_the_record_does() -> None:
-    price = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
+    price = Price(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
     # 111 000 input of which 100 000 read and 10 000 written from the cache, 2 000 output
     assert micros_of(price, (111_000, 2000, 100_000, 10_000)) == 3000 + 30000 + 30000 + 37500
-    assert micros_of({"input": 1.0, "output": 2.0}, (1000, 500, 0, 0)) == 2000
+    assert micros_of(Price(input=1.0, output=2.0), (1000, 500, 0, 0)) == 2000
 
 
 def accounts(kind: str, server: RedisServer | None) -> Any:

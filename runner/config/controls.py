@@ -59,6 +59,14 @@ class Price(Strict):
             + cache_write * self.cache_write
         ) / 1e6
 
+    def usage_dollars(
+        self, prompt: int, completion: int, cache_read: int = 0, cache_write: int = 0
+    ) -> float:
+        """Dollars of a usage as records and gateways count it: the cached tokens are part
+        of ``prompt``, so only the rest is priced as fresh input."""
+        fresh = max(prompt - cache_read - cache_write, 0)
+        return self.dollars(fresh, completion, cache_read, cache_write)
+
 
 class Budget(Strict):
     """Spending limits the model gateway enforces (installed agents under model-only)."""

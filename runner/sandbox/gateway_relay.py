@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 import docker
 
+from runner.config.controls import Price
 from runner.errors import SandboxError, UserError
 from runner.gateway.budget import RUN_SPENT_FILE
 from runner.gateway.permits import PERMITS_FILE
@@ -127,18 +128,11 @@ class LocalAccounts:
 LOCAL_ACCOUNTS = LocalAccounts()
 
 
-def micros_of(price: Mapping[str, float], counts: Iterable[int]) -> int:
+def micros_of(price: Price, counts: Iterable[int]) -> int:
     """Millionths of a dollar of (prompt, completion, cache read, cache write) tokens, priced
-    as the gateway and the record price them (cached tokens are part of the prompt)."""
+    as the gateway and the record price them (``Price.usage_dollars``)."""
     prompt, completion, cache_read, cache_write = counts
-    fresh = max(prompt - cache_read - cache_write, 0)
-    dollars = (
-        fresh * price["input"]
-        + completion * price["output"]
-        + cache_read * price.get("cache_read", 0.0)
-        + cache_write * price.get("cache_write", 0.0)
-    ) / 1e6
-    return round(dollars * MICROS)
+    return round(price.usage_dollars(prompt, completion, cache_read, cache_write) * MICROS)
 
 
 class GatewayPort(Protocol):
@@ -172,7 +166,7 @@ class Relay:
         pacer: Pacer | None = None,
     ) -> None:
         self.gateway, self.account, self.pacer = gateway, account, pacer
-        self.arm, self.price = arm, dict(price or {})
+        self.arm, self.price = arm, None if price is None else Price.model_validate(price)
         self.interval_s = PACED_INTERVAL_S if pacer is not None else interval_s
         self.debited = 0  # micro-dollars of this gateway already in the account
         self.pushed = False  # the gateway holds the run's "spent"
@@ -211,7 +205,7 @@ class Relay:
             if pacer.granted > self.permitted and self.gateway.permit(pacer.granted):
                 self.permitted = pacer.granted
         if account is not None:
-            self._charge(micros_of(self.price, (_count(totals.get(n)) for n in COUNTS)))
+            self._charge(self._micros(_count(totals.get(n)) for n in COUNTS))
 
     def stop(self) -> None:
         """No more reads (before the gateway is removed)."""
@@ -229,7 +223,11 @@ class Relay:
             return
         found = list(exchanges)
         sums = (sum(getattr(e, name) for e in found) for name in COUNTS)
-        self._charge(micros_of(self.price, sums))
+        self._charge(self._micros(sums))
+
+    def _micros(self, counts: Iterable[int]) -> int:
+        """``counts`` priced (``relay_for`` gives every relay with an account a price)."""
+        return 0 if self.price is None else micros_of(self.price, counts)
 
     def _charge(self, micros: int) -> None:
         new = micros - self.debited

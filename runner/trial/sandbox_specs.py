@@ -9,7 +9,7 @@ from typing import Any
 
 from runner.agents.installed.agent import Installed
 from runner.agents.interface import Agent, AgentResult
-from runner.config.controls import Controls
+from runner.config.controls import Controls, Price
 from runner.errors import UserError
 from runner.records import (
     Job,
@@ -162,14 +162,12 @@ def priced(result: AgentResult, access: ModelAccess | None, calls: list[ModelCal
     if access is None or access.price is None:
         return result
     if result.cost_usd is None and (result.prompt_tokens or result.completion_tokens):
-        price = access.price
-        fresh = max(result.prompt_tokens - result.cache_read_tokens - result.cache_write_tokens, 0)
-        dollars = (
-            fresh * price["input"]
-            + result.completion_tokens * price["output"]
-            + result.cache_read_tokens * price.get("cache_read", 0.0)
-            + result.cache_write_tokens * price.get("cache_write", 0.0)
-        ) / 1e6
+        dollars = Price.model_validate(access.price).usage_dollars(
+            result.prompt_tokens,
+            result.completion_tokens,
+            result.cache_read_tokens,
+            result.cache_write_tokens,
+        )
         result = replace(result, cost_usd=round(dollars, 6))
     if result.error is None and any(RUN_FLAG in call.flags for call in calls):
         result = replace(

@@ -131,9 +131,8 @@ class Installed:
                 log=result.log + f"\ndeltarun: tool calls outside tools.allowlist: {listed}\n",
             )
         if self.price is not None:
-            fresh = result.prompt_tokens - result.cache_read_tokens - result.cache_write_tokens
-            dollars = self.price.dollars(
-                max(fresh, 0),
+            dollars = self.price.usage_dollars(
+                result.prompt_tokens,
                 result.completion_tokens,
                 result.cache_read_tokens,
                 result.cache_write_tokens,
