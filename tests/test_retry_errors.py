@@ -278,3 +278,19 @@ def test_a_retry_does_not_launder_errors_that_follow_the_arm(tmp_path: Path) -> 
     rows = report_json(prepared.run_dir.path)["checklist"]
     row = next(r for r in rows if r["item"] == "errors do not follow the arm")
     assert not row["ok"] and "cand" in row["detail"], row
+
+
+def test_the_ledger_rule_over_plain_lines() -> None:
+    # The one rule the report (RunDir.records) and the viewer (view.matrix) both read by.
+    from runner.store.rundir import ledger_rule
+
+    lines = [
+        ("a", True, 1),  # an error ...
+        ("b", False, 2),
+        ("a", False, 3),  # ... run again: the job's record; 1 is retried
+        ("b", False, 4),  # after a record that is no error: changes nothing
+        ("", False, 5),  # no job id (a viewer line that is not a record): on its own
+        ("", False, 6),
+        ("a", True, 7),  # an error after a scored record changes nothing either
+    ]
+    assert ledger_rule(lines) == ([3, 2, 5, 6], [1])

@@ -45,7 +45,7 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -80,6 +80,26 @@ Kept = TypeVar("Kept")
 
 def _same(trial: Trial) -> Trial:
     return trial
+
+
+def ledger_rule(lines: Iterable[tuple[str, bool, Kept]]) -> tuple[list[Kept], list[Kept]]:
+    """The ledger's rule (above) over its lines in order, each given as (job id, whether it
+    is an infrastructure error, what is kept of it): each job's record, in the order jobs
+    first appear, and the error records later lines superseded, in order. A line without a
+    job id stands on its own (the viewer's lines that are not records)."""
+    current: list[tuple[bool, Kept]] = []
+    at: dict[str, int] = {}
+    retried: list[Kept] = []
+    for job, error, kept in lines:
+        index = at.get(job) if job else None
+        if index is None:
+            if job:
+                at[job] = len(current)
+            current.append((error, kept))
+        elif current[index][0]:  # an error record: the later line is the job's record
+            retried.append(current[index][1])
+            current[index] = (error, kept)
+    return [kept for _, kept in current], retried
 
 
 @dataclass(frozen=True)
@@ -308,28 +328,16 @@ class RunDir:
     def records(self, keep: Callable[[Trial], Kept]) -> tuple[list[Kept], list[Kept]]:
         """Each job's record (``keep`` of it), in the order jobs first appear in the ledger,
         and the error records a later record of the same job superseded (``run
-        --retry-errors``), in ledger order. ``keep`` makes what is held per record small."""
-        current: list[Kept] = []
-        at: dict[str, int] = {}
-        errored: set[str] = set()  # jobs whose record so far is an infrastructure error
-        retried: list[Kept] = []
-        for number, trial in self._parsed():
-            job = trial.job_id
-            index = at.get(job)
-            if index is None:
-                at[job] = len(current)
-                current.append(keep(trial))
-            elif job in errored:
-                retried.append(current[index])
-                current[index] = keep(trial)
-            else:
-                continue  # the first record that is not an error stands
+        --retry-errors``), in ledger order (``ledger_rule``). ``keep`` makes what is held per
+        record small."""
+        lines = (
+            (trial.job_id, trial.outcome is Outcome.ERROR, (number, trial.job_id, keep(trial)))
+            for number, trial in self._parsed()
+        )
+        current, retried = ledger_rule(lines)
+        for number, job, _ in current:
             self.line_of[job] = number
-            if trial.outcome is Outcome.ERROR:
-                errored.add(job)
-            else:
-                errored.discard(job)
-        return current, retried
+        return [kept for _, _, kept in current], [kept for _, _, kept in retried]
 
     def trials(self) -> list[Trial]:
         """The record of every job id (``records``), in ledger order."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from runner.store.rundir import ledger_rule
+
 PROMPT_CHARS = 4000  # of a prompt, kept in the index for search and the task page
 
 
@@ -57,7 +59,9 @@ def build_index(
     order = [str(task.get("id")) for task in meta.get("tasks") or [] if isinstance(task, dict)]
     rows: dict[str, dict[str, Any]] = {task_id: {} for task_id in order}
     trials: dict[str, dict[str, Any]] = {}
-    current, retried = job_records(entries)
+    current, retried = ledger_rule(
+        (str(entry.get("job") or ""), entry["out"] == "error", entry) for entry in entries
+    )  # each job once, as the report counts it
     notes = 0
     for entry in current:
         trials[str(entry["i"])] = entry
@@ -79,29 +83,6 @@ def build_index(
         "retried": {str(entry["i"]): entry for entry in retried},
         "reverify": None if reverified is None else _reverify(reverified, trials),
     }
-
-
-def job_records(
-    entries: Iterable[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Each job's entry, by the ledger's rule (``RunDir.records``): a later line of a job
-    replaces its entry only when that entry is an infrastructure error (``run
-    --retry-errors``); and the error entries so replaced, kept to be shown as retried. An
-    entry without a job id (a line that is not a record) stands on its own."""
-    current: list[dict[str, Any]] = []
-    at: dict[str, int] = {}
-    retried: list[dict[str, Any]] = []
-    for entry in entries:
-        job = entry.get("job") or ""
-        index = at.get(job) if job else None
-        if index is None:
-            if job:
-                at[job] = len(current)
-            current.append(entry)
-        elif current[index]["out"] == "error":
-            retried.append(current[index])
-            current[index] = entry
-    return current, retried
 
 
 def _reverify(reverified: Mapping[str, Any], trials: Mapping[str, Any]) -> dict[str, Any]:
