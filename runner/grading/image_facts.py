@@ -12,6 +12,7 @@ and in ``replay --reverify``.
 
 from __future__ import annotations
 
+import posixpath
 import threading
 from dataclasses import dataclass
 
@@ -25,14 +26,18 @@ SCRIPT = "image_modules.py"  # runner/sandbox_scripts/image_modules.py
 _LOCK = threading.Lock()
 _FACTS: dict[str, ImageFacts] = {}
 _BOUNDS = JsonBounds(max_bytes=8 << 20, max_depth=3, max_items=1_000_000)
+MAX_LINKS = 2048  # image_modules.py lists at most as many
 
 
 @dataclass(frozen=True)
 class ImageFacts:
-    """The top-level module names an image can import, and its pytest plugins' modules."""
+    """The top-level module names an image can import, its pytest plugins' modules, and
+    its bytecode of what the harness imports: (path below a pycache prefix, the image's
+    ``.pyc``) pairs, each file one only root can write (``image_modules.py``)."""
 
     modules: frozenset[str]
     pytest_plugins: tuple[str, ...]
+    bytecode: tuple[tuple[str, str], ...] = ()
 
 
 def image_facts(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) -> ImageFacts:
@@ -85,7 +90,42 @@ def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> ImageFacts:
         or not _strings(names + plugins)
     ):
         raise InfraError(f"the module list of image {spec.image!r} is not two lists of names")
-    return ImageFacts(frozenset(names), tuple(plugins))
+    bytecode = parse_bytecode(answer.get("bytecode"))
+    if bytecode is None:
+        raise InfraError(f"the bytecode list of image {spec.image!r} is not a list of links")
+    return ImageFacts(frozenset(names), tuple(plugins), bytecode)
+
+
+def parse_bytecode(value: object) -> tuple[tuple[str, str], ...] | None:
+    """The image's bytecode links, each a normalized relative path ending ``.pyc`` and an
+    absolute ``.pyc`` in a ``__pycache__`` folder, neither in the workspace; None when
+    the answer is anything else."""
+    if not isinstance(value, list) or len(value) > MAX_LINKS:
+        return None
+    links = []
+    for pair in value:
+        if not (isinstance(pair, list) and len(pair) == 2 and _strings(pair)):
+            return None
+        link, target = pair
+        if not (_clean(link) and _clean(target[1:]) and target.startswith("/")):
+            return None
+        if "/__pycache__/" not in target or link.startswith(WORKSPACE[1:] + "/"):
+            return None
+        if target.startswith(WORKSPACE + "/"):
+            return None
+        links.append((link, target))
+    return tuple(links)
+
+
+def _clean(path: str) -> bool:
+    """A normalized relative path to a ``.pyc``, nothing a tar or a shell could misread."""
+    return (
+        path.endswith(".pyc")
+        and posixpath.normpath(path) == path
+        and not path.startswith(("/", "../"))
+        and ".." not in path.split("/")
+        and path.isprintable()
+    )
 
 
 def _strings(values: list[object]) -> bool:

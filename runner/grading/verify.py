@@ -26,9 +26,10 @@ The agent never saw this sandbox, and nothing it left decides how grading runs:
    ``runner.grading.canaries``; each outcome sent as it happens to the collector,
    root, on a socket; verdict ``runner.grading.verdict``), or the ``hidden_test`` command
    (verdict from its exit status). Bytecode is neither written nor read from
-   where the code under test could plant it (``PYTHONPYCACHEPREFIX`` points at an
-   empty root-owned directory), plugin autoloading is off, pytest's settings
-   come from the pristine copy.
+   where the code under test could plant it (``PYTHONPYCACHEPREFIX`` points at a
+   root-owned directory that holds only links to the image's own bytecode of what
+   the harness imports, files only root can write), plugin autoloading is off,
+   pytest's settings come from the pristine copy.
 6. Every process of the test's uid is killed before the results are read.
 """
 
@@ -46,7 +47,7 @@ from runner.grading import runners
 from runner.grading.canaries import Planted, canary_files, plant
 from runner.grading.install_step import install
 from runner.grading.verdict import CHANNEL_CAP, grade, read_channel
-from runner.grading.verify_files import SCRIPTS, layer_one, layer_two
+from runner.grading.verify_files import SCRIPTS, bytecode_links, layer_one, layer_two
 from runner.grading.verify_log import stored_log
 from runner.records import RepoTask
 from runner.sandbox.base import AGENT_UID, ROOT_USER, WORKSPACE, ExecRequest, ExecResult, Sandbox
@@ -86,6 +87,8 @@ class VerifySettings:
     workspace_bytes: int
     # The image's installed pytest plugins (``runner.grading.image_facts``), loaded with -p.
     plugins: tuple[str, ...] = ()
+    # The image's bytecode of what the harness imports, linked into the pycache prefix.
+    bytecode: tuple[tuple[str, str], ...] = ()
 
 
 def sandbox_bytes(
@@ -137,7 +140,7 @@ def verify(
     first = layer_one(place.harness, patch)
     second = layer_two(
         task, fixture, hidden, place.harness, place.config, config.data, planted.files
-    )
+    ) + bytecode_links(place.harness, settings.bytecode)
     # Without a patch nothing runs between the layers: one copy, later entries win.
     sandbox.put_archive(WORKSPACE, owned_tar(first if patch else first + second))
     if patch:

@@ -98,3 +98,15 @@ def layer_two(
     ]
     entries += [Entry(f"{harness}/{name}", source(name), 0, 0o444) for name in SCRIPTS]
     return entries
+
+
+def bytecode_links(harness: str, links: tuple[tuple[str, str], ...]) -> list[Entry]:
+    """The image's own bytecode of what the harness's session imports, linked into the
+    harness's root-owned pycache prefix (``runner.grading.image_facts``): its directories
+    (root's, read-only) and a symbolic link per file, to a file only root can write."""
+    prefix = f"{harness}/pycache"
+    dirs = dirs_of([link for link, _ in links])
+    return [
+        *(Entry(f"{prefix}/{d}", None, 0, 0o555) for d in dirs),
+        *(Entry(f"{prefix}/{link}", None, 0, 0o777, link=target) for link, target in links),
+    ]

@@ -98,6 +98,7 @@ class FakeSandbox:
         self.archives: list[tuple[str, bytes]] = []
         self.files: dict[str, bytes] = {}
         self.dirs: set[str] = set()
+        self.links: dict[str, str] = {}  # symbolic links: path -> target
         self.patch = b""  # what ``git diff`` "writes" when the harness takes the patch
         self.channel = b""  # what the verify phase's pytest sent its collector
         self.closed = False
@@ -137,6 +138,8 @@ class FakeSandbox:
                 handle = archive.extractfile(member) if member.isfile() else None
                 if handle is not None:
                     self.files[path] = handle.read()
+                elif member.issym():
+                    self.links[path] = member.linkname
                 else:
                     self.dirs.add(path)
                 parent = posixpath.dirname(path)
@@ -200,7 +203,7 @@ class FakeSandbox:
         if action == "census":
             return exec_result(0, b"deltarun-guard: live=0\n")
         if any(a.endswith("image_modules.py") for a in argv):
-            answer = {"modules": list(self.factory.modules), "pytest_plugins": []}
+            answer = {"modules": list(self.factory.modules), "pytest_plugins": [], "bytecode": []}
             return self._capped(request, json.dumps(answer).encode())
         return exec_result(0)
 

@@ -9,6 +9,15 @@ too) and the top-level names of installed distributions; and ``pytest_plugins``,
 modules of the installed pytest plugins (entry point group ``pytest11``). The grading
 policy protects those names from being shadowed by a patch, and the verify phase
 loads those plugins explicitly (``runner.grading.image_facts``).
+
+And ``bytecode``: where the image keeps the compiled bytecode of what the harness's
+test session imports (pytest, the plugins, the harness's own standard library modules,
+pip and setuptools for an install step), as pairs (the path under a
+``PYTHONPYCACHEPREFIX`` that Python looks for, the image's ``.pyc``). The verify phase
+points that prefix at a root-owned directory, so that no bytecode the code under test
+could plant is read; linking these files there spares compiling them again in every
+trial. Only files root owns, in directories only root can write, from the root down,
+are listed: none the test's uid could change.
 """
 
 import os
@@ -141,6 +150,99 @@ def _pytest_plugins() -> "list[str]":
     return sorted(m for m in modules if m and all(p.isidentifier() for p in m.split(".")))
 
 
+# The standard library modules the harness's scripts import (runner/sandbox_scripts;
+# tests/test_image_bytecode.py checks the list against them).
+HARNESS_IMPORTS = (
+    "ast", "json", "os", "runpy", "site", "socket", "sys", "time", "typing", "unittest",
+)  # fmt: skip
+SESSION_TIMEOUT_S = 30
+MAX_LINKS = 2048
+
+# Run by this interpreter in a child, isolated: a session of the image's pytest (with
+# its plugins) on one passing test, then what else the harness imports; prints the
+# (source, bytecode) paths of every module loaded. argv[1]: a JSON list of the plugins.
+SESSION = r"""
+import json, os, sys, tempfile
+out = os.dup(1)
+null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(null, 1)
+os.dup2(null, 2)
+os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+for name in %r + ("pip._internal.cli.main", "pip._internal.commands.install", "setuptools"):
+    try:
+        __import__(name)
+    except BaseException:
+        pass
+try:
+    import pytest
+    folder = tempfile.mkdtemp()
+    with open(os.path.join(folder, "test_probe.py"), "w") as handle:
+        handle.write("def test_probe():\n    assert True\n")
+    plugins = [arg for module in json.loads(sys.argv[1]) for arg in ("-p", module)]
+    pytest.main(["-q", "-p", "no:cacheprovider", *plugins, folder])
+except BaseException:
+    pass
+pairs = []
+for module in list(sys.modules.values()):
+    source, cached = getattr(module, "__file__", None), getattr(module, "__cached__", None)
+    if isinstance(source, str) and isinstance(cached, str):
+        pairs.append([source, cached])
+os.write(out, json.dumps(pairs).encode())
+""" % (HARNESS_IMPORTS,)
+
+
+def _only_root_writes(path: str, known: "dict[str, bool]") -> bool:
+    """Whether root owns ``path`` and every directory above it, none of them writable by
+    a group or others (so no other uid can change, replace or rename it)."""
+    path = os.path.normpath(path)
+    if path in known:
+        return known[path]
+    try:
+        info = os.lstat(path)
+    except OSError:
+        info = None
+    ok = info is not None and info.st_uid == 0 and not info.st_mode & 0o022
+    if ok and path != "/":
+        ok = _only_root_writes(os.path.dirname(path), known)
+    known[path] = ok
+    return ok
+
+
+def _bytecode(plugins: "list[str]") -> "list[list[str]]":
+    """[the path below a pycache prefix, the image's .pyc] for each module the harness's
+    session imports whose bytecode and source only root can write (module docstring)."""
+    import json
+    import stat
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-c", SESSION, json.dumps(plugins)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=SESSION_TIMEOUT_S,
+            cwd="/",
+        )
+        pairs = json.loads(done.stdout.decode("utf-8"))
+    except Exception:
+        return []
+    known = {}  # type: dict[str, bool]
+    links = {}  # type: dict[str, str]
+    for source, cached in pairs if isinstance(pairs, list) else ():
+        if not (isinstance(source, str) and isinstance(cached, str)):
+            continue
+        source, cached = os.path.abspath(source), os.path.abspath(cached)
+        if not (source.endswith(".py") and cached.endswith(".pyc")):
+            continue
+        try:
+            regular = stat.S_ISREG(os.lstat(cached).st_mode)
+        except OSError:
+            continue
+        if regular and _only_root_writes(cached, known) and _only_root_writes(source, known):
+            links[os.path.dirname(source).lstrip("/") + "/" + os.path.basename(cached)] = cached
+    return [[link, links[link]] for link in sorted(links)[:MAX_LINKS]]
+
+
 def main() -> int:
     import json
 
@@ -150,7 +252,8 @@ def main() -> int:
     names |= _path_names(suffixes)
     names |= _distribution_names(suffixes)
     valid = sorted(name for name in names if name.isidentifier() and name != "__pycache__")
-    answer = {"modules": valid, "pytest_plugins": _pytest_plugins()}
+    plugins = _pytest_plugins()
+    answer = {"modules": valid, "pytest_plugins": plugins, "bytecode": _bytecode(plugins)}
     sys.stdout.write(json.dumps(answer) + "\n")
     sys.stdout.flush()
     return 0

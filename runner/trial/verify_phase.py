@@ -162,8 +162,8 @@ def verify_patch(
     with env.sandboxes.open(spec) as sandbox:
         workspace = None if WORKSPACE in sandbox.prefilled else fixture.workspace_tar(())
         probe = sandbox_spec(job, image_of(task, controls), env, 60, False, io=False)
-        plugins = image_facts(env.sandboxes, probe, sandbox.image_digest).pytest_plugins
-        settings = replace(settings, plugins=plugins)
+        known = image_facts(env.sandboxes, probe, sandbox.image_digest)
+        settings = replace(settings, plugins=known.pytest_plugins, bytecode=known.bytecode)
         try:
             found = verify(sandbox, task, fixture.view, workspace, hidden, patch, settings)
         except SandboxLost as lost:  # the code under test ended the sandbox: no pass
