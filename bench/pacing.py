@@ -19,9 +19,9 @@ the most trials in flight before its first raise (no burst: 1).
 
     python bench/pacing.py [--max 4] [--tasks 12] [--passes 2] [--smoke]
 
-``--smoke``: ``--max 2`` on 3 tasks, one pass, shorter holds; what the numbers look
-like, not a measurement. Needs ``redis-server`` (``make redis``) and the sandbox image
-(``make images``).
+``--smoke``: ``--max 2`` on 3 tasks (6 for the auto worker), one pass, shorter holds and
+a tenth of the work per trial; what the numbers look like, not a measurement. Needs
+``redis-server`` (``make redis``) and the sandbox image (``make images``).
 """
 
 from __future__ import annotations
@@ -51,11 +51,13 @@ from tests.helpers import ADD_GOLD, make_suite, repo_task, write_agent  # noqa: 
 os.environ.setdefault("DELTARUN_JOB_KEY", "bench-" + os.urandom(16).hex())
 # Production lease and re-enqueue settings (tests.distributed_support shortens them).
 PRODUCTION = {"DELTARUN_LEASE_TTL_S": "30", "DELTARUN_REQUEUE_CHECK_S": "5"}
-WORK = "python3 -c 'sum(i * i for i in range(4_000_000))'\n"
+WORK = "python3 -c 'sum(i * i for i in range({}))'\n"
+STEPS = 4_000_000  # the agent's CPU work per trial (a tenth of it in a smoke run)
 
 
-def suite(root: Path, tasks: int) -> Path:
-    agent = write_agent(root, "busy", f"{WORK}sed -i 's/a - b/a + b/' calc/__init__.py\n")
+def suite(root: Path, tasks: int, steps: int = STEPS) -> Path:
+    work = WORK.format(steps)
+    agent = write_agent(root, "busy", f"{work}sed -i 's/a - b/a + b/' calc/__init__.py\n")
     (root / "gold").mkdir(exist_ok=True)
     for i in range(tasks):
         (root / "gold" / f"t{i}.diff").write_text(ADD_GOLD)
@@ -137,9 +139,10 @@ def main() -> None:
     smoke.add_flag(parser)
     args = parser.parse_args()
     ceiling, tasks, passes, env = args.max, args.tasks, args.passes, dict(PRODUCTION)
+    steps, longer = STEPS, 3  # the auto worker's run: room to ramp up and then settle
     if args.smoke:
-        ceiling, tasks, passes = 2, 3, 1
-        smoke.announce("pacing", "-c 1, -c 2 and -c auto --max 2 on 3 and 9 tasks")
+        ceiling, tasks, passes, steps, longer = 2, 3, 1, STEPS // 10, 2
+        smoke.announce("pacing", "-c 1, -c 2 and -c auto --max 2 on 3 and 6 tasks")
         env |= {"DELTARUN_PACE_HOLD_S": "1", "DELTARUN_PACE_TICK_S": "0.5"}
     print(f"pacing: load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     rates: dict[int, list[float]] = {level: [] for level in range(1, ceiling + 1)}
@@ -148,8 +151,8 @@ def main() -> None:
         server = RedisServer(work / "redis", fsync="everysec")
         server.start()
         try:
-            controls = suite(work / "suite", tasks)
-            long = suite(work / "long", 3 * tasks)  # room to ramp up and then settle
+            controls = suite(work / "suite", tasks, steps)
+            long = suite(work / "long", longer * tasks, steps)
             for n in range(passes):  # up, then down: a load that drifts hits every level
                 order = list(rates) if n % 2 == 0 else list(reversed(rates))
                 for level in order:

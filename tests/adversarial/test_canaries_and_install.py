@@ -233,9 +233,12 @@ def _setup_attack(body: str) -> str:
     return write_files(("setup.py", setup))
 
 
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("round4")
+# The attack that stops the install step ends at the verify limit: it has a suite of its
+# own with a shorter one, the others keep room for an install on a loaded machine.
+STOPS = "a daemon that stops every other process"
+
+
+def _suite(root: Path, attacks: dict[str, tuple[str, str]], verify_timeout_s: int) -> Path:
     arms: list[dict[str, Any]] = [
         {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
         {"name": "fixer", "agent": write_agent(root, "fixer", FIX)},
@@ -244,7 +247,8 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "agent": write_agent(root, "residual", appended(REWRITE + CALLS_THE_PROJECT)),
         },
     ]
-    for i, (_, script) in enumerate(INSTALL_ATTACKS.values()):
+    for name, (_, script) in attacks.items():
+        i = list(INSTALL_ATTACKS).index(name)
         arms.append({"name": f"i{i}", "agent": write_agent(root, f"i{i}", _setup_attack(script))})
     for i, (_, code) in enumerate(CANARY_ATTACKS.values()):
         arms.append({"name": f"n{i}", "agent": write_agent(root, f"n{i}", appended(code))})
@@ -256,8 +260,19 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
         arms,
         fixtures={"flat": FIXTURE, "inst": fixture},
         hidden={"flat": hidden, "inst": hidden},
-        runtime={"verify_timeout_s": 30},  # a stopped install step ends at this limit
+        runtime={"verify_timeout_s": verify_timeout_s},  # a stopped install step ends here
     )
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    attacks = {k: v for k, v in INSTALL_ATTACKS.items() if k != STOPS}
+    return _suite(tmp_path_factory.mktemp("round4"), attacks, 30)
+
+
+@pytest.fixture(scope="module")
+def stopping_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _suite(tmp_path_factory.mktemp("round4-stop"), {STOPS: INSTALL_ATTACKS[STOPS]}, 10)
 
 
 def _not_a_pass(trial: Trial) -> str:
@@ -274,9 +289,10 @@ def test_an_honest_fix_passes_with_an_install_step(suite: Path, docker_api: Any)
 
 @pytest.mark.parametrize("attack", list(INSTALL_ATTACKS))
 def test_what_the_install_step_leaves_never_reaches_the_verdict(
-    attack: str, suite: Path, docker_api: Any, held: Callable[..., None]
+    attack: str, request: pytest.FixtureRequest, docker_api: Any, held: Callable[..., None]
 ) -> None:
-    trial = run_one(docker_api, suite, "inst", f"i{list(INSTALL_ATTACKS).index(attack)}")
+    controls = request.getfixturevalue("stopping_suite" if attack == STOPS else "suite")
+    trial = run_one(docker_api, controls, "inst", f"i{list(INSTALL_ATTACKS).index(attack)}")
     held(f"install step: {attack}", INSTALL_ATTACKS[attack][0], _not_a_pass(trial))
 
 
