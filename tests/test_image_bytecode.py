@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from runner.grading.image_facts import MAX_LINKS, parse_bytecode
-from runner.records import Outcome
+from runner.grading.verify import VerifySettings, linked_bytecode
+from runner.records import Outcome, RepoTask
 from runner.sandbox.base import ROOT_USER, ExecRequest, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox_scripts import image_modules
@@ -124,11 +125,37 @@ def test_only_files_root_alone_can_write_from_the_root_down_are_linked(docker_ap
                 argv=["python3", "-I", "/io/image_modules.py"], user=ROOT_USER, timeout_s=60
             )
         )
-    links = parse_bytecode(json.loads(probe.output)["bytecode"])
-    assert links is not None and len(links) > 100
-    targets = {link: target for link, target in links}
+    answer = json.loads(probe.output)
+    links, install = parse_bytecode(answer["bytecode"]), parse_bytecode(answer["install_bytecode"])
+    assert links is not None and install is not None and len(links) > 100
     for module in ("json/__init__", "_pytest/main", "_pytest/python", "pluggy/_manager"):
-        assert any(link.endswith(f"/{module}.cpython-311.pyc") for link in targets), module
+        assert any(link.endswith(f"/{module}.cpython-311.pyc") for link, _ in links), module
+    assert any("/pip/_internal/" in link for link, _ in install)
+    assert not {link for link, _ in links} & {link for link, _ in install}
+
+
+SESSION_LINKS = (("usr/lib/a.cpython-311.pyc", "/usr/lib/__pycache__/a.cpython-311.pyc"),)
+INSTALL_LINKS = (("usr/lib/b.cpython-311.pyc", "/usr/lib/__pycache__/b.cpython-311.pyc"),)
+
+
+@pytest.mark.parametrize(
+    ("declared", "install", "linked"),
+    [
+        (True, False, SESSION_LINKS),
+        (True, True, SESSION_LINKS + INSTALL_LINKS),
+        (False, False, ()),  # a hidden_test command: whatever it runs, nothing is linked
+        (False, True, INSTALL_LINKS),
+    ],
+)
+def test_what_a_verify_phase_links(declared: bool, install: bool, linked: Any) -> None:
+    task = RepoTask.model_validate(
+        {
+            **repo_task("t1", exit_status=not declared),
+            "install": ["pip install -e ."] if install else [],
+        }
+    )
+    settings = VerifySettings(60, 1 << 20, 1 << 20, (), SESSION_LINKS, INSTALL_LINKS)
+    assert linked_bytecode(task, settings) == linked
 
 
 # The hidden test, run by the harness's pytest as the test's uid in the verify sandbox.

@@ -38,6 +38,7 @@ class ImageFacts:
     modules: frozenset[str]
     pytest_plugins: tuple[str, ...]
     bytecode: tuple[tuple[str, str], ...] = ()
+    install_bytecode: tuple[tuple[str, str], ...] = ()  # what pip and setuptools add
 
 
 def image_facts(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) -> ImageFacts:
@@ -91,9 +92,10 @@ def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> ImageFacts:
     ):
         raise InfraError(f"the module list of image {spec.image!r} is not two lists of names")
     bytecode = parse_bytecode(answer.get("bytecode"))
-    if bytecode is None:
-        raise InfraError(f"the bytecode list of image {spec.image!r} is not a list of links")
-    return ImageFacts(frozenset(names), tuple(plugins), bytecode)
+    install = parse_bytecode(answer.get("install_bytecode"))
+    if bytecode is None or install is None:
+        raise InfraError(f"the bytecode lists of image {spec.image!r} are not lists of links")
+    return ImageFacts(frozenset(names), tuple(plugins), bytecode, install)
 
 
 def parse_bytecode(value: object) -> tuple[tuple[str, str], ...] | None:

@@ -87,8 +87,10 @@ class VerifySettings:
     workspace_bytes: int
     # The image's installed pytest plugins (``runner.grading.image_facts``), loaded with -p.
     plugins: tuple[str, ...] = ()
-    # The image's bytecode of what the harness imports, linked into the pycache prefix.
+    # The image's bytecode of what the harness's session and an install step import,
+    # linked into the pycache prefix (``linked_bytecode``).
     bytecode: tuple[tuple[str, str], ...] = ()
+    install_bytecode: tuple[tuple[str, str], ...] = ()
 
 
 def sandbox_bytes(
@@ -140,7 +142,7 @@ def verify(
     first = layer_one(place.harness, patch)
     second = layer_two(
         task, fixture, hidden, place.harness, place.config, config.data, planted.files
-    ) + bytecode_links(place.harness, settings.bytecode)
+    ) + bytecode_links(place.harness, linked_bytecode(task, settings))
     # Without a patch nothing runs between the layers: one copy, later entries win.
     sandbox.put_archive(WORKSPACE, owned_tar(first if patch else first + second))
     if patch:
@@ -165,6 +167,15 @@ def verify(
         kept = whole[-settings.output_cap :]
         found = replace(found, log=kept, log_truncated=found.log_truncated or kept != whole)
     return found
+
+
+def linked_bytecode(task: RepoTask, settings: VerifySettings) -> tuple[tuple[str, str], ...]:
+    """The image's bytecode this verify phase links (``runner.grading.image_facts``): what
+    the harness's session imports when it runs the declared tests, what pip and
+    setuptools add when the task has an install step. Linking costs the engine an entry
+    each, so a ``hidden_test`` command (whatever it runs) gets none."""
+    links = settings.bytecode if task.hidden_tests is not None else ()
+    return links + settings.install_bytecode if task.install else links
 
 
 def _plant(

@@ -203,7 +203,12 @@ class FakeSandbox:
         if action == "census":
             return exec_result(0, b"deltarun-guard: live=0\n")
         if any(a.endswith("image_modules.py") for a in argv):
-            answer = {"modules": list(self.factory.modules), "pytest_plugins": [], "bytecode": []}
+            answer = {
+                "modules": list(self.factory.modules),
+                "pytest_plugins": [],
+                "bytecode": [],
+                "install_bytecode": [],
+            }
             return self._capped(request, json.dumps(answer).encode())
         return exec_result(0)
 

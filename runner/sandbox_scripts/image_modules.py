@@ -11,13 +11,13 @@ policy protects those names from being shadowed by a patch, and the verify phase
 loads those plugins explicitly (``runner.grading.image_facts``).
 
 And ``bytecode``: where the image keeps the compiled bytecode of what the harness's
-test session imports (pytest, the plugins, the harness's own standard library modules,
-pip and setuptools for an install step), as pairs (the path under a
-``PYTHONPYCACHEPREFIX`` that Python looks for, the image's ``.pyc``). The verify phase
-points that prefix at a root-owned directory, so that no bytecode the code under test
-could plant is read; linking these files there spares compiling them again in every
-trial. Only files root owns, in directories only root can write, from the root down,
-are listed: none the test's uid could change.
+test session imports (pytest, the plugins, the harness's own standard library modules),
+and ``install_bytecode``, what pip and setuptools add for an install step, as pairs
+(the path under a ``PYTHONPYCACHEPREFIX`` that Python looks for, the image's ``.pyc``).
+The verify phase points that prefix at a root-owned directory, so that no bytecode the
+code under test could plant is read; linking these files there spares compiling them
+again in every trial. Only files root owns, in directories only root can write, from
+the root down, are listed: none the test's uid could change.
 """
 
 import os
@@ -159,8 +159,10 @@ SESSION_TIMEOUT_S = 30
 MAX_LINKS = 2048
 
 # Run by this interpreter in a child, isolated: a session of the image's pytest (with
-# its plugins) on one passing test, then what else the harness imports; prints the
-# (source, bytecode) paths of every module loaded. argv[1]: a JSON list of the plugins.
+# its plugins) on one passing test and what else the harness imports, then pip's install
+# command and setuptools (an install step's); prints two lists of the (source, bytecode)
+# paths of the modules loaded: by the first part, and those the second added.
+# argv[1]: a JSON list of the plugins.
 SESSION = r"""
 import json, os, sys, tempfile
 out = os.dup(1)
@@ -168,11 +170,20 @@ null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(null, 1)
 os.dup2(null, 2)
 os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-for name in %r + ("pip._internal.cli.main", "pip._internal.commands.install", "setuptools"):
-    try:
-        __import__(name)
-    except BaseException:
-        pass
+def load(names):
+    for name in names:
+        try:
+            __import__(name)
+        except BaseException:
+            pass
+def loaded():
+    pairs = {}
+    for module in list(sys.modules.values()):
+        source, cached = getattr(module, "__file__", None), getattr(module, "__cached__", None)
+        if isinstance(source, str) and isinstance(cached, str):
+            pairs[cached] = source
+    return pairs
+load(%r)
 try:
     import pytest
     folder = tempfile.mkdtemp()
@@ -182,12 +193,11 @@ try:
     pytest.main(["-q", "-p", "no:cacheprovider", *plugins, folder])
 except BaseException:
     pass
-pairs = []
-for module in list(sys.modules.values()):
-    source, cached = getattr(module, "__file__", None), getattr(module, "__cached__", None)
-    if isinstance(source, str) and isinstance(cached, str):
-        pairs.append([source, cached])
-os.write(out, json.dumps(pairs).encode())
+session = loaded()
+load(("pip._internal.cli.main", "pip._internal.commands.install", "setuptools"))
+install = {k: v for k, v in loaded().items() if k not in session}
+lists = [[[v, k] for k, v in found.items()] for found in (session, install)]
+os.write(out, json.dumps(lists).encode())
 """ % (HARNESS_IMPORTS,)
 
 
@@ -208,11 +218,11 @@ def _only_root_writes(path: str, known: "dict[str, bool]") -> bool:
     return ok
 
 
-def _bytecode(plugins: "list[str]") -> "list[list[str]]":
-    """[the path below a pycache prefix, the image's .pyc] for each module the harness's
-    session imports whose bytecode and source only root can write (module docstring)."""
+def _bytecode(plugins: "list[str]") -> "list[list[list[str]]]":
+    """Two lists (the test session's, what an install step adds) of [the path below a
+    pycache prefix, the image's .pyc] for each module whose bytecode and source only
+    root can write (module docstring)."""
     import json
-    import stat
     import subprocess
 
     try:
@@ -223,12 +233,21 @@ def _bytecode(plugins: "list[str]") -> "list[list[str]]":
             timeout=SESSION_TIMEOUT_S,
             cwd="/",
         )
-        pairs = json.loads(done.stdout.decode("utf-8"))
+        session, install = json.loads(done.stdout.decode("utf-8"))
     except Exception:
-        return []
+        return [[], []]
     known = {}  # type: dict[str, bool]
+    return [_links(session, known), _links(install, known)]
+
+
+def _links(pairs: object, known: "dict[str, bool]") -> "list[list[str]]":
+    import stat
+
     links = {}  # type: dict[str, str]
-    for source, cached in pairs if isinstance(pairs, list) else ():
+    for pair in pairs if isinstance(pairs, list) else ():
+        if not (isinstance(pair, list) and len(pair) == 2):
+            continue
+        source, cached = pair
         if not (isinstance(source, str) and isinstance(cached, str)):
             continue
         source, cached = os.path.abspath(source), os.path.abspath(cached)
@@ -253,7 +272,13 @@ def main() -> int:
     names |= _distribution_names(suffixes)
     valid = sorted(name for name in names if name.isidentifier() and name != "__pycache__")
     plugins = _pytest_plugins()
-    answer = {"modules": valid, "pytest_plugins": plugins, "bytecode": _bytecode(plugins)}
+    session, install = _bytecode(plugins)
+    answer = {
+        "modules": valid,
+        "pytest_plugins": plugins,
+        "bytecode": session,
+        "install_bytecode": install,
+    }
     sys.stdout.write(json.dumps(answer) + "\n")
     sys.stdout.flush()
     return 0

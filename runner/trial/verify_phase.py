@@ -163,7 +163,12 @@ def verify_patch(
         workspace = None if WORKSPACE in sandbox.prefilled else fixture.workspace_tar(())
         probe = sandbox_spec(job, image_of(task, controls), env, 60, False, io=False)
         known = image_facts(env.sandboxes, probe, sandbox.image_digest)
-        settings = replace(settings, plugins=known.pytest_plugins, bytecode=known.bytecode)
+        settings = replace(
+            settings,
+            plugins=known.pytest_plugins,
+            bytecode=known.bytecode,
+            install_bytecode=known.install_bytecode,
+        )
         try:
             found = verify(sandbox, task, fixture.view, workspace, hidden, patch, settings)
         except SandboxLost as lost:  # the code under test ended the sandbox: no pass
