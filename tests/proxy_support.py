@@ -110,7 +110,10 @@ class FakeUpstream:
         self.seen: list[Seen] = []
         self.server = _UpstreamServer(("127.0.0.1", 0), _UpstreamHandler)
         self.server.upstream = self
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # A short poll: ``shutdown`` waits for it (half a second by default, every test).
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self.thread.start()
 
     @property

@@ -113,7 +113,9 @@ def serve_model(state: RateModel) -> tuple[ThreadingHTTPServer, str]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    ).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
 
 

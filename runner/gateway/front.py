@@ -61,6 +61,9 @@ class Server(ThreadingHTTPServer):
     counts one turned away."""
 
     daemon_threads = True
+    # Connections waiting to be accepted: a burst past the default 5 would wait on the
+    # client's SYN retries, a second each, before even being turned away.
+    request_queue_size = 2 * MAX_CONNECTIONS
 
     def __init__(
         self,
