@@ -21,7 +21,7 @@ import pytest
 
 from runner.hashing import sha256_file
 from runner.view.source import RunSource
-from tests.conftest import run_cli
+from tests.conftest import made_once, run_cli
 from tests.fake_openai import FakeModel, Step, call, reply
 from tests.helpers import ADD_GOLD, make_suite, repo_task
 from tests.test_run_cli import gold_suite, ledger
@@ -40,15 +40,17 @@ def report_bytes(run: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def gold_run(tmp_path_factory: pytest.TempPathFactory, docker_api: Any) -> Path:
     """A new run made as tests/test_run_cli.py makes one: two tasks, a no-op control and
-    gold patches; each test works on a copy."""
-    root = tmp_path_factory.mktemp("gold")
+    gold patches; made once per session, each test works on a copy."""
+    return made_once(tmp_path_factory, "view-runs-gold", _gold_run) / "run"
+
+
+def _gold_run(root: Path) -> None:
     out = root / "run"
     done = run_cli("run", str(gold_suite(root)), "--out", str(out), "-j", "2")
     assert done.returncode == 0, done.stderr
     # The run wrote the viewer's pages where its report.html links, and said where.
     assert f"viewer: {out / 'view' / 'index.html'} (4 trials)" in done.stdout, done.stdout
     assert (out / "view" / "data" / "index.js").is_file()
-    return out
 
 
 def copy_of(run: Path, tmp_path: Path) -> Path:
