@@ -381,8 +381,14 @@ def test_seed004_kit_runs_end_to_end(tmp_path: Path, docker_api: Any) -> None:
     run = tmp_path / "run"
     result = run_cli("run", str(out / "controls.yaml"), "--out", str(run), "-j", "6")
     assert result.returncode == 0, result.stderr
-    assert "gold vs control: +100.0 pp pass rate" in result.stdout
     records = [json.loads(x) for x in (run / "trials.jsonl").read_text().splitlines()]
+    # Each trial's facts in the message: a run directory is gone by the time one reads it.
+    facts = [
+        {k: r[k] for k in ("task_id", "arm", "outcome", "reason", "agent_exit_code", "started_at")}
+        | {"agent_log": r["agent_log"][-300:], "patch": r["patch"][-600:]}
+        for r in records
+    ]
+    assert "gold vs control: +100.0 pp pass rate" in result.stdout, (result.stdout, facts)
     outcomes = {(r["task_id"], r["arm"]): r["outcome"] for r in records}
     assert outcomes == {
         ("repo-017", "control"): "miss",
@@ -391,7 +397,7 @@ def test_seed004_kit_runs_end_to_end(tmp_path: Path, docker_api: Any) -> None:
         ("repo-018", "gold"): "success",
         ("repo-017", "fixer"): "success",
         ("repo-018", "fixer"): "success",
-    }
+    }, facts
     for record in records:  # the seed's Trial fields, each one in every record
         for name in ("passed", "timeout", "tool_violation", "prompt_tokens", "wall_s"):
             assert name in record
