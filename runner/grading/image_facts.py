@@ -20,13 +20,13 @@ from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 from runner.errors import InfraError
 from runner.sandbox.base import ROOT_USER, WORKSPACE, ExecRequest, SandboxFactory, SandboxSpec
 from runner.sandbox_scripts import source
+from runner.sandbox_scripts.image_modules import MAX_LINKS  # the script lists at most as many
 from runner.trees.archives import single_file_tar
 
 SCRIPT = "image_modules.py"  # runner/sandbox_scripts/image_modules.py
 _LOCK = threading.Lock()
 _FACTS: dict[str, ImageFacts] = {}
 _BOUNDS = JsonBounds(max_bytes=8 << 20, max_depth=3, max_items=1_000_000)
-MAX_LINKS = 2048  # image_modules.py lists at most as many
 
 
 @dataclass(frozen=True)
