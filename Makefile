@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis registry compose certs gvisor chromium images python-bases worker-images examples demo pack30 envdemo swebench test adversarial adversarial-copy adversarial-gvisor lint bench gc clean
+.PHONY: help setup docker redis registry compose certs gvisor chromium images python-bases bullseye-base test-inputs worker-images examples demo pack30 envdemo swebench test adversarial adversarial-copy adversarial-gvisor lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -46,6 +46,12 @@ images: docker  ## build the sandbox images (idempotent, fast when present)
 python-bases: docker  ## sandbox images on Debian bullseye (Python 3.9) and trixie (3.13), for specs that pin those
 	@bash scripts/build-python-base.sh bullseye
 	@bash scripts/build-python-base.sh trixie
+
+bullseye-base: docker  ## the Debian bullseye (Python 3.9) sandbox base alone, which the tests build on
+	@bash scripts/build-python-base.sh bullseye
+
+test-inputs: $(STAMP) images  ## fetch the sdists and agent CLIs the tests use, and layer the CLIs (tests/prefetch.py)
+	$(PY) -m tests.prefetch
 
 worker-images: $(STAMP) images  ## build the worker, Redis and registry images used by compose.yaml
 	@bash scripts/build-worker-images.sh
@@ -88,7 +94,7 @@ swebench: setup images  ## SWE-bench-format example: instances + 2 predictions f
 # fifth of a command's CPU time).
 TEST_WORKERS ?= 3
 
-test: setup redis registry compose gvisor chromium images worker-images  ## run the whole test suite (real Docker; CI=true forbids skips)
+test: setup redis registry compose gvisor chromium images bullseye-base worker-images test-inputs  ## run the whole test suite (real Docker; CI=true forbids skips)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --maxschedchunk=1 --durations=25 tests
 
 adversarial: setup images  ## the adversarial suite alone, with its table (attack, tried, happened, held)
