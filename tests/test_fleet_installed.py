@@ -241,8 +241,15 @@ def test_a_fleet_worker_pulls_the_pinned_agent_layer_and_runs_the_cli_with_the_k
             # The coordinator layered Codex on the task image, pinned it, pushed it and
             # published the pin: then the engine forgets the layer before any worker exists.
             broker = fleet.broker()
+
+            def published() -> bool:  # Redis may still be starting (compose 1.29 has no --wait)
+                try:
+                    return bool(broker.hexists(keys.images(), layer))
+                except redis.exceptions.ConnectionError:
+                    return False
+
             wait_for(
-                lambda: broker.hexists(keys.images(), layer) or coordinator.poll(),
+                lambda: published() or coordinator.poll(),
                 240,
                 "the coordinator to push and publish the agent layer",
             )

@@ -136,22 +136,24 @@ def _build_base() -> None:
 @pytest.fixture(scope="module")
 def instance_image(docker_api: Any) -> str:
     """The instance-layout image (the engine's build cache keeps it between sessions)."""
-    with path_lock("bullseye-base"):  # one debootstrap, whichever worker comes first
+    tag = "deltarun-test/instance-bullseye:tinycalc"
+    # One debootstrap and one build, whichever worker comes first: two workers building
+    # the tag at once without a cache could each tag a different image.
+    with path_lock("bullseye-base"):
         try:
             docker_api.inspect_image(BASE)
         except docker.errors.ImageNotFound:
             _build_base()
-    context = io.BytesIO()
-    with tarfile.open(fileobj=context, mode="w") as archive:
-        archive.add(CONTEXT, arcname=".")
-    context.seek(0)
-    tag = "deltarun-test/instance-bullseye:tinycalc"
-    for event in docker_api.build(
-        fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, decode=True,
-        buildargs={"BASE": BASE},
-    ):  # fmt: skip
-        assert "error" not in event, event
-    return str(docker_api.inspect_image(tag)["Id"])
+        context = io.BytesIO()
+        with tarfile.open(fileobj=context, mode="w") as archive:
+            archive.add(CONTEXT, arcname=".")
+        context.seek(0)
+        for event in docker_api.build(
+            fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, decode=True,
+            buildargs={"BASE": BASE},
+        ):  # fmt: skip
+            assert "error" not in event, event
+        return str(docker_api.inspect_image(tag)["Id"])
 
 
 @pytest.fixture(scope="module")
