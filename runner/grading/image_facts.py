@@ -5,16 +5,24 @@ image already imports (``runner.grading.patch_policy``), and the verify phase lo
 image's installed pytest plugins explicitly, plugin autoloading being off (so none
 can come from the workspace). Neither list is typed by hand: ``image_modules.py``
 makes both inside a fresh sandbox of the image, with the image's own interpreter,
-isolated from any working directory. The answer is cached by image ID
-(content-addressed, so the cache can never be stale) and is the same on every worker
-and in ``replay --reverify``.
+isolated from any working directory. The answer is kept by image ID and the script's
+digest (both content addresses, so a kept answer can never be stale): in this process,
+and on disk in the deltarun cache (``facts/<key>.json``, ``runner.trees.cache``), so
+another process on this machine (the next run, a worker's other pool processes) does not
+probe the image again. A kept answer is read through the same checks as a fresh one; one
+that fails them is probed again. The answer is the same on every worker and in
+``replay --reverify``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import posixpath
+import tempfile
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 from runner.errors import InfraError
@@ -22,6 +30,7 @@ from runner.sandbox.base import ROOT_USER, WORKSPACE, ExecRequest, SandboxFactor
 from runner.sandbox_scripts import source
 from runner.sandbox_scripts.image_modules import MAX_LINKS  # the script lists at most as many
 from runner.trees.archives import single_file_tar
+from runner.trees.cache import default_root
 
 SCRIPT = "image_modules.py"  # runner/sandbox_scripts/image_modules.py
 _LOCK = threading.Lock()
@@ -42,15 +51,54 @@ class ImageFacts:
 
 
 def image_facts(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) -> ImageFacts:
-    """What the image of ``spec`` (ID ``image_id``) has, asked once per process."""
+    """What the image of ``spec`` (ID ``image_id``) has: asked once per machine (kept in
+    this process and in the deltarun cache)."""
     with _LOCK:
         known = _FACTS.get(image_id)
     if known is not None:
         return known
-    facts = _probe(sandboxes, spec)
+    kept = _kept_path(image_id)
+    facts = _read_kept(kept, spec.image)
+    if facts is None:
+        output = _probe(sandboxes, spec)
+        facts = _parse(output, spec.image)
+        _keep(kept, output)
     with _LOCK:
         _FACTS[image_id] = facts
     return facts
+
+
+def _kept_path(image_id: str) -> Path:
+    """Where the answer for ``image_id`` from this version of the script is kept."""
+    script = hashlib.sha256(source(SCRIPT)).hexdigest()
+    key = hashlib.sha256(f"{image_id}\n{script}".encode()).hexdigest()
+    return default_root() / "facts" / f"{key}.json"
+
+
+def _read_kept(path: Path, image: str) -> ImageFacts | None:
+    """The kept answer at ``path`` through the same checks as a fresh one; None when there
+    is none or it fails them (then the image is probed again)."""
+    try:
+        with path.open("rb") as kept:
+            output = kept.read(_BOUNDS.max_bytes + 1)
+        facts = _parse(output, image)
+    except (OSError, InfraError):
+        return None
+    os.utime(path)  # last used now (the cache evicts least recently used first)
+    return facts
+
+
+def _keep(path: Path, output: bytes) -> None:
+    """Write the probe's answer to ``path`` whole or not at all; a cache that cannot be
+    written costs the next process a probe, nothing else."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, part = tempfile.mkstemp(prefix=".part-", dir=path.parent)
+        with os.fdopen(handle, "wb") as out:
+            out.write(output)
+        os.replace(part, path)
+    except OSError:
+        return
 
 
 def module_names(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) -> frozenset[str]:
@@ -58,7 +106,8 @@ def module_names(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) ->
     return image_facts(sandboxes, spec, image_id).modules
 
 
-def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> ImageFacts:
+def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> bytes:
+    """The script's answer (JSON), run as root in a fresh sandbox of the image."""
     with sandboxes.open(spec) as sandbox:
         sandbox.put_archive(
             WORKSPACE, single_file_tar(SCRIPT, source(SCRIPT), uid=0, gid=0, mode=0o444)
@@ -79,10 +128,15 @@ def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> ImageFacts:
         raise InfraError(
             f"listing the modules of image {spec.image!r} failed (exit {result.exit_code}): {tail}"
         )
+    return result.output
+
+
+def _parse(output: bytes, image: str) -> ImageFacts:
+    """The facts in the script's answer, checked (``InfraError`` when they are not)."""
     try:
-        answer = loads_bounded(result.output, _BOUNDS)
+        answer = loads_bounded(output, _BOUNDS)
     except BoundsError as exc:
-        raise InfraError(f"the module list of image {spec.image!r} is unreadable ({exc})") from exc
+        raise InfraError(f"the module list of image {image!r} is unreadable ({exc})") from exc
     names = answer.get("modules") if isinstance(answer, dict) else None
     plugins = answer.get("pytest_plugins") if isinstance(answer, dict) else None
     if (
@@ -90,11 +144,11 @@ def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> ImageFacts:
         or not isinstance(plugins, list)
         or not _strings(names + plugins)
     ):
-        raise InfraError(f"the module list of image {spec.image!r} is not two lists of names")
+        raise InfraError(f"the module list of image {image!r} is not two lists of names")
     bytecode = parse_bytecode(answer.get("bytecode"))
     install = parse_bytecode(answer.get("install_bytecode"))
     if bytecode is None or install is None:
-        raise InfraError(f"the bytecode lists of image {spec.image!r} are not lists of links")
+        raise InfraError(f"the bytecode lists of image {image!r} are not lists of links")
     return ImageFacts(frozenset(names), tuple(plugins), bytecode, install)
 
 
