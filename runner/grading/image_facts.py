@@ -1,4 +1,4 @@
-"""What a sandbox image can import, asked of the image itself, once per image per process.
+"""What a sandbox image can import, asked of the image itself, once per image per machine.
 
 The grading policy drops a patch's new top-level module when its name is one the
 image already imports (``runner.grading.patch_policy``), and the verify phase loads the
