@@ -43,8 +43,7 @@ docker:  ## install (Debian docker.io) and start the Docker engine when it is mi
 images: docker  ## build the sandbox images (idempotent, fast when present)
 	@bash scripts/build-images.sh
 
-python-bases: docker  ## sandbox images on Debian bullseye (Python 3.9) and trixie (3.13), for specs that pin those
-	@bash scripts/build-python-base.sh bullseye
+python-bases: bullseye-base  ## sandbox images on Debian bullseye (Python 3.9) and trixie (3.13), for specs that pin those
 	@bash scripts/build-python-base.sh trixie
 
 bullseye-base: docker  ## the Debian bullseye (Python 3.9) sandbox base alone, which the tests build on

@@ -30,19 +30,18 @@ def _sdists() -> None:
 
 
 def _agent_layers() -> None:
-    import docker
-
     if shutil.which("npm") is None:  # as the tests that use them: a skip, a failure in CI
         print("test inputs: npm is not installed: no agent CLIs fetched (their tests skip)")
         return
 
     from runner.agents.installed.catalogue import KINDS
     from runner.agents.installed.layer import AgentImages
+    from runner.sandbox.engine import connect
     from runner.sandbox.image_build import DockerImageBuilder
     from tests.helpers import PY_IMAGE
     from tests.test_installed_e2e import AGENT_CACHE, VERSIONS
 
-    builder = DockerImageBuilder(docker.APIClient(timeout=600))
+    builder = DockerImageBuilder(connect(api_timeout_s=600))
     images = AgentImages(builder, builder, lambda line: print(f"  {line}", flush=True), AGENT_CACHE)
     for name, version in VERSIONS.items():
         started = time.monotonic()

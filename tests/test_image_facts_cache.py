@@ -118,4 +118,15 @@ def test_a_cache_that_cannot_be_written_costs_a_probe_not_the_trial(
     new_process()
     image_facts(factory, SPEC, factory.image_digest)
     assert len(factory.opened) == 2
-    assert not list(tmp_path.glob("**/.part-*"))  # no half-written file left behind
+
+
+def test_an_answer_that_cannot_be_put_in_place_leaves_no_part_file(cache: Path) -> None:
+    factory = fresh(("calc",))
+    image_facts(factory, SPEC, factory.image_digest)
+    (path,) = kept_files(cache)
+    path.unlink()
+    path.mkdir()  # neither read nor replaced: a directory where the answer goes
+    new_process()
+    assert image_facts(factory, SPEC, factory.image_digest).modules == {"calc"}
+    assert len(factory.opened) == 2
+    assert not list((cache / "facts").glob(".part-*"))  # no half-written file left behind

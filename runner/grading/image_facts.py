@@ -84,7 +84,10 @@ def _read_kept(path: Path, image: str) -> ImageFacts | None:
         facts = _parse(output, image)
     except (OSError, InfraError):
         return None
-    os.utime(path)  # last used now (the cache evicts least recently used first)
+    try:
+        os.utime(path)  # last used now (the cache evicts least recently used first)
+    except OSError:
+        pass  # a cache this process may read but not write
     return facts
 
 
@@ -94,11 +97,14 @@ def _keep(path: Path, output: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, part = tempfile.mkstemp(prefix=".part-", dir=path.parent)
+    except OSError:
+        return
+    try:
         with os.fdopen(handle, "wb") as out:
             out.write(output)
         os.replace(part, path)
     except OSError:
-        return
+        Path(part).unlink(missing_ok=True)
 
 
 def module_names(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) -> frozenset[str]:
