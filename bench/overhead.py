@@ -29,11 +29,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench import smoke  # noqa: E402
 from runner.cli import main as _unused_main  # noqa: E402,F401  (imports the package as installed)
-from runner.distributed.served_images import engine_runtimes  # noqa: E402
 from runner.executors.local import run_local  # noqa: E402
 from runner.run.prepare import prepare  # noqa: E402
 from runner.sandbox.docker import DockerSandboxFactory  # noqa: E402
-from runner.sandbox.engine import connect, image_id  # noqa: E402
+from runner.sandbox.engine import connect, engine_runtimes, image_id  # noqa: E402
 from runner.trees.inputs import LocalInputs  # noqa: E402
 from runner.trial.env import trial_env  # noqa: E402
 from runner.trial.execute import execute_trial  # noqa: E402

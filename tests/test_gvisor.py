@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from runner.distributed import keys
-from runner.distributed.served_images import engine_runtimes
 from runner.errors import UserError
 from runner.records import Outcome
 from runner.run.prepare import prepare
+from runner.sandbox.engine import engine_runtimes
 from tests.conftest import IN_CI, run_cli
 from tests.helpers import ADD_GOLD, PY_IMAGE, make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one

@@ -48,7 +48,7 @@ class ServedImages:
     pull: bool
     say: Callable[[str], None]
     served: dict[str, str] = field(default_factory=dict)  # tag → image ID
-    runtimes: tuple[str, ...] = ()  # the OCI runtimes the engine has (``engine_runtimes``)
+    runtimes: tuple[str, ...] = ()  # the engine's OCI runtimes (``sandbox.engine.engine_runtimes``)
     consuming: set[str] = field(default_factory=set)  # Celery queues
     refused: dict[str, registry.Published] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)  # tag → last message logged
@@ -257,22 +257,3 @@ def _preflight(client: Any, worker: str, images: list[str]) -> None:
                 labels={"run": "preflight", "job": "preflight"},
             )
         )
-
-
-# Names under which an engine lists containerd's own shims beside runc (Docker 20.10 after a
-# cold start lists io.containerd.runc.v2 and io.containerd.runtime.v1.linux; after a reload
-# it does not). They are aliases of runc, not runtimes a protocol can ask for.
-_CONTAINERD_SHIM_PREFIX = "io.containerd."
-
-
-def engine_runtimes(client: Any) -> tuple[str, ...]:
-    """The OCI runtimes the Docker engine has registered (``docker info``), e.g. runc, runsc.
-
-    containerd's shim aliases are left out, so the list is the same whether the engine was
-    started cold or reloaded after ``make gvisor``."""
-    try:
-        names = (client.info().get("Runtimes") or {}).keys()
-        return tuple(sorted(n for n in names if not n.startswith(_CONTAINERD_SHIM_PREFIX)))
-    except Exception as exc:  # an engine that will not say: the default runtime only
-        log.warning("docker info failed (%s): serving the default runtime's queues only", exc)
-        return ()

@@ -23,9 +23,10 @@ from runner.distributed import registry
 from runner.distributed.connection import connect_redis
 from runner.distributed.disk_budget import shown
 from runner.distributed.disk_budget_keeper import Keeper
-from runner.distributed.served_images import ServedImages, engine_runtimes
+from runner.distributed.served_images import ServedImages
 from runner.distributed.worker_state import worker_name
 from runner.errors import UsageError
+from runner.sandbox.engine import engine_runtimes
 
 
 @dataclass

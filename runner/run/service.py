@@ -126,7 +126,6 @@ def find_broker(
 ) -> Broker | None:
     """The broker the options (or $DELTARUN_BROKER_URL) name, reached once (one line and
     exit 1 before anything is written when it is wrong), or None."""
-    from runner.distributed.connection import connect_redis
     from runner.distributed.credentials import resolve_broker
 
     found = resolve_broker(options, environ)
@@ -139,6 +138,8 @@ def find_broker(
         return None
     for warning in found.warnings:
         events.note(f"deltarun: warning: {warning}")
+    from runner.distributed.connection import connect_redis  # redis: a broker's runs only
+
     connect_redis(found.url)
     return found
 

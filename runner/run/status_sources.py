@@ -41,8 +41,7 @@ def sandboxes_running(run_id: str) -> dict[str, Running] | None:
 
 def _runtimes() -> str:
     """The OCI runtimes this host's engine has (runsc once ``make gvisor`` registered it)."""
-    from runner.distributed.served_images import engine_runtimes
-    from runner.sandbox.engine import connect
+    from runner.sandbox.engine import connect, engine_runtimes
 
     try:
         return ", ".join(engine_runtimes(connect(api_timeout_s=10))) or "unknown"

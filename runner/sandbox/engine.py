@@ -8,6 +8,7 @@ user fixes), ``from exc``. ``exit_code`` reads an ended command's exit status.
 
 from __future__ import annotations
 
+import logging
 import time
 
 import docker
@@ -19,6 +20,7 @@ from runner.errors import SandboxError, UserError
 
 API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 EXIT_WAIT_S = 5.0
+log = logging.getLogger("deltarun.engine")
 
 
 def exit_code(client: docker.APIClient, exec_id: str, within_s: float = EXIT_WAIT_S) -> int | None:
@@ -65,3 +67,23 @@ def image_id(client: docker.APIClient, image: str) -> str:
         ) from exc
     except API_ERRORS as exc:
         raise SandboxError(f"Docker failed to inspect image {image!r}: {exc}") from exc
+
+
+# Names under which an engine lists containerd's own shims beside runc (Docker 20.10 after a
+# cold start lists io.containerd.runc.v2 and io.containerd.runtime.v1.linux; after a reload
+# it does not). They are aliases of runc, not runtimes a protocol can ask for.
+_CONTAINERD_SHIM_PREFIX = "io.containerd."
+
+
+def engine_runtimes(client: docker.APIClient) -> tuple[str, ...]:
+    """The OCI runtimes the Docker engine has registered (``docker info``), e.g. runc, runsc.
+
+    containerd's shim aliases are left out, so the list is the same whether the engine was
+    started cold or reloaded after ``make gvisor``; an engine that will not say has only its
+    default runtime (an empty tuple)."""
+    try:
+        names = (client.info().get("Runtimes") or {}).keys()
+        return tuple(sorted(n for n in names if not n.startswith(_CONTAINERD_SHIM_PREFIX)))
+    except Exception as exc:  # an engine that will not say: the default runtime only
+        log.warning("docker info failed (%s): the default runtime only", exc)
+        return ()
