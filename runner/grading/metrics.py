@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import jsonschema
-
 from runner.hashing import canonical_json
 from runner.records import AnswerTask
 
@@ -31,6 +29,8 @@ def json_schema_ok(answer: Any, task: AnswerTask, wall_s: float) -> bool:
     cannot list this metric (refused when the suite is loaded), and holds nothing here."""
     if task.schema_ is None:
         return False
+    import jsonschema  # its import is a tenth of a CLI start: answer tasks with a schema only
+
     try:
         jsonschema.validate(answer, task.schema_)
     except jsonschema.ValidationError:
