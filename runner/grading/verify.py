@@ -333,6 +333,12 @@ class _Place:
         return f"{self.home}/channel/results.sock"
 
 
+def _statfs(output: bytes) -> list[int] | None:
+    """[block size, blocks, free blocks] of ``stat -f``; None when the output was cut short."""
+    fields = output.split()
+    return [int(f) for f in fields] if [f.isdigit() for f in fields] == [True] * 3 else None
+
+
 def _apply(
     sandbox: Sandbox, place: _Place, settings: VerifySettings, harness_bytes: int
 ) -> str | None:
@@ -353,12 +359,12 @@ def _apply(
     if applied.exit_code != 0 or applied.timed_out:
         why = (applied.stderr or applied.output)[-400:].decode("utf-8", "replace").strip()
         return f"the patch does not apply: {why}"
-    try:
-        block, total, free = (int(v) for v in applied.output.split())
-    except ValueError:
-        raise InfraError(
-            f"the verify sandbox's size could not be read: {applied.output!r}"
-        ) from None
+    output, again = applied.output, ExecRequest(["stat", "-f", "-c", "%S %b %f", WORKSPACE])
+    for _ in range(2):  # the engine can end a stream before its output (moby/moby#27289)
+        output = output if _statfs(output) else sandbox.run(again).output
+    if (measured := _statfs(output)) is None:
+        raise InfraError(f"the verify sandbox's size could not be read: {output!r}")
+    block, total, free = measured
     used = (total - free) * block - harness_bytes
     if used > settings.workspace_bytes:
         return (

@@ -23,7 +23,8 @@ baseline (``sh -c '... init'``)   exit 0, like any unnamed command
 ``guard.py sweep``                exit 0, ``deltarun-guard: swept=0``
 ``guard.py census UID``           exit 0, ``deltarun-guard: live=0``
 ``image_modules.py``              exit 0, ``factory.modules``, no pytest plugins
-``git ... diff --cached ...``     exit 0, ``sandbox.patch`` on stdout (``take_patch``)
+``git ... diff --cached ...``     exit 0, ``sandbox.patch`` and the end mark on stdout
+                                  (``take_patch``; nothing while ``cut_patches``)
 ``git ... apply ...`` + ``stat``   exit 0, an empty workspace's ``stat -f`` on stdout
 ``collector.py`` (``start``)       ``finish`` gives what ``run_pytest.py`` sent: the
                                   channel's records on stdout, the collector's
@@ -100,6 +101,7 @@ class FakeSandbox:
         self.dirs: set[str] = set()
         self.links: dict[str, str] = {}  # symbolic links: path -> target
         self.patch = b""  # what ``git diff`` "writes" when the harness takes the patch
+        self.cut_patches = 0  # how many patch commands' output the "engine" loses
         self.channel = b""  # what the verify phase's pytest sent its collector
         self.closed = False
         # Like the real one: a model endpoint only for a spec with ``model_access``.
@@ -190,7 +192,11 @@ class FakeSandbox:
         if " apply " in shell:
             return exec_result(0, b"4096 1000000 1000000\n")
         if " diff --cached " in shell:
-            return self._capped(request, self.patch)
+            if self.cut_patches > 0:  # the engine ended the stream before the output
+                self.cut_patches -= 1
+                return exec_result(0)
+            end = shell.rsplit("printf %s ", 1)[1].encode() if "&& printf %s " in shell else b""
+            return self._capped(request, self.patch + end)
         if argv[:2] == ["tar", "-x"] and request.stdin is not None:
             self._unpack(argv[argv.index("-C") + 1], request.stdin)
             return exec_result(0)
