@@ -27,6 +27,7 @@ from pathlib import Path
 from runner.bounded_json import BoundsError, JsonBounds, loads_bounded
 from runner.errors import InfraError
 from runner.sandbox.base import ROOT_USER, WORKSPACE, ExecRequest, SandboxFactory, SandboxSpec
+from runner.sandbox.end_mark import run_whole
 from runner.sandbox_scripts import source
 from runner.sandbox_scripts.image_modules import MAX_LINKS  # the script lists at most as many
 from runner.trees.archives import single_file_tar
@@ -118,7 +119,8 @@ def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> bytes:
         sandbox.put_archive(
             WORKSPACE, single_file_tar(SCRIPT, source(SCRIPT), uid=0, gid=0, mode=0o444)
         )
-        result = sandbox.run(
+        result = run_whole(
+            sandbox,
             ExecRequest(
                 argv=["python3", "-I", f"{WORKSPACE}/{SCRIPT}"],
                 user=ROOT_USER,
@@ -127,7 +129,8 @@ def _probe(sandboxes: SandboxFactory, spec: SandboxSpec) -> bytes:
                 timeout_s=60,
                 output_cap=8 << 20,
                 separate_stderr=True,
-            )
+            ),
+            f"the module listing of image {spec.image!r}",
         )
     if result.exit_code != 0 or result.output_truncated:
         tail = (result.stderr or result.output)[-300:].decode("utf-8", "replace")

@@ -38,28 +38,37 @@ from __future__ import annotations
 import json
 import random
 import secrets
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner.errors import InfraError
-from runner.grading import runners
 from runner.grading.canaries import Planted, canary_files, plant
 from runner.grading.install_step import install
-from runner.grading.verdict import CHANNEL_CAP, grade, read_channel
+from runner.grading.verdict import grade, read_channel
+from runner.grading.verify_commands import (
+    Place,
+    collector_request,
+    command_request,
+    git_env,
+    runner_request,
+    test_env,
+)
+from runner.grading.verify_commands import (
+    VerifySettings as VerifySettings,  # the phase's controls, re-exported beside verify
+)
 from runner.grading.verify_files import SCRIPTS, bytecode_links, layer_one, layer_two
 from runner.grading.verify_log import stored_log
 from runner.records import RepoTask
-from runner.sandbox.base import AGENT_UID, ROOT_USER, WORKSPACE, ExecRequest, ExecResult, Sandbox
+from runner.sandbox.base import WORKSPACE, ExecRequest, ExecResult, Sandbox
 from runner.sandbox.copy_in import unpack_as_agent
+from runner.sandbox.end_mark import run_whole
 from runner.sandbox_scripts import source
 from runner.trees import harness_git
 from runner.trees.archives import Entry, Member, owned_tar
-from runner.trees.declared import runner_config, test_files
+from runner.trees.declared import runner_config
 from runner.trees.facts import BLOCK, FixtureView, footprint
 from runner.trees.layout import import_roots
 
-PATH = "/usr/local/bin:/usr/bin:/bin"
 # Room for what the harness writes besides the listed files: directories, the settings copy.
 SLACK_BYTES = 4 << 20
 
@@ -76,21 +85,6 @@ class VerifyOutcome:
     oom_killed: bool = False
     reason: str | None = None  # why it is not a pass, when the harness knows
     tampered: bool = False  # the test process rewrote outcomes (runner.grading.verdict)
-
-
-@dataclass(frozen=True)
-class VerifySettings:
-    """The controls the verify phase uses."""
-
-    timeout_s: float
-    output_cap: int
-    workspace_bytes: int
-    # The image's installed pytest plugins (``runner.grading.image_facts``), loaded with -p.
-    plugins: tuple[str, ...] = ()
-    # The image's bytecode of what the harness's session and an install step import,
-    # linked into the pycache prefix (``linked_bytecode``).
-    bytecode: tuple[tuple[str, str], ...] = ()
-    install_bytecode: tuple[tuple[str, str], ...] = ()
 
 
 def sandbox_bytes(
@@ -134,7 +128,7 @@ def verify(
         )
     config = runner_config(list(fixture.pristine.values()))
     roots = tuple(f"{WORKSPACE}/{r}" for r in import_roots(fixture.pristine, fixture.files))
-    place = _Place(f".deltarun-{secrets.token_hex(8)}", config.suffix, roots, settings.plugins)
+    place = Place(f".deltarun-{secrets.token_hex(8)}", config.suffix, roots, settings.plugins)
     planted = _plant(task, fixture, hidden, config.data, rng)
     # The fixture, in the test's uid, by the image's tar; then what root owns.
     if workspace is not None:
@@ -153,7 +147,7 @@ def verify(
         sandbox.put_archive(WORKSPACE, owned_tar(second))
     log = ""
     if task.install:
-        env = {k: v for k, v in _test_env(place).items() if k != "PYTHONNOUSERSITE"}
+        env = {k: v for k, v in test_env(place).items() if k != "PYTHONNOUSERSITE"}
         done = install(
             sandbox, task.install, place.home, env, settings.timeout_s, settings.output_cap
         )
@@ -216,13 +210,13 @@ def _narrows(config: bytes) -> bool:
 def _tests(
     sandbox: Sandbox,
     task: RepoTask,
-    place: _Place,
+    place: Place,
     settings: VerifySettings,
     planted: Planted,
 ) -> VerifyOutcome:
     """The hidden test command, or the declared tests under the harness's pytest."""
     if task.hidden_tests is None:
-        result = sandbox.run(_command_request(task, place, settings))
+        result = sandbox.run(command_request(task, place, settings))
         found = _found(result, settings)
         if result.timed_out or result.exit_code == 0:
             return replace(found, passed=not result.timed_out)
@@ -233,18 +227,20 @@ def _tests(
 def _declared(
     sandbox: Sandbox,
     task: RepoTask,
-    place: _Place,
+    place: Place,
     settings: VerifySettings,
     planted: Planted,
 ) -> VerifyOutcome:
     """The declared tests under the harness's pytest, the canaries in their files, every
     outcome read from the collector's channel (``runner.grading.verdict.grade``)."""
     assert task.hidden_tests is not None
-    collector = sandbox.start(_collector_request(place, settings))
+    collector = sandbox.start(collector_request(place, settings))
     try:
-        result = sandbox.run(_runner_request(task, place, settings, planted.select))
+        result = sandbox.run(runner_request(task, place, settings, planted.select))
     finally:
         channel = collector.finish()
+    if channel.cut_short and not result.timed_out:  # records may be missing (end_mark)
+        raise InfraError("the engine cut the collector's output short (moby/moby#27289)")
     found = _found(result, settings)
     records = read_channel(channel.output)
 
@@ -310,37 +306,17 @@ def _footprint(entries: list[Entry]) -> int:
     return sum(-(-len(e.data or b"") // BLOCK) * BLOCK + BLOCK for e in entries)
 
 
-@dataclass(frozen=True)
-class _Place:
-    """Where the harness's files go in one verify sandbox (a fresh random name each)."""
-
-    harness: str  # .deltarun-<random>, at the workspace root
-    suffix: str  # of the runner settings' copy: pytest reads it by its suffix
-    roots: tuple[str, ...] = ()  # the project's package folders (runner.trees.layout)
-    plugins: tuple[str, ...] = ()  # the image's pytest plugins' modules
-    user_site: bool = False  # the task's install step put the project in the user site
-
-    @property
-    def home(self) -> str:
-        return f"{WORKSPACE}/{self.harness}"
-
-    @property
-    def config(self) -> str:
-        return f"{self.harness}{self.suffix}"
-
-    @property
-    def channel(self) -> str:
-        return f"{self.home}/channel/results.sock"
+_STATFS = ["stat", "-f", "-c", "%S %b %f", WORKSPACE]  # as _apply's command ends
 
 
 def _statfs(output: bytes) -> list[int] | None:
-    """[block size, blocks, free blocks] of ``stat -f``; None when the output was cut short."""
+    """[block size, blocks, free blocks] of ``stat -f``; None when it is not that."""
     fields = output.split()
     return [int(f) for f in fields] if [f.isdigit() for f in fields] == [True] * 3 else None
 
 
 def _apply(
-    sandbox: Sandbox, place: _Place, settings: VerifySettings, harness_bytes: int
+    sandbox: Sandbox, place: Place, settings: VerifySettings, harness_bytes: int
 ) -> str | None:
     """``git apply`` the screened patch as the test's uid, then measure the tree it left
     (the filesystem's use less ``harness_bytes``, the harness's files; a copy-free
@@ -350,18 +326,19 @@ def _apply(
     applied = sandbox.run(
         ExecRequest(
             argv=["sh", "-c", f'{git} || exit $?; exec stat -f -c "%S %b %f" {WORKSPACE}'],
-            env=_git_env(place.home),
+            env=git_env(place.home),
             timeout_s=min(120.0, settings.timeout_s),
             output_cap=1 << 16,
             separate_stderr=True,
+            end_mark=True,
         )
     )
     if applied.exit_code != 0 or applied.timed_out:
         why = (applied.stderr or applied.output)[-400:].decode("utf-8", "replace").strip()
         return f"the patch does not apply: {why}"
-    output, again = applied.output, ExecRequest(["stat", "-f", "-c", "%S %b %f", WORKSPACE])
-    for _ in range(2):  # the engine can end a stream before its output (moby/moby#27289)
-        output = output if _statfs(output) else sandbox.run(again).output
+    output = applied.output
+    if applied.cut_short:  # applied; the size arrived cut short: only the measuring again
+        output = run_whole(sandbox, ExecRequest(_STATFS), "the size of the patched tree").output
     if (measured := _statfs(output)) is None:
         raise InfraError(f"the verify sandbox's size could not be read: {output!r}")
     block, total, free = measured
@@ -372,128 +349,3 @@ def _apply(
             f"({settings.workspace_bytes})"
         )
     return None
-
-
-def _test_env(place: _Place) -> dict[str, str]:
-    """The test's environment: the harness's, nothing of the agent's. The user site only
-    holds what the task's install step put there (the sandbox is fresh)."""
-    env = {
-        "HOME": "/home/agent",
-        "PATH": PATH,
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPYCACHEPREFIX": f"{place.home}/pycache",
-        "PYTHONNOUSERSITE": "1",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-    }
-    if place.user_site:
-        del env["PYTHONNOUSERSITE"]
-    return env
-
-
-def _fixed_args(place: _Place) -> list[str]:
-    """The harness's settings copy and root, and the image's plugins (autoloading is off:
-    none can come from the workspace)."""
-    plugins = [arg for module in place.plugins for arg in ("-p", module)]
-    return [
-        "-c", f"{WORKSPACE}/{place.config}", "--rootdir", WORKSPACE, "-p", "no:cacheprovider",
-        *plugins,
-    ]  # fmt: skip
-
-
-def _command_request(task: RepoTask, place: _Place, settings: VerifySettings) -> ExecRequest:
-    """The task's own ``hidden_test`` command, under the harness's environment and settings."""
-    assert task.hidden_test is not None
-    env = _test_env(place) | {
-        "PYTEST_ADDOPTS": " ".join(_fixed_args(place)),
-        "DELTARUN_HIDDEN_TEST": task.hidden_test,
-    }
-    if place.roots:
-        env["PYTHONPATH"] = ":".join(place.roots)
-    return ExecRequest(
-        argv=["sh", "-c", 'exec sh -c "$DELTARUN_HIDDEN_TEST"'],
-        env=env,
-        timeout_s=settings.timeout_s,
-        output_cap=settings.output_cap,
-        untrusted=True,  # the code under test: runner.sandbox.blame
-    )
-
-
-def _collector_request(place: _Place, settings: VerifySettings) -> ExecRequest:
-    """The collector, root: the one reader of the results channel (``collector.py``)."""
-    return ExecRequest(
-        argv=["python3", "-I", "-S", f"{place.home}/collector.py", place.channel, str(AGENT_UID)],
-        user=ROOT_USER,
-        env={"PATH": PATH, "LANG": "C.UTF-8"},
-        timeout_s=settings.timeout_s + 60.0,
-        output_cap=CHANNEL_CAP,
-        separate_stderr=True,
-    )
-
-
-def _pytest_request(
-    task: RepoTask, place: _Place, settings: VerifySettings, select: Sequence[str]
-) -> ExecRequest:
-    """The harness's pytest on the declared tests and the canaries (``select``: one list).
-    ``--maxfail=0`` undoes a project's ``-x``: a must-fail canary may come first."""
-    assert task.hidden_tests is not None
-    args = [*task.pytest_args, *_fixed_args(place), "--maxfail=0"]
-    spec = {
-        "channel": place.channel,
-        "rootdir": WORKSPACE,
-        "paths": list(place.roots),
-        "user_site": place.user_site,
-        "select": list(select),
-        "args": ["-q", *args, *test_files(task.hidden_tests)],
-    }
-    # The sweep runs in the same exec, right after pytest: no process of the test's uid is
-    # left to hold the channel open when the collector's account is read.
-    return _launch("run_pytest.py", spec, place, settings)
-
-
-def _runner_request(
-    task: RepoTask, place: _Place, settings: VerifySettings, select: Sequence[str]
-) -> ExecRequest:
-    """The declared tests under the task's runner (``runner.grading.runners``)."""
-    if task.test_runner == "pytest":
-        return _pytest_request(task, place, settings, select)
-    spec = runners.spec(
-        task,
-        select,
-        channel=place.channel,
-        rootdir=WORKSPACE,
-        paths=place.roots,
-        user_site=place.user_site,
-    )
-    return _launch(runners.launcher(task), spec, place, settings)
-
-
-def _launch(
-    launcher: str, spec: dict[str, object], place: _Place, settings: VerifySettings
-) -> ExecRequest:
-    """A launcher on its spec, as the test's uid; then the sweep (``_pytest_request``)."""
-    home = place.home
-    return ExecRequest(
-        argv=[
-            "sh",
-            "-c",
-            f"python3 -B -s {home}/{launcher}; code=$?; "
-            f"python3 -I -S {home}/guard.py sweep >/dev/null 2>&1; exit $code",
-        ],
-        env=_test_env(place),
-        timeout_s=settings.timeout_s,
-        output_cap=settings.output_cap,
-        stdin=json.dumps(spec).encode("utf-8"),
-        untrusted=True,  # the code under test: runner.sandbox.blame
-    )
-
-
-def _git_env(home: str) -> dict[str, str]:
-    return {
-        "GIT_DIR": f"{home}/git",
-        "GIT_WORK_TREE": WORKSPACE,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "HOME": "/home/agent",
-        "PATH": PATH,
-    }

@@ -127,6 +127,9 @@ class ExecResult:
     timed_out: bool
     oom_killed: bool = False
     stderr: bytes = b""  # only with ``ExecRequest.separate_stderr``; otherwise in ``output``
+    # Only with ``ExecRequest.end_mark``: the command ended, but the engine did not deliver
+    # its output whole (``runner.sandbox.end_mark``). What arrived is no answer.
+    cut_short: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,11 @@ class ExecRequest:
     # pids or memory full, its runtime dead of it) makes the trial the agent's, never an
     # infrastructure error (``SandboxLost``; the rule is ``runner.sandbox.blame``).
     untrusted: bool = False
+    # The harness reads the output as an answer (a patch, a size, the collector's records):
+    # the sandbox proves it arrived whole, or says ``ExecResult.cut_short``
+    # (``runner.sandbox.end_mark``). Without ``separate_stderr`` the command's stderr is
+    # then joined to its stdout inside the sandbox, in the order it wrote them.
+    end_mark: bool = False
 
 
 class SandboxLost(Exception):

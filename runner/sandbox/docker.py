@@ -39,7 +39,7 @@ from docker.types import HostConfig, LogConfig, Mount, Ulimit
 
 from runner import telemetry
 from runner.errors import SandboxError, UserError
-from runner.sandbox import copy_out
+from runner.sandbox import copy_out, end_mark
 from runner.sandbox.applied import applied_of
 from runner.sandbox.base import (
     AGENT_UID,
@@ -53,7 +53,7 @@ from runner.sandbox.base import (
     SandboxSpec,
 )
 from runner.sandbox.blame import Blame
-from runner.sandbox.engine import API_ERRORS, exit_code, image_id
+from runner.sandbox.engine import API_ERRORS, exit_code, image_id, oom_kills
 from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.gateway_container import ModelGateway, open_gateway
 from runner.sandbox.gateway_rates import LOCAL_LIMITERS, RouteLimiters
@@ -306,6 +306,11 @@ class DockerSession:
         self.mounts.remove()  # never raises; gc removes what it cannot
 
 
+def _timeout(seconds: float) -> list[str]:
+    """The in-container bound of a command: ``timeout``, then a kill after a grace."""
+    return ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{seconds:.3f}"]
+
+
 def _settle(relay: Relay, gateway: ModelGateway) -> None:
     """Debit the trial's whole ledger to the run's account; a failure is logged (the
     record still carries the trial's tokens and cost)."""
@@ -431,17 +436,19 @@ class DockerSandbox:
     def _run(self, request: ExecRequest) -> ExecResult:
         request = in_environment(request, self._path)
         timeout = max(1.0, request.timeout_s)
-        argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{timeout:.3f}", *request.argv]
+        mark = end_mark.new_mark() if request.end_mark else None
+        argv = [*_timeout(timeout), *end_mark.argv_of(request, mark)]
         started = time.monotonic()
         deadline = timeout + KILL_GRACE_S + WATCHDOG_GRACE_S
-        streamed = stream_exec(self.client, self.container, request, argv, deadline)
+        read = end_mark.with_room(request, mark)
+        streamed = stream_exec(self.client, self.container, read, argv, deadline)
         if streamed.verdict is Verdict.HELD:
             self._blame.killed = True
+            got = end_mark.unmarked(
+                request, None, streamed.output, streamed.truncated, streamed.stderr
+            )
             return replace(
-                KILLED,
-                output=streamed.output,
-                output_truncated=streamed.truncated,
-                stderr=streamed.stderr,
+                KILLED, output=got.output, output_truncated=got.truncated, stderr=got.stderr
             )
         duration = time.monotonic() - started
         exit_code = self._exit_code(streamed.exec_id)
@@ -449,13 +456,17 @@ class DockerSandbox:
         if not timed_out:
             self._blame.ended(exit_code)
         killed = exit_code == 137 and not timed_out
+        got = end_mark.unmarked(
+            request, mark, streamed.output, streamed.truncated, streamed.stderr, killed=timed_out
+        )
         return ExecResult(
             exit_code=exit_code,
-            output=streamed.output,
-            output_truncated=streamed.truncated,
+            output=got.output,
+            output_truncated=got.truncated,
             timed_out=timed_out,
             oom_killed=killed and self.oom_kills() > 0,
-            stderr=streamed.stderr,
+            stderr=got.stderr,
+            cut_short=got.cut_short,
         )
 
     def start(self, request: ExecRequest) -> Running:
@@ -466,10 +477,13 @@ class DockerSandbox:
             return Ended(KILLED)
         request = in_environment(request, self._path)
         timeout = max(1.0, request.timeout_s)
-        argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{timeout:.3f}", *request.argv]
+        mark = end_mark.new_mark() if request.end_mark else None
+        argv = [*_timeout(timeout), *end_mark.argv_of(request, mark)]
         deadline = timeout + KILL_GRACE_S + WATCHDOG_GRACE_S
         return self._blame.judged(
-            lambda: DockerRunning(self.client, self.container, request, argv, deadline, self._blame)
+            lambda: DockerRunning(
+                self.client, self.container, request, argv, deadline, self._blame, mark
+            )
         )
 
     def _exit_code(self, exec_id: str) -> int | None:
@@ -479,15 +493,5 @@ class DockerSandbox:
             raise SandboxError(f"Docker failed to report a command's exit: {exc}") from exc
 
     def oom_kills(self) -> int:
-        """How many processes the kernel's OOM killer ended in this sandbox (cgroup v1 or v2)."""
-        script = (
-            "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control "
-            "2>/dev/null | awk '$1 == \"oom_kill\" {n += $2} END {print n + 0}'"
-        )
-        try:
-            exec_id = self.client.exec_create(self.container, ["sh", "-c", script], user=ROOT_USER)
-            out = self.client.exec_start(exec_id["Id"])
-        except API_ERRORS:
-            return 0
-        text = out.decode("ascii", "replace").strip() if isinstance(out, bytes) else ""
-        return int(text) if text.isdigit() else 0
+        """How many processes the kernel's OOM killer ended in this sandbox."""
+        return oom_kills(self.client, self.container)

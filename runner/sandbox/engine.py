@@ -3,7 +3,8 @@
 One definition of what a failing engine call raises (``API_ERRORS``), shared by
 the sandbox adapter and the model gateway; translated at each boundary into
 ``SandboxError`` (infrastructure during a trial) or ``UserError`` (a setup the
-user fixes), ``from exc``. ``exit_code`` reads an ended command's exit status.
+user fixes), ``from exc``. ``exit_code`` reads an ended command's exit status,
+``oom_kills`` a container's count of processes the OOM killer ended.
 """
 
 from __future__ import annotations
@@ -87,3 +88,19 @@ def engine_runtimes(client: docker.APIClient) -> tuple[str, ...]:
     except Exception as exc:  # an engine that will not say: the default runtime only
         log.warning("docker info failed (%s): the default runtime only", exc)
         return ()
+
+
+def oom_kills(client: docker.APIClient, container: str) -> int:
+    """How many processes the kernel's OOM killer ended in ``container`` (cgroup v1 or v2);
+    0 when the engine cannot say."""
+    script = (
+        "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control "
+        "2>/dev/null | awk '$1 == \"oom_kill\" {n += $2} END {print n + 0}'"
+    )
+    try:
+        exec_id = client.exec_create(container, ["sh", "-c", script], user="0:0")
+        out = client.exec_start(exec_id["Id"])
+    except API_ERRORS:
+        return 0
+    text = out.decode("ascii", "replace").strip() if isinstance(out, bytes) else ""
+    return int(text) if text.isdigit() else 0

@@ -10,7 +10,9 @@ given to ``put_archive`` is unpacked into an in-memory tree (``files``,
 ``dirs``) that ``read_file`` reads; ``run`` first asks the test's ``script``,
 and when that returns None, answers from the table below, a model of the
 harness's protocol with a sandbox (not a shell). A command the table does not
-name exits 0 with no output.
+name exits 0 with no output. While ``cut_outputs`` lasts, a command with ``end_mark``
+(``run`` or ``start``) comes back ``cut_short`` with its output lost, as the engine
+can cut one (``runner.sandbox.end_mark``).
 
 ================================  ====================================================
 command (as the harness sends it) answer
@@ -23,9 +25,9 @@ baseline (``sh -c '... init'``)   exit 0, like any unnamed command
 ``guard.py sweep``                exit 0, ``deltarun-guard: swept=0``
 ``guard.py census UID``           exit 0, ``deltarun-guard: live=0``
 ``image_modules.py``              exit 0, ``factory.modules``, no pytest plugins
-``git ... diff --cached ...``     exit 0, ``sandbox.patch`` and the end mark on stdout
-                                  (``take_patch``; nothing while ``cut_patches``)
+``git ... diff --cached ...``     exit 0, ``sandbox.patch`` on stdout (``take_patch``)
 ``git ... apply ...`` + ``stat``   exit 0, an empty workspace's ``stat -f`` on stdout
+``stat -f ...``                    the same
 ``collector.py`` (``start``)       ``finish`` gives what ``run_pytest.py`` sent: the
                                   channel's records on stdout, the collector's
                                   account on stderr
@@ -55,6 +57,7 @@ import json
 import posixpath
 import tarfile
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -101,7 +104,8 @@ class FakeSandbox:
         self.dirs: set[str] = set()
         self.links: dict[str, str] = {}  # symbolic links: path -> target
         self.patch = b""  # what ``git diff`` "writes" when the harness takes the patch
-        self.cut_patches = 0  # how many patch commands' output the "engine" loses
+        # How many commands with ``end_mark`` the "engine" cuts short (``engine_cut``).
+        self.cut_outputs = 0
         self.channel = b""  # what the verify phase's pytest sent its collector
         self.closed = False
         # Like the real one: a model endpoint only for a spec with ``model_access``.
@@ -165,13 +169,21 @@ class FakeSandbox:
             scripted = self.factory.script(request, self)
             if scripted is not None:
                 return scripted
-        return self._harness(request)
+        return self.engine_cut(request, self._harness(request))
+
+    def engine_cut(self, request: ExecRequest, result: ExecResult) -> ExecResult:
+        """``result``, or while ``cut_outputs`` lasts, the same end with its output lost
+        before the end mark, as the engine can (``runner.sandbox.end_mark``)."""
+        if not request.end_mark or result.timed_out or self.cut_outputs <= 0:
+            return result
+        self.cut_outputs -= 1
+        return replace(result, output=b"", output_truncated=False, stderr=b"", cut_short=True)
 
     def start(self, request: ExecRequest) -> FakeRunning:
         """Record the request; ``finish`` answers like the collector (module docstring)."""
         self._check_open()
         self.requests.append(request)
-        return FakeRunning(self)
+        return FakeRunning(self, request)
 
     def ran(self, needle: str) -> list[ExecRequest]:
         """The recorded requests whose argv (joined by spaces) contains ``needle``."""
@@ -189,14 +201,10 @@ class FakeSandbox:
             if verdict == "timeout":
                 return exec_result(None, timed_out=True)
             return exec_result(0 if verdict == "pass" else 1, f"fake test: {verdict}\n".encode())
-        if " apply " in shell:
+        if " apply " in shell or argv[:2] == ["stat", "-f"]:
             return exec_result(0, b"4096 1000000 1000000\n")
         if " diff --cached " in shell:
-            if self.cut_patches > 0:  # the engine ended the stream before the output
-                self.cut_patches -= 1
-                return exec_result(0)
-            end = shell.rsplit("printf %s ", 1)[1].encode() if "&& printf %s " in shell else b""
-            return self._capped(request, self.patch + end)
+            return self._capped(request, self.patch)
         if argv[:2] == ["tar", "-x"] and request.stdin is not None:
             self._unpack(argv[argv.index("-C") + 1], request.stdin)
             return exec_result(0)
@@ -265,13 +273,15 @@ class FakeSandbox:
 class FakeRunning:
     """The collector a ``FakeSandbox`` started: gives the channel's records at ``finish``."""
 
-    def __init__(self, sandbox: FakeSandbox) -> None:
+    def __init__(self, sandbox: FakeSandbox, request: ExecRequest) -> None:
         self.sandbox = sandbox
+        self.request = request
 
     def finish(self) -> ExecResult:
         data = self.sandbox.channel
         account = {"peer_pid": 7 if data else 0, "bytes": len(data), "truncated": False}
-        return exec_result(0, data, stderr=json.dumps(account).encode() + b"\n")
+        result = exec_result(0, data, stderr=json.dumps(account).encode() + b"\n")
+        return self.sandbox.engine_cut(self.request, result)
 
 
 def _canaries(files: Mapping[str, bytes]) -> dict[str, bool]:

@@ -8,6 +8,7 @@ import re
 
 from runner.errors import UserError
 from runner.sandbox.base import ExecRequest, SandboxFactory, SandboxSpec
+from runner.sandbox.end_mark import run_whole
 
 PROBE = "import sys; sys.stdout.write('%d.%d.%d' % sys.version_info[:3])"
 VERSION_RE = re.compile(r"\A\d+\.\d+\.\d+\Z")
@@ -21,14 +22,16 @@ def matches(pinned: str, found: str) -> bool:
 def python_version(sandboxes: SandboxFactory, spec: SandboxSpec) -> str:
     """``X.Y.Z`` of the image's python3; one line naming the image when it has none."""
     with sandboxes.open(spec) as sandbox:
-        result = sandbox.run(
+        result = run_whole(
+            sandbox,
             ExecRequest(
                 argv=["python3", "-I", "-c", PROBE],
                 env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
                 timeout_s=60,
                 output_cap=4096,
                 separate_stderr=True,
-            )
+            ),
+            f"image {spec.image}'s python3 version",
         )
     found = result.output.decode("utf-8", "replace").strip()
     if result.exit_code != 0 or not VERSION_RE.match(found):

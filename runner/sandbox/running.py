@@ -21,6 +21,7 @@ import time
 import docker
 
 from runner.errors import SandboxError
+from runner.sandbox import end_mark
 from runner.sandbox.base import ExecRequest, ExecResult, SandboxLost
 from runner.sandbox.blame import Blame
 from runner.sandbox.engine import API_ERRORS, exit_code
@@ -52,10 +53,12 @@ class DockerRunning:
         argv: list[str],
         deadline_s: float,
         blame: Blame,
+        mark: bytes | None = None,
     ) -> None:
         self._client = client
         self._blame = blame
         self._request = request
+        self._mark = mark  # ``argv`` prints it after the command (``runner.sandbox.end_mark``)
         self._deadline_s = deadline_s
         self._started = time.monotonic()
         self._watchdog = Watchdog(client, container, deadline_s)
@@ -87,7 +90,7 @@ class DockerRunning:
         self._thread.start()
 
     def _read(self) -> None:
-        request = self._request
+        request = end_mark.with_room(self._request, self._mark)
         try:
             self._result = collect_frames(
                 frames(self._raw),
@@ -138,12 +141,14 @@ class DockerRunning:
         except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to report a command's exit: {exc}") from exc
         self._blame.ended(code)
+        got = end_mark.unmarked(self._request, self._mark, output, truncated, stderr)
         return ExecResult(
             exit_code=code,
-            output=output,
-            output_truncated=truncated,
+            output=got.output,
+            output_truncated=got.truncated,
             timed_out=False,
-            stderr=stderr,
+            stderr=got.stderr,
+            cut_short=got.cut_short,
         )
 
 

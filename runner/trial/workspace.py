@@ -12,18 +12,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runner.agents.interface import AGENT_ENV, GUARD_FILE, PROMPT_FILE
-from runner.errors import InfraError, SandboxError
+from runner.errors import InfraError
 from runner.sandbox.base import (
     BASELINE_DIR,
     IO_DIR,
     ROOT_USER,
     WORKSPACE,
     ExecRequest,
-    ExecResult,
     Sandbox,
     StagedTree,
 )
 from runner.sandbox.copy_in import unpack_as_agent
+from runner.sandbox.end_mark import run_whole
 from runner.sandbox_scripts import source
 from runner.trees import harness_git
 from runner.trees.archives import Entry, owned_tar
@@ -43,8 +43,7 @@ _GIT_ENV = {
     "PATH": "/usr/bin:/bin",
 }
 GIT = harness_git.shell()
-# Printed after the patch, so that a patch the engine cut short is told from a short patch.
-PATCH_END = "deltarun-patch-end"
+# How often the patch command runs when the engine cuts its output short (``run_whole``).
 PATCH_TRIES = 3
 STAT_CHECK = "-c core.checkStat=minimal -c core.trustctime=false"
 
@@ -187,7 +186,10 @@ def take_patch(sandbox: Sandbox) -> tuple[bytes, bool, str | None]:
     index (names it reserves, such as ``.GIT/x``) are left out of the patch rather
     than losing the rest. A git that fails on the workspace the agent left gives a
     problem instead of a patch; an engine failure raises ``SandboxError``
-    (infrastructure).
+    (infrastructure), and so does a patch the engine never delivered whole: its stream
+    can end before the command's last output (moby/moby#27289, seen here under load as
+    an empty patch of an agent that had edited), and a patch cut short is never graded
+    as the agent's (the command only reads, so it runs again first: ``run_whole``).
     """
     request = ExecRequest(
         argv=[
@@ -201,7 +203,7 @@ def take_patch(sandbox: Sandbox) -> tuple[bytes, bool, str | None]:
             # index is stale, and a diff now would silently leave out the agent's changes.
             'if [ "$code" -ge 128 ]; then echo "git add was killed by signal $((code - 128))" >&2; '
             f"exit $code; fi; {GIT} diff --cached --binary "
-            f"--no-color --no-ext-diff --no-textconv --no-renames HEAD && printf %s {PATCH_END}",
+            "--no-color --no-ext-diff --no-textconv --no-renames HEAD",
         ],
         user=ROOT_USER,
         env=_GIT_ENV,
@@ -209,10 +211,10 @@ def take_patch(sandbox: Sandbox) -> tuple[bytes, bool, str | None]:
         output_cap=MAX_VERIFY_PATCH_BYTES,
         separate_stderr=True,
     )
-    result = _patch_run(sandbox, request)
+    result = run_whole(sandbox, request, "the patch command", PATCH_TRIES)
     if _failed(result.exit_code, result.timed_out, result.output_truncated):
         _make_readable(sandbox)
-        result = _patch_run(sandbox, request)
+        result = run_whole(sandbox, request, "the patch command", PATCH_TRIES)
     if result.output_truncated:
         return result.output, True, None
     if _failed(result.exit_code, result.timed_out, False):
@@ -220,25 +222,7 @@ def take_patch(sandbox: Sandbox) -> tuple[bytes, bool, str | None]:
         if result.timed_out:
             why = "it took longer than 120s"
         return b"", False, f"git could not diff the workspace the agent left: {why}"
-    return result.output[: -len(PATCH_END)], False, None
-
-
-def _patch_run(sandbox: Sandbox, request: ExecRequest) -> ExecResult:
-    """The patch command, run again (it only reads the workspace) when its output arrived
-    without the end mark: the engine can end an exec's stream before the last of its output
-    (moby/moby#27289, seen here under load as an empty patch of an agent that had edited),
-    and a patch cut short must never be graded as the agent's. A ``SandboxError`` when the
-    mark never arrives: infrastructure, the trial an error to run again."""
-    for _ in range(PATCH_TRIES):
-        result = sandbox.run(request)
-        if result.exit_code != 0 or result.timed_out or result.output_truncated:
-            return result
-        if result.output.endswith(PATCH_END.encode()):
-            return result
-    raise SandboxError(
-        f"the engine cut the output of the patch command short {PATCH_TRIES} times "
-        "(no end mark); the trial is an error to run again"
-    )
+    return result.output, False, None
 
 
 def _failed(exit_code: int | None, timed_out: bool, truncated: bool) -> bool:

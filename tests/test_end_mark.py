@@ -1,0 +1,240 @@
+"""A harness command's output is read as an answer only when it arrived whole.
+
+Docker can end an exec's stream before the command's last output and report the exit as
+if nothing happened (moby/moby#27289; seen here under load as a fixing agent's empty
+patch, graded a miss). ``ExecRequest.end_mark`` has the sandbox print a fresh mark after
+the command on each stream read; a stream without it is ``cut_short`` and never an
+answer: the patch, the verify sandbox's size and the image probes run again
+(``run_whole``), the collector's records make the trial an error to run again.
+
+The engine's race cannot be called up on demand, so the real-engine tests take the
+mark's other side: a whole output comes back exactly as without the mark (exit status,
+streams, order, caps), and a command whose shell dies before it prints the mark (as a
+cut stream loses it) is said to be cut short. The callers' answer to a cut is tested on
+the fake, whose "engine" cuts on request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.errors import SandboxError
+from runner.records import Outcome
+from runner.sandbox import end_mark
+from runner.sandbox.base import ROOT_USER, ExecRequest, ExecResult, Limits, SandboxSpec
+from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory
+from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Script
+from runner.sandbox.python_version import python_version
+from runner.trial.workspace import PATCH_TRIES, take_patch
+from tests.helpers import PY_IMAGE
+from tests.test_trial_logic import GOLD, applies_diff, factory, run_one, suite
+
+MARK = b"deltarun-end-0123456789abcdef01234567"
+
+
+def marked(**kwargs: Any) -> ExecRequest:
+    return ExecRequest(argv=["true"], end_mark=True, **kwargs)
+
+
+# --- the mark, pure ------------------------------------------------------------------
+
+
+def test_marks_are_fresh_and_the_command_keeps_its_arguments() -> None:
+    assert end_mark.new_mark() != end_mark.new_mark()
+    request = ExecRequest(argv=["printf", "%s", "a b"], separate_stderr=True, end_mark=True)
+    argv = end_mark.argv_of(request, MARK)
+    assert argv[:2] == ["sh", "-c"] and argv[-3:] == ["printf", "%s", "a b"]
+    assert MARK.decode() in argv
+    assert end_mark.argv_of(request, None) == ["printf", "%s", "a b"]
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_a_whole_output_loses_its_marks_and_nothing_else(separate: bool) -> None:
+    request = marked(output_cap=10, stderr_cap=10, separate_stderr=separate)
+    err = b"oops" + MARK if separate else b""
+    got = end_mark.unmarked(request, MARK, b"0123456789" + MARK, False, err)
+    assert got == end_mark.Unmarked(b"0123456789", False, b"oops" if separate else b"", False)
+
+
+@pytest.mark.parametrize(
+    ("output", "stderr"),
+    [
+        (b"", b""),  # the whole stream lost, as seen
+        (b"diff --git a/x", MARK),  # stdout's end lost
+        (b"data" + MARK, b""),  # stderr's end lost
+        (b"data" + MARK[:-1], MARK),  # the mark itself cut
+        (MARK + b"more", MARK),  # a mark inside the output is no end
+    ],
+)
+def test_a_stream_without_its_mark_at_its_end_is_cut_short(output: bytes, stderr: bytes) -> None:
+    request = marked(output_cap=1 << 10, stderr_cap=1 << 10, separate_stderr=True)
+    assert end_mark.unmarked(request, MARK, output, False, stderr).cut_short
+
+
+def test_an_output_past_its_cap_is_truncated_not_cut() -> None:
+    """Its mark came after the cap: unknowable, so truncated, as without a mark."""
+    request = marked(output_cap=4, stderr_cap=4, separate_stderr=True)
+    room = end_mark.with_room(request, MARK)
+    assert (room.output_cap, room.stderr_cap) == (4 + len(MARK), 4 + len(MARK))
+    got = end_mark.unmarked(request, MARK, b"x" * room.output_cap, True, b"y" * room.stderr_cap)
+    assert got == end_mark.Unmarked(b"xxxx", True, b"yyyy", False)
+
+
+def test_a_killed_command_is_no_cut_and_keeps_to_its_caps() -> None:
+    request = marked(output_cap=4, stderr_cap=4, separate_stderr=True)
+    got = end_mark.unmarked(request, MARK, b"0123456", False, b"abcdefg", killed=True)
+    assert got == end_mark.Unmarked(b"0123", True, b"abcd", False)
+
+
+# --- the real engine -----------------------------------------------------------------
+
+SPEC = SandboxSpec(
+    image=PY_IMAGE,
+    limits=Limits(memory_bytes=256 << 20, nano_cpus=10**9, pids=64, workspace_bytes=16 << 20),
+    lifetime_s=300,
+    labels={"run": "end-mark-test", "job": "exec"},
+)
+
+
+@pytest.fixture(scope="module")
+def sandbox(docker_api: Any) -> Iterator[DockerSandbox]:
+    with DockerSandboxFactory(docker_api).open(SPEC) as opened:
+        yield opened
+
+
+def sh(script: str, **kwargs: Any) -> ExecRequest:
+    return ExecRequest(argv=["sh", "-c", script], user=ROOT_USER, end_mark=True, **kwargs)
+
+
+@pytest.mark.docker
+def test_a_whole_output_arrives_as_without_the_mark(sandbox: DockerSandbox) -> None:
+    script = "printf out; printf err >&2; exit 3"
+    got = sandbox.run(sh(script, separate_stderr=True))
+    plain = sandbox.run(ExecRequest(["sh", "-c", script], user=ROOT_USER, separate_stderr=True))
+    assert (got.exit_code, got.output, got.stderr, got.cut_short) == (3, b"out", b"err", False)
+    assert (plain.exit_code, plain.output, plain.stderr) == (3, b"out", b"err")
+
+
+@pytest.mark.docker
+def test_joined_streams_keep_the_order_the_command_wrote_them_in(sandbox: DockerSandbox) -> None:
+    got = sandbox.run(sh("for i in 1 2 3; do echo o$i; echo e$i >&2; done"))
+    assert got.output == b"o1\ne1\no2\ne2\no3\ne3\n" and not got.cut_short
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(("size", "truncated"), [(4096, False), (4097, True)])
+def test_an_output_of_its_cap_is_whole_and_one_byte_more_is_truncated(
+    sandbox: DockerSandbox, size: int, truncated: bool
+) -> None:
+    got = sandbox.run(sh(f"head -c {size} /dev/zero", output_cap=4096, separate_stderr=True))
+    assert (got.output, got.output_truncated, got.cut_short) == (b"\0" * 4096, truncated, False)
+
+
+@pytest.mark.docker
+def test_a_command_whose_mark_never_comes_is_cut_short(sandbox: DockerSandbox) -> None:
+    """The shell that prints the mark dies after the command wrote: what arrived is all the
+    command wrote, and still no answer, as when the engine loses a stream's end."""
+    got = sandbox.run(sh("echo 'diff --git a/x b/x'; kill -9 $PPID", separate_stderr=True))
+    assert got.cut_short and not got.timed_out
+
+
+@pytest.mark.docker
+def test_a_timed_out_command_is_a_timeout_not_a_cut(sandbox: DockerSandbox) -> None:
+    got = sandbox.run(sh("echo started; sleep 30", timeout_s=1, separate_stderr=True))
+    assert got.timed_out and not got.cut_short
+
+
+@pytest.mark.docker
+def test_a_command_beside_others_proves_its_end_too(sandbox: DockerSandbox) -> None:
+    whole = sandbox.start(sh("cat >/dev/null; printf records; printf account >&2", stdin=b""))
+    assert whole.finish() == ExecResult(0, b"recordsaccount", False, False)  # joined, in order
+    started = sh("cat >/dev/null; printf records; kill -9 $PPID", separate_stderr=True)
+    assert sandbox.start(started).finish().cut_short
+
+
+# --- what the harness does with a cut ---------------------------------------------------
+
+
+def cut_in_verify(needle: str) -> Script:
+    """Applies the gold diff; in the verify sandbox, the "engine" cuts the next command with
+    an end mark short once a command containing ``needle`` comes."""
+
+    def script(request: ExecRequest, sandbox: FakeSandbox) -> ExecResult | None:
+        if sandbox.spec.workspace_root_owned and needle in " ".join(request.argv):
+            sandbox.cut_outputs = 1
+        return applies_diff(request, sandbox)
+
+    return script
+
+
+PATCH = b"diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+def diffs(sandbox: FakeSandbox) -> int:
+    return sum(" diff --cached " in " ".join(r.argv) for r in sandbox.requests)
+
+
+@pytest.mark.parametrize("cut", [0, 1, PATCH_TRIES - 1])
+def test_a_patch_cut_short_is_taken_again_and_arrives_whole(cut: int) -> None:
+    with FakeSandboxFactory().open(SPEC) as sandbox:
+        assert isinstance(sandbox, FakeSandbox)
+        sandbox.patch, sandbox.cut_outputs = PATCH, cut
+        assert take_patch(sandbox) == (PATCH, False, None)
+        assert diffs(sandbox) == cut + 1
+
+
+def test_an_empty_patch_is_an_empty_patch() -> None:
+    with FakeSandboxFactory().open(SPEC) as sandbox:
+        assert isinstance(sandbox, FakeSandbox)
+        assert take_patch(sandbox) == (b"", False, None)
+        assert diffs(sandbox) == 1
+
+
+def test_a_patched_trees_size_cut_short_is_measured_again(tmp_path: Path) -> None:
+    sandboxes = factory(cut_in_verify("tar -x"), verdict="pass")
+    trial = run_one(suite(tmp_path, [GOLD]), "gold", sandboxes)
+    assert trial.outcome is Outcome.SUCCESS and trial.passed, trial
+    verify = sandboxes.opened[-1]
+    assert [r.argv[:2] for r in verify.requests if r.end_mark][:2] == [["sh", "-c"], ["stat", "-f"]]
+
+
+def test_the_collectors_records_cut_short_are_an_error_never_a_miss(tmp_path: Path) -> None:
+    """A correct agent's records lost are no failing tests: the trial runs again."""
+    sandboxes = factory(cut_in_verify("run_pytest.py"), verdict="pass")
+    trial = run_one(suite(tmp_path, [GOLD]), "gold", sandboxes)
+    assert trial.outcome is Outcome.ERROR and not trial.passed
+    assert trial.error is not None and "cut the collector's output short" in trial.error
+
+
+def test_a_patch_cut_short_every_time_is_an_error_never_an_empty_patch(tmp_path: Path) -> None:
+    def cut_patches(request: ExecRequest, sandbox: FakeSandbox) -> ExecResult | None:
+        if " diff --cached " in " ".join(request.argv):
+            sandbox.cut_outputs = 1
+        return applies_diff(request, sandbox)
+
+    trial = run_one(suite(tmp_path, [GOLD]), "gold", factory(cut_patches, verdict="pass"))
+    assert trial.outcome is Outcome.ERROR and trial.patch == ""
+    assert trial.error is not None and f"the patch command short {PATCH_TRIES} times" in trial.error
+
+
+def test_a_probe_cut_short_is_asked_again() -> None:
+    answers: list[ExecResult] = [
+        ExecResult(0, b"", False, False, cut_short=True),
+        ExecResult(0, b"3.11.2\n", False, False),
+    ]
+    probes = FakeSandboxFactory(lambda request, box: answers.pop(0) if request.end_mark else None)
+    assert python_version(probes, SPEC) == "3.11.2"
+    assert not answers
+
+
+def test_a_probe_never_whole_is_infrastructure_not_a_missing_python() -> None:
+    """Read as it came, the empty answer said "no python3": a setup error stopping the run."""
+    probes = FakeSandboxFactory(
+        lambda request, box: ExecResult(0, b"", False, False, cut_short=True)
+    )
+    with pytest.raises(SandboxError, match="python3 version short 3 times"):
+        python_version(probes, SPEC)
