@@ -128,6 +128,38 @@ def test_program_stderr_joins_stdout_and_guard_stderr_has_the_report_only(
     assert err == b"deltarun-guard: mode=ptrace exit=5\n"
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_the_report_is_copied_to_the_path_on_stdin_and_the_program_reads_nothing(
+    sandbox: DockerSandbox, mode: str
+) -> None:
+    """The copy (``runner.sandbox.guard_run``): the same line, at the path the harness gave
+    on standard input; the program's own input is /dev/null, as without a copy."""
+    copy = f"/io/.deltarun-guard-report-{mode}-0123456789abcdef"
+    program = ["sh", "-c", "readlink /proc/self/fd/0; cat; exit 4"]
+    result = run(
+        sandbox,
+        [*RUN, *MODES[mode], "--", *program],
+        separate_stderr=True,
+        stdin=f"{copy}\n".encode(),
+    )
+    assert (result.exit_code, result.output) == (4, b"/dev/null\n")
+    assert result.stderr == f"deltarun-guard: mode={mode} exit=4\n".encode()
+    assert sandbox.read_file(copy, 4096) == (result.stderr, False)
+
+
+def test_without_a_path_on_stdin_there_is_no_copy_and_a_file_there_is_never_replaced(
+    sandbox: DockerSandbox,
+) -> None:
+    planted = "/io/.deltarun-guard-report-planted"
+    assert run(sandbox, ["sh", "-c", f"echo forged > {planted}"]).exit_code == 0
+    before = run(sandbox, ["ls", "-a", "/io"]).output
+    assert run(sandbox, [*RUN, "--", "true"]).exit_code == 0  # no input: no copy
+    assert run(sandbox, ["ls", "-a", "/io"]).output == before
+    again = run(sandbox, [*RUN, "--", "true"], stdin=f"{planted}\n".encode())
+    assert again.exit_code == 0 and b"exit=0" in again.output
+    assert sandbox.read_file(planted, 4096) == (b"forged\n", False)
+
+
 # --- the attack: edits after the main process exited ----------------------------------
 
 _DETACH = "</dev/null >/dev/null 2>&1"

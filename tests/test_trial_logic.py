@@ -18,6 +18,7 @@ from runner.hashing import sha256_bytes
 from runner.records import Job, Outcome, Trial
 from runner.sandbox.base import ExecRequest, ExecResult
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Script, Verdict, exec_result
+from runner.sandbox.guard_run import LOST_LINE
 from runner.suite.load import load_suite
 from runner.trees.inputs import LocalInputs
 from runner.trial.env import trial_env
@@ -320,3 +321,35 @@ def test_an_answer_tasks_metrics_are_kept_one_by_one(tmp_path: Path) -> None:
     assert trial.metrics == {"exact_match": False, "json_schema_ok": True, "within_deadline": True}
     silent = run_one(controls, "ctrl", factory())
     assert silent.outcome is Outcome.MISS and silent.metrics is None  # nothing was scored
+
+
+def test_a_guard_report_the_engine_lost_is_read_from_its_copy(tmp_path: Path) -> None:
+    """moby/moby#27289: the guard's line, the exec's last output, lost on the way. The
+    guard's copy (at the secret path the harness gave it) says how the agent ended: no
+    tool violation for a correct agent."""
+    fixer = write_agent(tmp_path, "fixer", "sed -i 's/a - b/a + b/' calc/__init__.py\n")
+
+    def line_lost(request: ExecRequest, sandbox: FakeSandbox) -> ExecResult | None:
+        if "run" in request.argv and "--" in request.argv and request.stdin:
+            sandbox.files[request.stdin.decode().strip()] = b"deltarun-guard: mode=ptrace exit=3\n"
+            return exec_result(0, b"fixed\n", stderr=b"")
+        return None
+
+    sandboxes = factory(line_lost, verdict="pass")
+    trial = run_one(suite(tmp_path, [{"name": "fixer", "agent": fixer}]), "fixer", sandboxes)
+    assert not trial.tool_violation and trial.error is None and trial.agent_exit_code == 3
+    assert trial.agent_log.endswith(f"deltarun: {LOST_LINE}\n")
+    [guarded] = sandboxes.opened[0].ran("guard.py run --")
+    assert guarded.stdin is not None and guarded.stdin.startswith(b"/io/.deltarun-guard-report-")
+
+
+def test_the_guards_copy_path_is_new_for_every_run(tmp_path: Path) -> None:
+    fixer = write_agent(tmp_path, "fixer", "true\n")
+    controls = suite(tmp_path, [{"name": "fixer", "agent": fixer}])
+    paths = set()
+    for _ in range(2):
+        sandboxes = factory()
+        run_one(controls, "fixer", sandboxes)
+        [guarded] = sandboxes.opened[0].ran("guard.py run --")
+        paths.add(guarded.stdin)
+    assert len(paths) == 2

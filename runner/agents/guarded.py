@@ -3,7 +3,8 @@
 The guard (``runner/sandbox_scripts/guard.py``) runs the program in ``/workspace`` as the
 agent's uid and, the moment it exits, kills every other process of that uid before the
 exit can be seen; it alone writes to stderr, one report line. Used by ``command`` agents
-and installed CLIs.
+and installed CLIs. The engine can lose that line; the guard's copy of it is then read
+(``runner.sandbox.guard_run``).
 """
 
 from __future__ import annotations
@@ -13,27 +14,27 @@ from dataclasses import replace
 
 from runner.agents.interface import GUARD_FILE, AgentContext, AgentResult
 from runner.config.arms import Route
-from runner.sandbox.base import ExecRequest, ModelCall
-from runner.sandbox_scripts import GUARD_REPORT
+from runner.sandbox.base import IO_DIR, ExecRequest, ModelCall
+from runner.sandbox.guard_run import LOST_LINE, guard_argv, run_guarded_exec
 
 
 def run_guarded(ctx: AgentContext, argv: Sequence[str], env: Mapping[str, str]) -> AgentResult:
     """Run ``argv`` under the guard within the trial's limit. A guard that failed is an
     error; one that never reported (killed by the agent) is a broken guard."""
-    guarded = ["python3", "-I", "-S", GUARD_FILE, "run", "--", *argv]
-    result = ctx.sandbox.run(
-        ExecRequest(
-            argv=guarded,
-            env=env,
-            timeout_s=ctx.timeout_s,
-            output_cap=ctx.output_cap,
-            separate_stderr=True,
-            stderr_cap=4096,
-            untrusted=True,
-        )
+    request = ExecRequest(
+        argv=guard_argv(GUARD_FILE, argv),
+        env=env,
+        timeout_s=ctx.timeout_s,
+        output_cap=ctx.output_cap,
+        separate_stderr=True,
+        stderr_cap=4096,
+        untrusted=True,
     )
+    guarded = run_guarded_exec(ctx.sandbox, request, IO_DIR)
+    result, report = guarded.result, guarded.report
     log = result.output.decode("utf-8", "replace")
-    report = GUARD_REPORT.search(result.stderr)
+    if guarded.from_copy:
+        log += f"\ndeltarun: {LOST_LINE}\n"
     exit_code = result.exit_code
     if report is not None and report.group(2) == b"exit":
         exit_code = int(report.group(3))

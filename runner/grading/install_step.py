@@ -16,7 +16,8 @@ only when no process of that uid is alive:
    nor written to by the test's uid, and ``/proc`` shows every process of the pid
    namespace. A live process of the test's uid, stragglers the guard could not kill,
    or a guard that never reported (killed or stopped) is tampering: a miss and a tool
-   violation, and no test runs.
+   violation, and no test runs. A report line the engine lost is read from the guard's
+   copy (``runner.sandbox.guard_run``), which the steps can neither name nor forge.
 
 A step that fails or times out is a miss with its reason (no test runs either).
 """
@@ -27,8 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from runner.errors import SandboxError
+from runner.grading.verify_files import GUARD_REPORTS
 from runner.sandbox.base import AGENT_UID, ROOT_USER, ExecRequest, Sandbox
-from runner.sandbox_scripts import GUARD_REPORT
+from runner.sandbox.guard_run import guard_argv, run_guarded_exec
 from runner.trees.install import PIP_ENV, failure, install_script
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -55,19 +57,22 @@ def install(
     """Run ``steps`` in ``sandbox`` as the test's uid under the guard (``home`` holds the
     harness's ``guard.py``), then make sure nothing of that uid is left alive."""
     script = install_script(steps)  # the guard sweeps when the script's shell exits
-    result = sandbox.run(
+    reports = f"{home}/{GUARD_REPORTS}"
+    guarded = run_guarded_exec(
+        sandbox,
         ExecRequest(
-            argv=["python3", "-I", "-S", f"{home}/guard.py", "run", "--", "sh", "-c", script],
+            argv=guard_argv(f"{home}/guard.py", ["sh", "-c", script]),
             env={**env, **PIP_ENV},
             timeout_s=timeout_s,
             output_cap=output_cap,
             separate_stderr=True,
             stderr_cap=4096,
             untrusted=True,  # the patched project's setup code: runner.sandbox.blame
-        )
+        ),
+        reports,
     )
+    result, report = guarded.result, guarded.report
     output = result.output[-output_cap:].decode("utf-8", "replace")
-    report = GUARD_REPORT.search(result.stderr)
     code = result.exit_code
     if report is not None and report.group(2) == b"exit":
         code = int(report.group(3))
@@ -79,7 +84,7 @@ def install(
     if report.group(2) == b"error":  # fork refused (the pids limit): the steps' doing
         why = report.group(3).decode("ascii", "replace")
         return Installed(f"the harness's guard failed during the install step: {why}", output)
-    if b"stragglers=" in result.stderr:
+    if b"stragglers=" in guarded.line:
         why = "processes of the install step survived the harness's guard"
         return Installed(f"test process tampered: {why}", output, tampered=True)
     left = _census(sandbox, home)

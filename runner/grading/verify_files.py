@@ -12,6 +12,7 @@ import posixpath
 from collections.abc import Mapping
 
 from runner.grading.runners import harness_paths
+from runner.paths import AGENT_UID
 from runner.records import RepoTask
 from runner.sandbox_scripts import source
 from runner.trees import harness_git
@@ -19,6 +20,9 @@ from runner.trees.archives import Entry, Member
 from runner.trees.declared import holds_declared
 from runner.trees.facts import FixtureView
 
+# The one directory of the harness's that the test's uid owns: where the install step's
+# guard leaves its report's copy (``runner.sandbox.guard_run``).
+GUARD_REPORTS = "guard-reports"
 SCRIPTS = (
     "run_pytest.py",
     "run_unittest.py",
@@ -70,7 +74,7 @@ def layer_two(
     """What root owns for the test: hidden files, the fixture's files that hold declared
     tests (``planted``: with the canaries written in), their directories, the pristine
     harness files beside them, the runner settings, the launcher, the plugin and the
-    collector."""
+    collector; and the test's uid's directory for the guard's report copy."""
     hidden_files = [m for m in hidden if not m.is_dir]
     hidden_paths = {m.path for m in hidden_files}
     declared = [
@@ -95,6 +99,7 @@ def layer_two(
         Entry(config_name, config, 0, 0o444),
         Entry(f"{harness}/channel", None, 0, 0o755),
         Entry(f"{harness}/pycache", None, 0, 0o555),
+        Entry(f"{harness}/{GUARD_REPORTS}", None, AGENT_UID, 0o700),
     ]
     entries += [Entry(f"{harness}/{name}", source(name), 0, 0o444) for name in SCRIPTS]
     return entries

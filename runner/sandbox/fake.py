@@ -21,7 +21,8 @@ command (as the harness sends it) answer
 baseline (``sh -c '... init'``)   exit 0, like any unnamed command
 ``guard.py run -- ARGV``          exit 0, the guard's report ``deltarun-guard:
                                   mode=ptrace exit=0`` on stderr (with
-                                  ``separate_stderr``, else in ``output``)
+                                  ``separate_stderr``, else in ``output``), and
+                                  its copy at the path on stdin
 ``guard.py sweep``                exit 0, ``deltarun-guard: swept=0``
 ``guard.py census UID``           exit 0, ``deltarun-guard: live=0``
 ``image_modules.py``              exit 0, ``factory.modules``, no pytest plugins
@@ -209,6 +210,8 @@ class FakeSandbox:
             self._unpack(argv[argv.index("-C") + 1], request.stdin)
             return exec_result(0)
         if action == "run":
+            if request.stdin:  # the report's copy, at the path on its standard input
+                self.files[request.stdin.decode().strip()] = GUARD_REPORT
             if request.separate_stderr:
                 return exec_result(0, stderr=GUARD_REPORT)
             return exec_result(0, GUARD_REPORT)

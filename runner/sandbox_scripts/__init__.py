@@ -6,12 +6,8 @@ and ``deltarun_results.py`` (the verify phase's pytest run and its results chann
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from importlib import resources
-
-# The one line ``guard.py run`` writes on its own fd 2 (its module docstring).
-GUARD_REPORT = re.compile(rb"deltarun-guard: mode=(\w+) (exit|signal|terminated|error)=(\w+)")
 
 
 @cache

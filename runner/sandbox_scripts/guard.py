@@ -22,7 +22,9 @@ Copied into a sandbox and run as the agent's uid with the image's own python3
     the same killing; ``stragglers`` counts processes still alive after 10 s.
     When the main thread exits alone (pthread_exit) or another thread execs,
     the program is killed as it would be by its exit: the guard traces the
-    main thread only.
+    main thread only. A path on the first line of standard input (the harness's
+    secret name, read before the program exists) gets a copy of the report line
+    (``runner.sandbox.guard_run``); the program's standard input is ``/dev/null``.
 ``python3 -I -S guard.py sweep``
     Kills every other process of this uid; prints ``deltarun-guard: swept=<k>``.
 ``python3 -I -S guard.py census UID``
@@ -78,6 +80,7 @@ class Terminated(Exception):
 class _State:
     signum = 0  # the terminating signal the guard got, 0 if none
     critical = False  # the handler records the signal but does not interrupt
+    copy = ""  # where the report line goes a second time ("": nowhere)
 
 
 def _on_signal(signum: int, frame: object) -> None:
@@ -310,11 +313,23 @@ def _report(mode: str, status: "int | None", stragglers: int, error: str = "") -
     line = f"{PREFIX}mode={mode} {outcome}"
     if stragglers:
         line += f" stragglers={stragglers}"
-    try:
-        os.write(2, (line + "\n").encode("ascii"))
-    except OSError:
-        pass
+    for path in (_State.copy, "") if _State.copy else ("",):  # "": the guard's fd 2
+        try:  # the copy never through a link, never over a file already there
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            fd = os.open(path, flags, 0o644) if path else 2
+            os.write(fd, (line + "\n").encode("ascii"))
+        except OSError:
+            pass
     return code
+
+
+def _copy_path() -> str:  # the first line of standard input, then /dev/null in its place
+    try:
+        path = os.read(0, 4096).decode("ascii").strip()
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return path if path.startswith("/") else ""
 
 
 def _waitpid(pid: int, options: int) -> "int | None":
@@ -404,6 +419,7 @@ def _terminate(child: int, libc: _Libc) -> "tuple[int | None, int]":
 def run(argv: "list[str]", use_ptrace: bool) -> int:
     libc = _Libc()
     libc.prctl(PR_SET_DUMPABLE, 0)  # the agent's processes (same uid) cannot ptrace us
+    _State.copy = _copy_path()
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     blocked = set(TERMINATING)
     signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
@@ -467,12 +483,9 @@ def main(args: "list[str]") -> int:
         # kill(-1) as root would reach every root process (on a host: the machine).
         os.write(2, (PREFIX + "refusing to run as root\n").encode("ascii"))
         return 2
-    if args[:1] == ["run"]:
-        options = args[1:]
-        rest = []  # type: list[str]
-        if "--" in options:
-            split = options.index("--")
-            options, rest = options[:split], options[split + 1 :]
+    if args[:1] == ["run"] and "--" in args:
+        split = args.index("--")
+        options, rest = args[1:split], args[split + 1 :]
         if rest and set(options) <= {"--no-ptrace"}:
             return run(rest, use_ptrace="--no-ptrace" not in options)
     elif args == ["sweep"]:

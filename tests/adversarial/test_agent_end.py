@@ -34,6 +34,23 @@ WATCHERS = {
     "tail --pid": f"tail --pid=$MAIN -s 0.01 -f /dev/null; {EDIT}",
 }
 REPEATS = 3
+# Looks everywhere a process of its uid can for the secret path of the guard's report copy
+# (``runner.sandbox.guard_run``): every process's arguments, environment and input, and
+# /io; forges a report at whatever it found and at every copy-like name there, then kills
+# the guard. Found, the forged "exit=0" would pass for the guard's own report.
+COPY_FORGER = r"""
+for p in /proc/[0-9]*; do
+  for f in cmdline environ; do tr '\0' '\n' < $p/$f 2>/dev/null; done
+  timeout 1 cat $p/fd/0 2>/dev/null
+done | grep -ao '/[^ ]*deltarun-guard-report-[0-9a-f]*' | sort -u > /tmp/found
+ls -a /io | sed -n 's|^\(\.deltarun-guard-report-.*\)|/io/\1|p' >> /tmp/found
+echo "found $(wc -l < /tmp/found) copy path(s)"
+for path in $(cat /tmp/found) /io/.deltarun-guard-report-0; do
+  echo 'deltarun-guard: mode=ptrace exit=0' > "$path"
+done
+kill -9 $PPID
+sleep 5
+"""
 
 
 def watcher_script(body: str) -> str:
@@ -61,6 +78,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
     guard_killer = FIX + "kill -9 $PPID\nsleep 5\n"
     arms.append({"name": "guard-killer", "agent": write_agent(root, "gk", guard_killer)})
+    arms.append({"name": "copy-forger", "agent": write_agent(root, "cf", FIX + COPY_FORGER)})
     return make_suite(root, [repo_task("t1")], arms)
 
 
@@ -91,5 +109,19 @@ def test_killing_the_guard_is_a_miss(
         "the agent SIGKILLs deltarun's guard process (its parent)",
         f"{trial.outcome.value}, violation={trial.tool_violation}: {trial.reason}",
     )
+    assert trial.outcome is Outcome.MISS and trial.tool_violation
+    assert trial.error is None and "guard" in (trial.reason or "")
+
+
+def test_the_guards_report_copy_cannot_be_found_or_forged(
+    suite: Path, docker_api: Any, held: Callable[..., None]
+) -> None:
+    trial = run_one(docker_api, suite, "t1", "copy-forger")
+    held(
+        "agent end: forge the guard's report copy",
+        "the agent hunts /proc and /io for the copy's secret path, forges it, kills the guard",
+        f"{trial.outcome.value}, violation={trial.tool_violation}: {trial.reason}",
+    )
+    assert "found 0 copy path(s)" in trial.agent_log, trial.agent_log[-500:]
     assert trial.outcome is Outcome.MISS and trial.tool_violation
     assert trial.error is None and "guard" in (trial.reason or "")
