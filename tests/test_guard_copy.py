@@ -56,3 +56,13 @@ def test_an_install_steps_lost_report_is_read_from_the_copy() -> None:
 def test_without_a_whole_copy_the_install_step_still_tampered(copy: bytes | None, why: str) -> None:
     reason, tampered, _ = installed(copy)
     assert tampered and reason is not None and why in reason
+
+
+def test_a_census_cut_short_is_counted_again_not_an_error() -> None:
+    """The census's "live=0" lost on the way: root counts again (``run_whole``)."""
+    with FakeSandboxFactory().open(SPEC) as sandbox:
+        assert isinstance(sandbox, FakeSandbox)
+        sandbox.cut_outputs = 1
+        done = install(sandbox, ["true"], HOME, {"PATH": "/usr/bin"}, 60, 1 << 16)
+        assert (done.reason, done.tampered) == (None, False)
+        assert len(sandbox.ran("guard.py census")) == 2 and sandbox.cut_outputs == 0

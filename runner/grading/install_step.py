@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from runner.errors import SandboxError
 from runner.grading.verify_files import GUARD_REPORTS
 from runner.sandbox.base import AGENT_UID, ROOT_USER, ExecRequest, Sandbox
+from runner.sandbox.end_mark import run_whole
 from runner.sandbox.guard_run import guard_argv, run_guarded_exec
 from runner.trees.install import PIP_ENV, failure, install_script
 
@@ -98,7 +99,8 @@ def install(
 
 def _census(sandbox: Sandbox, home: str) -> int:
     """The live processes of the test's uid, counted by root (``guard.py census``)."""
-    census = sandbox.run(
+    census = run_whole(
+        sandbox,
         ExecRequest(
             argv=["python3", "-I", "-S", f"{home}/guard.py", "census", str(AGENT_UID)],
             user=ROOT_USER,
@@ -106,7 +108,8 @@ def _census(sandbox: Sandbox, home: str) -> int:
             timeout_s=CENSUS_TIMEOUT_S,
             output_cap=4096,
             separate_stderr=True,
-        )
+        ),
+        "the harness's process census",
     )
     lines = census.output.strip().splitlines()
     tail = lines[-1].split(b"live=", 1)[-1].split() if lines and b"live=" in lines[-1] else []

@@ -140,12 +140,14 @@ class DockerSandboxFactory:
                 check_harness(self.client, sandbox.container, spec.image, sandbox.path)
                 if not commands:
                     return []
-                found = sandbox.run(
+                found = end_mark.run_whole(
+                    sandbox,
                     ExecRequest(
                         argv=["sh", "-c", LOOKUP, "sh", *commands],
                         env={"PATH": AGENT_PATH},
                         timeout_s=60,
-                    )
+                    ),
+                    "the lookup of the agent's commands",
                 )
                 return found.output.decode("utf-8", "replace").split()
         except SandboxError as exc:

@@ -20,6 +20,7 @@ from runner.bounded_input import without_escapes
 from runner.errors import SandboxError, UserError
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandboxFactory
+from runner.sandbox.end_mark import run_whole
 from runner.sandbox.engine import API_ERRORS
 from runner.sandbox.images import BuildRequest, ImageBuildFailed, ImageInfo
 from runner.sizes import parse_size
@@ -109,8 +110,10 @@ class DockerImageBuilder:
         )
         try:
             with DockerSandboxFactory(self.client).open(spec) as sandbox:
-                result = sandbox.run(
-                    ExecRequest(argv=["sh", "-c", script], env={"PATH": PROBE_PATH}, timeout_s=30)
+                result = run_whole(
+                    sandbox,
+                    ExecRequest(argv=["sh", "-c", script], env={"PATH": PROBE_PATH}, timeout_s=30),
+                    f"a probe of image {image[:19]}",
                 )
         except SandboxError as exc:
             raise UserError(f"image {image[:19]}: the probe could not run ({exc})") from exc
