@@ -29,7 +29,7 @@ from runner.sandbox.base import ROOT_USER, ExecRequest, ExecResult, Limits, Sand
 from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Script
 from runner.sandbox.python_version import python_version
-from runner.trial.workspace import PATCH_TRIES, take_patch
+from runner.trial.workspace import take_patch
 from tests.helpers import PY_IMAGE
 from tests.test_trial_logic import GOLD, applies_diff, factory, run_one, suite
 
@@ -178,7 +178,7 @@ def diffs(sandbox: FakeSandbox) -> int:
     return sum(" diff --cached " in " ".join(r.argv) for r in sandbox.requests)
 
 
-@pytest.mark.parametrize("cut", [0, 1, PATCH_TRIES - 1])
+@pytest.mark.parametrize("cut", [0, 1, end_mark.TRIES - 1])
 def test_a_patch_cut_short_is_taken_again_and_arrives_whole(cut: int) -> None:
     with FakeSandboxFactory().open(SPEC) as sandbox:
         assert isinstance(sandbox, FakeSandbox)
@@ -218,7 +218,9 @@ def test_a_patch_cut_short_every_time_is_an_error_never_an_empty_patch(tmp_path:
 
     trial = run_one(suite(tmp_path, [GOLD]), "gold", factory(cut_patches, verdict="pass"))
     assert trial.outcome is Outcome.ERROR and trial.patch == ""
-    assert trial.error is not None and f"the patch command short {PATCH_TRIES} times" in trial.error
+    assert (
+        trial.error is not None and f"the patch command short {end_mark.TRIES} times" in trial.error
+    )
 
 
 def test_a_probe_cut_short_is_asked_again() -> None:

@@ -32,6 +32,8 @@ from runner.sandbox.base import ExecRequest, ExecResult, Sandbox
 # The wrapper: $1 is the mark, the rest the command. The command's exit status is kept.
 _SEPARATE = 'm=$1; shift; "$@"; c=$?; printf %s "$m"; printf %s "$m" >&2; exit $c'
 _JOINED = 'm=$1; shift; "$@" 2>&1; c=$?; printf %s "$m"; exit $c'
+# How often ``run_whole`` runs a command whose output the engine keeps cutting short.
+TRIES = 3
 
 
 def new_mark() -> bytes:
@@ -107,7 +109,7 @@ def _take(data: bytes, overflowed: bool, cap: int, mark: bytes) -> tuple[bytes, 
     return data[:cap], len(data) > cap, False
 
 
-def run_whole(sandbox: Sandbox, request: ExecRequest, what: str, tries: int = 3) -> ExecResult:
+def run_whole(sandbox: Sandbox, request: ExecRequest, what: str, tries: int = TRIES) -> ExecResult:
     """``request`` (with ``end_mark``) run until its output arrives whole, at most ``tries``
     times; for a command that may run again (it only reads, or asks a question). A
     ``SandboxError`` naming ``what`` when it never does: infrastructure, the trial an

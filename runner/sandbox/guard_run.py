@@ -57,8 +57,6 @@ def run_guarded_exec(sandbox: Sandbox, request: ExecRequest, copy_dir: str) -> G
     report = GUARD_REPORT.search(result.stderr)
     if report is not None or result.timed_out:
         return Guarded(result, report, False, result.stderr)
-    data, _ = sandbox.read_file(copy, COPY_CAP)
-    copied = GUARD_REPORT.match(data) if data else None
-    if copied is None or data is None:
-        return Guarded(result, None, False)
-    return Guarded(result, copied, True, data)
+    data = sandbox.read_file(copy, COPY_CAP)[0] or b""
+    copied = GUARD_REPORT.match(data)
+    return Guarded(result, copied, copied is not None, data if copied is not None else b"")

@@ -43,8 +43,6 @@ _GIT_ENV = {
     "PATH": "/usr/bin:/bin",
 }
 GIT = harness_git.shell()
-# How often the patch command runs when the engine cuts its output short (``run_whole``).
-PATCH_TRIES = 3
 STAT_CHECK = "-c core.checkStat=minimal -c core.trustctime=false"
 
 
@@ -211,10 +209,10 @@ def take_patch(sandbox: Sandbox) -> tuple[bytes, bool, str | None]:
         output_cap=MAX_VERIFY_PATCH_BYTES,
         separate_stderr=True,
     )
-    result = run_whole(sandbox, request, "the patch command", PATCH_TRIES)
+    result = run_whole(sandbox, request, "the patch command")
     if _failed(result.exit_code, result.timed_out, result.output_truncated):
         _make_readable(sandbox)
-        result = run_whole(sandbox, request, "the patch command", PATCH_TRIES)
+        result = run_whole(sandbox, request, "the patch command")
     if result.output_truncated:
         return result.output, True, None
     if _failed(result.exit_code, result.timed_out, False):
