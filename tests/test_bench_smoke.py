@@ -40,6 +40,10 @@ RATIOS: dict[str, list[str]] = {
     ],
     "patch_memory.py": [rf"^patch memory: peak RSS: .* = {NUMBER} x the cap$"],
     "view_open.py": [rf"^view: ratio served/parse {NUMBER} "],
+    "key_scrub.py": [
+        rf"^key scrub: {kind}, .* floor \(lower \+ find\) .* s, ratio {NUMBER}$"
+        for kind in ("prose", "filler", "worst")
+    ],
     # nan when the auto worker settled too late in a smoke-sized run to measure it there
     "pacing.py": [r"^pacing: settled throughput / best fixed = (-?\d+(?:\.\d+)?|nan) \(goal"],
     # smoke-run (and its figures parsed) by tests/test_bench_fleet.py
@@ -112,6 +116,10 @@ def test_patch_memory_smoke(docker_api: Any) -> None:
 
 def test_view_open_smoke() -> None:
     smoke_run("view_open.py")
+
+
+def test_key_scrub_smoke() -> None:
+    smoke_run("key_scrub.py")
 
 
 @pytest.mark.docker

@@ -110,22 +110,25 @@ def _forms(secret: str) -> list[bytes]:
 
 
 def _pattern(form: bytes) -> bytes:
-    return b"".join(_character(byte) for byte in form)
+    """One branch for each way of writing the form's first character, each starting with a
+    literal byte: the regex engine then skips to the bytes that can start a match (a scan
+    in C), instead of trying the whole pattern at every byte of a 32 MiB answer."""
+    rest = b"".join(b"(?:" + b"|".join(_ways(byte)) + b")" for byte in form[1:])
+    return b"|".join(way + rest for way in _ways(form[0]))
 
 
-def _character(byte: int) -> bytes:
+def _ways(byte: int) -> list[bytes]:
     """Every way a lowered text carries one (lower-case) character that a client decodes
-    back to it."""
+    back to it, each a regex starting with a literal byte."""
     char = bytes([byte])
     hex_any = f"{byte:02x}".encode()
-    plain = re.escape(char)
     ways = [
-        plain,
-        rb"\\+u00" + hex_any,  # JSON, escaped once or more
+        re.escape(char),
+        rb"\\\\*u00" + hex_any,  # JSON, escaped once or more
         rb"%(?:25)*" + hex_any,  # percent, once or more
         rb"&#0*" + str(byte).encode() + rb";?",
         rb"&#x0*" + hex_any + rb";?",
     ]
     if char == b"/":
-        ways.append(rb"\\+/")
-    return b"(?:" + b"|".join(ways) + b")"
+        ways.append(rb"\\\\*/")
+    return ways
