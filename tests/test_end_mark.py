@@ -7,16 +7,19 @@ the command on each stream read; a stream without it is ``cut_short`` and never 
 answer: the patch, the verify sandbox's size and the image probes run again
 (``run_whole``), the collector's records make the trial an error to run again.
 
-The engine's race cannot be called up on demand, so the real-engine tests take the
+The engine's race cannot be called up on demand, so the real-engine tests lose a
+stream's end where the race loses it, in the reading of the exec's stream, and show the
 mark's other side: a whole output comes back exactly as without the mark (exit status,
-streams, order, caps), and a command whose shell dies before it prints the mark (as a
-cut stream loses it) is said to be cut short. The callers' answer to a cut is tested on
-the fake, whose "engine" cuts on request.
+streams, order, caps). A command whose shell is killed before it prints the mark (an
+agent that fills its sandbox's memory has the OOM killer end the harness's commands) is
+a failed command, never a cut: else the agent's miss becomes an error to run again. The
+callers' answer to a cut is tested on the fake, whose "engine" cuts on request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from runner.records import Outcome
 from runner.sandbox import end_mark
 from runner.sandbox.base import ROOT_USER, ExecRequest, ExecResult, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory
+from runner.sandbox.exec_io import collect_frames, stream_exec
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Script
 from runner.sandbox.python_version import python_version
 from runner.trial.workspace import take_patch
@@ -88,6 +92,23 @@ def test_a_killed_command_is_no_cut_and_keeps_to_its_caps() -> None:
     request = marked(output_cap=4, stderr_cap=4, separate_stderr=True)
     got = end_mark.unmarked(request, MARK, b"0123456", False, b"abcdefg", killed=True)
     assert got == end_mark.Unmarked(b"0123", True, b"abcd", False)
+    # Its shell may also have lived to print the mark (the command it ran was killed).
+    got = end_mark.unmarked(request, MARK, b"01" + MARK, False, b"ab" + MARK, killed=True)
+    assert got == end_mark.Unmarked(b"01", False, b"ab", False)
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "timed_out", "may_lack"),
+    [
+        *[(0, False, False), (1, False, False), (127, False, False), (None, False, False)],
+        *[(128 + 9, False, True), (128 + 7, False, True), (124, True, True), (137, True, True)],
+    ],
+)
+def test_only_a_signal_or_a_timeout_explains_a_missing_mark(
+    exit_code: int | None, timed_out: bool, may_lack: bool
+) -> None:
+    """Below 128 the shell ran to its end, and printed the mark before it exited."""
+    assert end_mark.may_lack_mark(exit_code, timed_out) is may_lack
 
 
 # --- the real engine -----------------------------------------------------------------
@@ -134,12 +155,44 @@ def test_an_output_of_its_cap_is_whole_and_one_byte_more_is_truncated(
     assert (got.output, got.output_truncated, got.cut_short) == (b"\0" * 4096, truncated, False)
 
 
+def losing_the_end(read: Any, keep: int) -> Any:
+    """``read`` (the sandbox's reader of an exec's stream) losing all but the first
+    ``keep`` bytes of the output, as the engine's race does."""
+
+    def lossy(*args: Any) -> Any:
+        got = read(*args)
+        if isinstance(got, tuple):  # collect_frames: (output, truncated, stderr)
+            return (got[0][:keep], *got[1:])
+        return replace(got, output=got.output[:keep])  # stream_exec: Streamed
+
+    return lossy
+
+
 @pytest.mark.docker
-def test_a_command_whose_mark_never_comes_is_cut_short(sandbox: DockerSandbox) -> None:
-    """The shell that prints the mark dies after the command wrote: what arrived is all the
-    command wrote, and still no answer, as when the engine loses a stream's end."""
-    got = sandbox.run(sh("echo 'diff --git a/x b/x'; kill -9 $PPID", separate_stderr=True))
-    assert got.cut_short and not got.timed_out
+@pytest.mark.parametrize("keep", [0, 12])
+def test_a_stream_that_loses_its_end_is_cut_short(
+    sandbox: DockerSandbox, monkeypatch: pytest.MonkeyPatch, keep: int
+) -> None:
+    """The command ran to its end and exited 0; its output stream ended early."""
+    import runner.sandbox.docker as docker_module
+
+    monkeypatch.setattr(docker_module, "stream_exec", losing_the_end(stream_exec, keep))
+    got = sandbox.run(sh("echo 'diff --git a/x b/x'", separate_stderr=True))
+    assert (got.exit_code, got.cut_short, got.timed_out) == (0, True, False)
+    with pytest.raises(SandboxError, match="cut the output of the probe short 3 times"):
+        end_mark.run_whole(sandbox, sh("echo answer"), "the probe")
+
+
+@pytest.mark.docker
+def test_a_shell_killed_before_its_mark_is_a_failed_command_not_a_cut(
+    sandbox: DockerSandbox,
+) -> None:
+    """The shell that prints the mark is killed by a signal after the command wrote (as the
+    OOM killer ends it in a sandbox an agent filled): a failed command, taken once."""
+    request = sh("echo 'diff --git a/x b/x'; kill -9 $PPID", separate_stderr=True)
+    got = end_mark.run_whole(sandbox, request, "the patch command")
+    assert (got.exit_code, got.cut_short, got.timed_out) == (137, False, False)
+    assert got.output == b"diff --git a/x b/x\n"
 
 
 @pytest.mark.docker
@@ -152,8 +205,19 @@ def test_a_timed_out_command_is_a_timeout_not_a_cut(sandbox: DockerSandbox) -> N
 def test_a_command_beside_others_proves_its_end_too(sandbox: DockerSandbox) -> None:
     whole = sandbox.start(sh("cat >/dev/null; printf records; printf account >&2", stdin=b""))
     assert whole.finish() == ExecResult(0, b"recordsaccount", False, False)  # joined, in order
-    started = sh("cat >/dev/null; printf records; kill -9 $PPID", separate_stderr=True)
-    assert sandbox.start(started).finish().cut_short
+    killed = sandbox.start(sh("cat >/dev/null; printf records; kill -9 $PPID")).finish()
+    assert (killed.exit_code, killed.output, killed.cut_short) == (137, b"records", False)
+
+
+@pytest.mark.docker
+def test_a_command_beside_others_that_loses_its_end_is_cut_short(
+    sandbox: DockerSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import runner.sandbox.running as running_module
+
+    monkeypatch.setattr(running_module, "collect_frames", losing_the_end(collect_frames, 3))
+    got = sandbox.start(sh("cat >/dev/null; printf records", separate_stderr=True)).finish()
+    assert (got.exit_code, got.output, got.cut_short) == (0, b"rec", True)
 
 
 # --- what the harness does with a cut ---------------------------------------------------

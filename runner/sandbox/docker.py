@@ -458,8 +458,9 @@ class DockerSandbox:
         if not timed_out:
             self._blame.ended(exit_code)
         killed = exit_code == 137 and not timed_out
+        lacking = end_mark.may_lack_mark(exit_code, timed_out)
         got = end_mark.unmarked(
-            request, mark, streamed.output, streamed.truncated, streamed.stderr, killed=timed_out
+            request, mark, streamed.output, streamed.truncated, streamed.stderr, killed=lacking
         )
         return ExecResult(
             exit_code=exit_code,

@@ -17,8 +17,14 @@ the command wrote in), and one mark follows on it.
 
 The mark is new for every command and printed by the shell after the command ended, so
 nothing a command prints, and nothing an agent left in the workspace, can end a stream
-with it. No I/O of its own: ``runner.sandbox.docker`` and ``runner.sandbox.running``
-apply the mark, ``run_whole`` speaks only the ``Sandbox`` interface.
+with it. A shell killed before it printed (the command timed out, or the sandbox's own
+state killed it: an agent that fills its memory has the kernel's OOM killer end the
+harness's commands) leaves no mark, and its exit status says so (``may_lack_mark``):
+that command failed, as the caller reads its status, and is never called cut short. Else
+an agent could turn its own miss into an infrastructure error, a trial to run again.
+
+No I/O of its own: ``runner.sandbox.docker`` and ``runner.sandbox.running`` apply the
+mark, ``run_whole`` speaks only the ``Sandbox`` interface.
 """
 
 from __future__ import annotations
@@ -48,6 +54,12 @@ def argv_of(request: ExecRequest, mark: bytes | None) -> list[str]:
         return list(request.argv)
     script = _SEPARATE if request.separate_stderr else _JOINED
     return ["sh", "-c", script, "sh", mark.decode(), *request.argv]
+
+
+def may_lack_mark(exit_code: int | None, timed_out: bool) -> bool:
+    """Whether the shell that prints the mark may have died before it could: the command
+    timed out, or ``timeout`` reports its child killed by a signal (128 + the signal)."""
+    return timed_out or (exit_code is not None and exit_code >= 128)
 
 
 def with_room(request: ExecRequest, mark: bytes | None) -> ExecRequest:
@@ -82,22 +94,22 @@ def unmarked(
     killed: bool = False,
 ) -> Unmarked:
     """What arrived (collected under ``with_room``'s caps) without the marks; as it came,
-    within the caps, when there is no mark to look for (none asked, or the command was
-    killed: it never printed one).
+    within the caps, when there is no mark to look for (none asked).
 
     A stream that overflowed its cap cannot show its mark (the mark came after the cap):
-    it is truncated, as without a mark, and not called cut short."""
-    if mark is None or killed:
+    it is truncated, as without a mark, and not called cut short. Nor is a stream of a
+    ``killed`` command (``may_lack_mark``): its shell may have died before printing."""
+    if mark is None:
         cap = request.output_cap
         return Unmarked(
             output[:cap], truncated or len(output) > cap, stderr[: request.stderr_cap], False
         )
     output, truncated, whole = _take(output, truncated, request.output_cap, mark)
-    if not request.separate_stderr:
-        return Unmarked(output, truncated, stderr, not whole)
-    full = len(stderr) >= request.stderr_cap + len(mark)  # more may have come: unknowable
-    stderr, _, whole_err = _take(stderr, full, request.stderr_cap, mark)
-    return Unmarked(output, truncated, stderr, not (whole and whole_err))
+    if request.separate_stderr:
+        full = len(stderr) >= request.stderr_cap + len(mark)  # more may have come: unknowable
+        stderr, _, whole_err = _take(stderr, full, request.stderr_cap, mark)
+        whole = whole and whole_err
+    return Unmarked(output, truncated, stderr, not (whole or killed))
 
 
 def _take(data: bytes, overflowed: bool, cap: int, mark: bytes) -> tuple[bytes, bool, bool]:

@@ -141,7 +141,14 @@ class DockerRunning:
         except API_ERRORS as exc:
             raise SandboxError(f"Docker failed to report a command's exit: {exc}") from exc
         self._blame.ended(code)
-        got = end_mark.unmarked(self._request, self._mark, output, truncated, stderr)
+        got = end_mark.unmarked(
+            self._request,
+            self._mark,
+            output,
+            truncated,
+            stderr,
+            killed=end_mark.may_lack_mark(code, False),
+        )
         return ExecResult(
             exit_code=code,
             output=got.output,
