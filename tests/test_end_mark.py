@@ -25,13 +25,15 @@ from typing import Any
 
 import pytest
 
-from runner.errors import SandboxError
+from runner.errors import SandboxError, UserError
 from runner.records import Outcome
-from runner.sandbox import end_mark
+from runner.sandbox import end_mark, preflight
 from runner.sandbox.base import ROOT_USER, ExecRequest, ExecResult, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandbox, DockerSandboxFactory
 from runner.sandbox.exec_io import collect_frames, stream_exec
 from runner.sandbox.fake import FakeSandbox, FakeSandboxFactory, Script
+from runner.sandbox.image_build import DockerImageBuilder
+from runner.sandbox.preflight import check_harness
 from runner.sandbox.python_version import python_version
 from runner.trial.workspace import take_patch
 from tests.helpers import PY_IMAGE
@@ -100,14 +102,15 @@ def test_a_killed_command_is_no_cut_and_keeps_to_its_caps() -> None:
 @pytest.mark.parametrize(
     ("exit_code", "timed_out", "may_lack"),
     [
-        *[(0, False, False), (1, False, False), (127, False, False), (None, False, False)],
+        *[(0, False, False), (1, False, False), (124, False, False), (None, False, False)],
         *[(128 + 9, False, True), (128 + 7, False, True), (124, True, True), (137, True, True)],
+        *[(125, False, True), (126, False, True), (127, False, True)],
     ],
 )
-def test_only_a_signal_or_a_timeout_explains_a_missing_mark(
+def test_only_a_signal_a_timeout_or_no_shell_explains_a_missing_mark(
     exit_code: int | None, timed_out: bool, may_lack: bool
 ) -> None:
-    """Below 128 the shell ran to its end, and printed the mark before it exited."""
+    """Below 125 the shell ran to its end, and printed the mark before it exited."""
     assert end_mark.may_lack_mark(exit_code, timed_out) is may_lack
 
 
@@ -304,3 +307,58 @@ def test_a_probe_never_whole_is_infrastructure_not_a_missing_python() -> None:
     )
     with pytest.raises(SandboxError, match="python3 version short 3 times"):
         python_version(probes, SPEC)
+
+
+# --- the image's questions: a part of an answer is no answer --------------------------
+
+
+class LosingClient:
+    """The engine's client, losing the whole output of its first ``lose`` ``exec_start``s
+    (the race as seen: an empty stream, exit 0)."""
+
+    def __init__(self, client: Any, lose: int) -> None:
+        self._client, self.lose = client, lose
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def exec_start(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._client.exec_start(*args, **kwargs)
+        if self.lose > 0:
+            self.lose -= 1
+            return b""
+        return out
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("lose", [0, 1, end_mark.TRIES - 1])
+def test_the_harness_check_is_asked_again_when_its_answer_is_lost(
+    sandbox: DockerSandbox, docker_api: Any, lose: int
+) -> None:
+    """A PATH directory in the workspace is refused however often the engine loses the
+    answer first (an empty answer used to read as nothing wrong)."""
+    client = LosingClient(docker_api, lose)
+    with pytest.raises(UserError, match="a PATH directory /workspace"):
+        check_harness(client, sandbox.container, PY_IMAGE, ("/workspace",))
+    assert client.lose == 0
+
+
+@pytest.mark.docker
+def test_a_harness_check_whose_answer_never_arrives_is_no_pass(
+    sandbox: DockerSandbox, docker_api: Any
+) -> None:
+    client = LosingClient(docker_api, end_mark.TRIES)
+    with pytest.raises(SandboxError, match="harness check short 3 times"):
+        check_harness(client, sandbox.container, PY_IMAGE, ("/workspace",))
+
+
+@pytest.mark.docker
+def test_a_lookup_or_probe_killed_midway_is_no_answer(
+    sandbox: DockerSandbox, docker_api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Their shell killed after a first line: that line is not what the image has."""
+    monkeypatch.setattr(preflight, "LOOKUP", "echo half; kill -9 $$")
+    with pytest.raises(SandboxError, match="lookup of the agent's commands ended 137"):
+        preflight.missing_commands(sandbox, ["git", "half"])
+    with pytest.raises(UserError, match=r"the probe could not run .*ended 137"):
+        DockerImageBuilder(docker_api).probe(PY_IMAGE, "echo glibc 2.36; kill -9 $$")

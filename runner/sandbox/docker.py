@@ -61,15 +61,12 @@ from runner.sandbox.gateway_relay import LOCAL_ACCOUNTS, Relay, RunAccounts, rel
 from runner.sandbox.image_env import ImagePaths, in_environment
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 from runner.sandbox.mounts import SandboxMounts
-from runner.sandbox.preflight import check_harness
+from runner.sandbox.preflight import check_harness, missing_commands
 from runner.sandbox.running import KILLED, DockerRunning, Ended
 from runner.sandbox.view_probe import views_work
 
 log = logging.getLogger(__name__)
 
-# Prints each argument that is not a command on PATH (the agent's own PATH).
-LOOKUP = 'for c in "$@"; do command -v "$c" >/dev/null 2>&1 || echo "$c"; done'
-AGENT_PATH = "/usr/local/bin:/usr/bin:/bin"  # the agent's PATH (runner.agents.interface.BASE_ENV)
 KILL_GRACE_S = 2.0
 WATCHDOG_GRACE_S = 10.0
 REMOVE_ATTEMPTS = 5
@@ -138,18 +135,7 @@ class DockerSandboxFactory:
         try:
             with self.open(spec) as sandbox:
                 check_harness(self.client, sandbox.container, spec.image, sandbox.path)
-                if not commands:
-                    return []
-                found = end_mark.run_whole(
-                    sandbox,
-                    ExecRequest(
-                        argv=["sh", "-c", LOOKUP, "sh", *commands],
-                        env={"PATH": AGENT_PATH},
-                        timeout_s=60,
-                    ),
-                    "the lookup of the agent's commands",
-                )
-                return found.output.decode("utf-8", "replace").split()
+                return missing_commands(sandbox, commands)
         except SandboxError as exc:
             if spec.model_access is None:
                 raise

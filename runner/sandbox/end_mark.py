@@ -19,7 +19,8 @@ The mark is new for every command and printed by the shell after the command end
 nothing a command prints, and nothing an agent left in the workspace, can end a stream
 with it. A shell killed before it printed (the command timed out, or the sandbox's own
 state killed it: an agent that fills its memory has the kernel's OOM killer end the
-harness's commands) leaves no mark, and its exit status says so (``may_lack_mark``):
+harness's commands), or never started, leaves no mark, and its exit status says so
+(``may_lack_mark``):
 that command failed, as the caller reads its status, and is never called cut short. Else
 an agent could turn its own miss into an infrastructure error, a trial to run again.
 
@@ -57,9 +58,12 @@ def argv_of(request: ExecRequest, mark: bytes | None) -> list[str]:
 
 
 def may_lack_mark(exit_code: int | None, timed_out: bool) -> bool:
-    """Whether the shell that prints the mark may have died before it could: the command
-    timed out, or ``timeout`` reports its child killed by a signal (128 + the signal)."""
-    return timed_out or (exit_code is not None and exit_code >= 128)
+    """Whether the shell that prints the mark may never have printed it: the command timed
+    out; ``timeout`` reports its child killed by a signal (128 + the signal); or the shell
+    never started (125: ``timeout`` failed, 126: it could not be run, as the engine says of
+    an exec it could not start, 127: not found). A shell that ran to its end printed the
+    mark, and exited with its command's status."""
+    return timed_out or (exit_code is not None and exit_code >= 125)
 
 
 def with_room(request: ExecRequest, mark: bytes | None) -> ExecRequest:

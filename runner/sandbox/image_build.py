@@ -99,7 +99,8 @@ class DockerImageBuilder:
 
     def probe(self, image: str, script: str) -> str:
         """What ``sh -c script`` prints as the agent's uid in a throwaway sandbox of
-        ``image`` (no network, small limits): asking an image what it has."""
+        ``image`` (no network, small limits): asking an image what it has. The script
+        exits 0; any other end (a signal, a timeout) leaves no answer, only a part."""
         spec = SandboxSpec(
             image=image,
             limits=Limits(
@@ -115,6 +116,8 @@ class DockerImageBuilder:
                     ExecRequest(argv=["sh", "-c", script], env={"PATH": PROBE_PATH}, timeout_s=30),
                     f"a probe of image {image[:19]}",
                 )
+                if result.exit_code != 0 or result.timed_out:
+                    raise SandboxError(f"it ended {result.exit_code}")
         except SandboxError as exc:
             raise UserError(f"image {image[:19]}: the probe could not run ({exc})") from exc
         return result.output.decode("utf-8", "replace")

@@ -2,13 +2,19 @@
 coreutils ``timeout``, ``git``, ``python3``, ``find``, the agent user with uid 1000), no
 setuid or setgid file is (nothing in a sandbox may raise its privileges), and no directory
 of the image's environment (``runner.sandbox.instance_layer``) leads where a sandbox
-writes. Run in a started sandbox by ``DockerSandboxFactory.preflight``."""
+writes; and which of the agent's commands its PATH lacks. Run in a started sandbox by
+``DockerSandboxFactory.preflight``. Each answer is read only when it arrived whole
+(``runner.sandbox.end_mark``): a cut answer would read as nothing missing."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import docker
 
-from runner.errors import UserError
+from runner.errors import SandboxError, UserError
+from runner.sandbox import end_mark
+from runner.sandbox.base import ExecRequest, Sandbox
 from runner.sandbox.engine import API_ERRORS, exit_code
 from runner.sandbox.instance_layer import WRITABLE
 
@@ -39,18 +45,8 @@ def check_harness(
 ) -> None:
     """One line (``UserError``) naming the image and what it lacks or has too much of."""
     script = HARNESS_CHECK + "; " + PATH_CHECK if path else HARNESS_CHECK
-    argv = ["sh", "-c", script, "sh", *path]
-    try:
-        exec_id = client.exec_create(container, argv)["Id"]
-        out = client.exec_start(exec_id)
-        code = exit_code(client, exec_id)
-    except API_ERRORS as exc:
-        raise UserError(
-            f"sandbox image {image!r} cannot run the harness ({exc}); it needs sh, "
-            "coreutils timeout, git, python3 and an agent user with uid 1000: build it from "
-            "worker_images/python"
-        ) from exc
-    lines = out.decode("utf-8", "replace").strip().splitlines() if out else []
+    out, code = _whole(client, container, image, ["sh", "-c", script, "sh", *path])
+    lines = out.decode("utf-8", "replace").strip().splitlines()
     setuid = [line.removeprefix("setuid ") for line in lines if line.startswith("setuid ")]
     unsafe = [line for line in lines if line.startswith("a PATH directory ")]
     missing = [line for line in lines if not line.startswith("setuid ") and line not in unsafe]
@@ -68,3 +64,55 @@ def check_harness(
             "worker_images/python (`make images`), which has the harness's tools and strips "
             "setuid bits, or fix the image"
         )
+
+
+def _whole(
+    client: docker.APIClient, container: str, image: str, argv: list[str]
+) -> tuple[bytes, int | None]:
+    """(output, exit status) of ``argv`` run as the container's user (root), straight on
+    the engine: ``Sandbox.run`` needs the ``timeout`` this check looks for. Run again when
+    the engine cut its output short; a ``SandboxError`` after ``end_mark.TRIES`` cuts."""
+    request = ExecRequest(argv=argv, end_mark=True)
+    for _ in range(end_mark.TRIES):
+        mark = end_mark.new_mark()
+        try:
+            exec_id = client.exec_create(container, end_mark.argv_of(request, mark))["Id"]
+            out = client.exec_start(exec_id)
+            code = exit_code(client, exec_id)
+        except API_ERRORS as exc:
+            raise UserError(
+                f"sandbox image {image!r} cannot run the harness ({exc}); it needs sh, "
+                "coreutils timeout, git, python3 and an agent user with uid 1000: build it "
+                "from worker_images/python"
+            ) from exc
+        killed = end_mark.may_lack_mark(code, False)
+        got = end_mark.unmarked(request, mark, out or b"", False, b"", killed=killed)
+        if not got.cut_short:
+            return got.output, code
+    raise SandboxError(
+        f"the engine cut the output of image {image!r}'s harness check short "
+        f"{end_mark.TRIES} times (moby/moby#27289)"
+    )
+
+
+# Prints each argument that is not a command on PATH (the agent's own PATH).
+LOOKUP = 'for c in "$@"; do command -v "$c" >/dev/null 2>&1 || echo "$c"; done'
+AGENT_PATH = "/usr/local/bin:/usr/bin:/bin"  # the agent's PATH (runner.agents.interface.BASE_ENV)
+
+
+def missing_commands(sandbox: Sandbox, commands: Sequence[str]) -> list[str]:
+    """Those of ``commands`` the agent's PATH does not find in the sandbox's image. A
+    lookup that did not end (a signal, a timeout) is a ``SandboxError``: a part of its
+    answer would leave out what is missing."""
+    if not commands:
+        return []
+    found = end_mark.run_whole(
+        sandbox,
+        ExecRequest(
+            argv=["sh", "-c", LOOKUP, "sh", *commands], env={"PATH": AGENT_PATH}, timeout_s=60
+        ),
+        "the lookup of the agent's commands",
+    )
+    if found.exit_code != 0 or found.timed_out:
+        raise SandboxError(f"the lookup of the agent's commands ended {found.exit_code}")
+    return found.output.decode("utf-8", "replace").split()
