@@ -20,9 +20,9 @@ nothing a command prints, and nothing an agent left in the workspace, can end a 
 with it. A shell killed before it printed (the command timed out, or the sandbox's own
 state killed it: an agent that fills its memory has the kernel's OOM killer end the
 harness's commands), or never started, leaves no mark, and its exit status says so
-(``may_lack_mark``):
-that command failed, as the caller reads its status, and is never called cut short. Else
-an agent could turn its own miss into an infrastructure error, a trial to run again.
+(``may_lack_mark``): that command failed, as the caller reads its status, and is never
+called cut short. Else an agent could turn its own miss into an infrastructure error, a
+trial to run again.
 
 No I/O of its own: ``runner.sandbox.docker`` and ``runner.sandbox.running`` apply the
 mark, ``run_whole`` speaks only the ``Sandbox`` interface.
@@ -31,6 +31,7 @@ mark, ``run_whole`` speaks only the ``Sandbox`` interface.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from runner.errors import SandboxError
@@ -131,11 +132,17 @@ def run_whole(sandbox: Sandbox, request: ExecRequest, what: str, tries: int = TR
     ``SandboxError`` naming ``what`` when it never does: infrastructure, the trial an
     error to run again, never an answer read from what arrived."""
     request = replace(request, end_mark=True)
+    return until_whole(lambda: sandbox.run(request), what, tries)
+
+
+def until_whole(attempt: Callable[[], ExecResult], what: str, tries: int = TRIES) -> ExecResult:
+    """``attempt()`` (a marked command, run once) until its result is not ``cut_short``, at
+    most ``tries`` times; a ``SandboxError`` naming ``what`` when it never is."""
     for _ in range(tries):
-        result = sandbox.run(request)
+        result = attempt()
         if not result.cut_short:
             return result
     raise SandboxError(
         f"the engine cut the output of {what} short {tries} times (moby/moby#27289); "
-        "the trial is an error to run again"
+        "infrastructure, to run again"
     )

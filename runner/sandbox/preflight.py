@@ -14,7 +14,7 @@ import docker
 
 from runner.errors import SandboxError, UserError
 from runner.sandbox import end_mark
-from runner.sandbox.base import ExecRequest, Sandbox
+from runner.sandbox.base import ExecRequest, ExecResult, Sandbox
 from runner.sandbox.engine import API_ERRORS, exit_code
 from runner.sandbox.instance_layer import WRITABLE
 
@@ -45,12 +45,12 @@ def check_harness(
 ) -> None:
     """One line (``UserError``) naming the image and what it lacks or has too much of."""
     script = HARNESS_CHECK + "; " + PATH_CHECK if path else HARNESS_CHECK
-    out, code = _whole(client, container, image, ["sh", "-c", script, "sh", *path])
-    lines = out.decode("utf-8", "replace").strip().splitlines()
+    result = _whole(client, container, image, ["sh", "-c", script, "sh", *path])
+    lines = result.output.decode("utf-8", "replace").strip().splitlines()
     setuid = [line.removeprefix("setuid ") for line in lines if line.startswith("setuid ")]
     unsafe = [line for line in lines if line.startswith("a PATH directory ")]
     missing = [line for line in lines if not line.startswith("setuid ") and line not in unsafe]
-    if code != 0 and not missing:
+    if result.exit_code != 0 and not missing:
         missing = ["a working sh"]
     problems = [f"lacks {', '.join(missing)}"] if missing else []
     if setuid:
@@ -66,14 +66,13 @@ def check_harness(
         )
 
 
-def _whole(
-    client: docker.APIClient, container: str, image: str, argv: list[str]
-) -> tuple[bytes, int | None]:
-    """(output, exit status) of ``argv`` run as the container's user (root), straight on
-    the engine: ``Sandbox.run`` needs the ``timeout`` this check looks for. Run again when
-    the engine cut its output short; a ``SandboxError`` after ``end_mark.TRIES`` cuts."""
+def _whole(client: docker.APIClient, container: str, image: str, argv: list[str]) -> ExecResult:
+    """``argv`` run as the container's user (root), straight on the engine: ``Sandbox.run``
+    needs the ``timeout`` this check looks for. Run again when the engine cut its output
+    short (``end_mark.until_whole``)."""
     request = ExecRequest(argv=argv, end_mark=True)
-    for _ in range(end_mark.TRIES):
+
+    def attempt() -> ExecResult:
         mark = end_mark.new_mark()
         try:
             exec_id = client.exec_create(container, end_mark.argv_of(request, mark))["Id"]
@@ -87,12 +86,9 @@ def _whole(
             ) from exc
         killed = end_mark.may_lack_mark(code, False)
         got = end_mark.unmarked(request, mark, out or b"", False, b"", killed=killed)
-        if not got.cut_short:
-            return got.output, code
-    raise SandboxError(
-        f"the engine cut the output of image {image!r}'s harness check short "
-        f"{end_mark.TRIES} times (moby/moby#27289)"
-    )
+        return ExecResult(code, got.output, got.truncated, False, cut_short=got.cut_short)
+
+    return end_mark.until_whole(attempt, f"image {image!r}'s harness check")
 
 
 # Prints each argument that is not a command on PATH (the agent's own PATH).
