@@ -189,13 +189,17 @@ def _pump(stream: Any, sink: list[str], lines: queue.Queue[str] | None) -> None:
             lines.put(text)
 
 
+# Every proxy's ledger directory lives under one root, removed when the test process exits.
+_LEDGERS = tempfile.TemporaryDirectory(prefix="deltarun-test-ledgers-")
+
+
 def proxy_environment(upstream: str, key: str | None, **extra: str) -> dict[str, str]:
     env = {
         "DELTARUN_UPSTREAM": upstream,
         "DELTARUN_LISTEN_HOST": "127.0.0.1",
         "DELTARUN_LISTEN_PORT": "0",
         "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ in the source tree
-        "DELTARUN_LEDGER": tempfile.mkdtemp(prefix="deltarun-ledger-"),
+        "DELTARUN_LEDGER": tempfile.mkdtemp(prefix="ledger-", dir=_LEDGERS.name),
         **extra,
     }
     if key is not None:
