@@ -44,6 +44,11 @@ INSTALL_FIX = (
 # runner.grading.install_step): only these say the install step failed.
 _INSTALL_FAILED = re.compile(r"\Ainstall step `.*?` failed \((exit -?\d+|exit None|timed out)\)")
 _INSTALL_BROKE = "failed during the install step"
+# pip's last word when the step asked an index (sandboxes have none) for a requirement.
+_NO_DISTRIBUTION = re.compile(r"No matching distribution found for ([^\s|]{1,120})")
+# pip's words while it installs the build backend in an isolated environment (PEP 517):
+# "Installing build dependencies" (20.x), "pip subprocess to install build dependencies" (23.x).
+_BUILD_ISOLATION = ("build dependencies", "pip-build-env-")
 # The plugins behind options test settings often carry (prefix of the option -> package).
 _PLUGIN_OPTIONS = (
     ("--cov", "pytest-cov"),
@@ -88,6 +93,9 @@ def setup_failure(reason: str | None, log: str) -> str | None:
         if failed is not None:
             last = reason[failed.end() :].removeprefix(": ").split(" | ")[-1].strip()
             said = failed.group(0) + (f": {last}" if last else "")
+        missing = _NO_DISTRIBUTION.search(reason)
+        if failed is not None and missing is not None:
+            return _offline_fix(failed.group(0), missing.group(1), reason)
         return f"{said[:200]} -> {INSTALL_FIX}"
     # The harness's own lines (the install step's echoes) are not the setup's errors.
     lines = [
@@ -103,6 +111,24 @@ def setup_failure(reason: str | None, log: str) -> str | None:
             if marker in line:
                 return f"{_first_error(lines, line)[:200]} -> {fix}"
     return None
+
+
+def _offline_fix(failed: str, requirement: str, reason: str) -> str:
+    """An install step that asked pip for ``requirement`` from an index: the sandbox is
+    offline, so it comes from the environment or not at all."""
+    said = f"{failed[:160]}: pip found no {requirement} (the sandbox has no index)"
+    if any(mark in reason for mark in _BUILD_ISOLATION):
+        return (
+            f"{said} -> the step builds the project in an isolated environment that needs "
+            f"{requirement} from an index: add --no-build-isolation to the step (the "
+            "image's own build backend is then used), or give the backend in the spec's "
+            "pip_packages"
+        )
+    return (
+        f"{said} -> the step installs dependencies from an index: give them in the spec's "
+        "pip_packages (the import fetches them into the environment image) and add --no-deps "
+        "to the step"
+    )
 
 
 def _unrecognized(line: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from runner.setup_signals import INSTALL_FIX, setup_failure
 from tests.conftest import run_cli
-from tests.helpers import ADD_GOLD, make_suite, repo_task
+from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task
 
 # An install step that succeeded, then the harness's pytest: the must-fail canary fails
 # with an AssertionError, and one declared test id matched nothing.
@@ -92,3 +92,72 @@ def test_validate_with_a_passing_install_never_says_the_install_step_failed(
     assert "install step" not in found["detail"], found
     assert "install step failed" not in result.stderr + result.stdout
     assert found["verdict"] != "setup-broken", found
+
+
+# A project whose pyproject asks for an isolated build: pip fetches its build backend from
+# an index first, which an offline sandbox has not.
+PACKAGED = {
+    **ADD_FIXTURE,
+    "pyproject.toml": (
+        '[build-system]\nrequires = ["setuptools>=40.8.0"]\n'
+        'build-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "calc"\nversion = "1.0"\ndependencies = ["calc-helpers-nowhere"]\n'
+        '\n[tool.setuptools]\npackages = ["calc"]\n'
+    ),
+}
+
+
+def test_an_install_step_that_asks_an_index_is_told_the_offline_fix() -> None:
+    """pip's "No matching distribution" in a failed step's reason: the requirement named,
+    and the fix for a build backend (no isolation) or for dependencies (pip_packages)."""
+    build = (
+        "install step `pip install -e .` failed (exit 1): Installing build dependencies: "
+        "started | ERROR: No matching distribution found for setuptools>=40.8.0 | WARNING: "
+        "Discarding file:///workspace. /tmp/pip-build-env-x/overlay"
+    )
+    found = setup_failure(build, "")
+    assert found is not None
+    assert found.startswith(
+        "install step `pip install -e .` failed (exit 1): pip found no setuptools>=40.8.0 "
+        "(the sandbox has no index) -> "
+    ), found
+    assert "--no-build-isolation" in found and INSTALL_FIX not in found
+    deps = (
+        "install step `pip install -e .` failed (exit 1): Processing /workspace | ERROR: "
+        "No matching distribution found for pytz | foo"
+    )
+    found = setup_failure(deps, "")
+    assert found is not None and "pip found no pytz " in found, found
+    assert "pip_packages" in found and "--no-deps" in found and "isolat" not in found
+    # A step that failed otherwise keeps the general fix.
+    other = setup_failure("install step `make` failed (exit 2): No rule to make target", "")
+    assert other == f"install step `make` failed (exit 2): No rule to make target -> {INSTALL_FIX}"
+
+
+def test_validate_names_the_offline_fix_and_the_fix_works(
+    tmp_path: Path, docker_api: object
+) -> None:
+    """On the real engine, with the real pip of the sandbox image: an editable install in an
+    isolated build is setup-broken with the fix named; the step as the fix says (the image's
+    build backend, no dependencies from an index) makes the same task valid."""
+    steps = {
+        "isolated": "python3 -m pip install -e .",
+        "fixed": "python3 -m pip install -e . --no-build-isolation --no-deps",
+    }
+    tasks = [{**repo_task(name), "install": [step]} for name, step in steps.items()]
+    (tmp_path / "gold").mkdir()
+    for name in steps:
+        (tmp_path / "gold" / f"{name}.diff").write_text(ADD_GOLD)
+    arms = [
+        {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+        {"name": "gold", "agent": {"type": "patch", "dir": "gold"}},
+    ]
+    controls = make_suite(tmp_path, tasks, arms, fixtures=dict.fromkeys(steps, PACKAGED))
+    result = run_cli("validate", str(controls), "-j", "2")
+    document = json.loads((tmp_path / "suite" / "validation.json").read_text())
+    verdicts = {task["id"]: task for task in document["tasks"]}
+    isolated = verdicts["isolated"]
+    assert isolated["verdict"] == "setup-broken", (isolated, result.stderr)
+    assert "pip found no setuptools>=40.8.0" in isolated["detail"], isolated
+    assert "--no-build-isolation" in isolated["detail"], isolated
+    assert verdicts["fixed"]["verdict"] == "valid", (verdicts["fixed"], result.stderr)
