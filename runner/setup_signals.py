@@ -119,10 +119,10 @@ def _offline_fix(failed: str, requirement: str, reason: str) -> str:
     said = f"{failed[:160]}: pip found no {requirement} (the sandbox has no index)"
     if any(mark in reason for mark in _BUILD_ISOLATION):
         return (
-            f"{said} -> the step builds the project in an isolated environment that needs "
-            f"{requirement} from an index: add --no-build-isolation to the step (the "
-            "image's own build backend is then used), or give the backend in the spec's "
-            "pip_packages"
+            f"{said} -> the step builds the project in an isolated environment, which "
+            f"fetches {requirement} from an index: add --no-build-isolation to the step, so "
+            "the build uses the environment's own backend (the image's setuptools, or one "
+            "given in the spec's pip_packages)"
         )
     return (
         f"{said} -> the step installs dependencies from an index: give them in the spec's "
