@@ -46,6 +46,8 @@ _INSTALL_FAILED = re.compile(r"\Ainstall step `.*?` failed \((exit -?\d+|exit No
 _INSTALL_BROKE = "failed during the install step"
 # pip's last word when the step asked an index (sandboxes have none) for a requirement.
 _NO_DISTRIBUTION = re.compile(r"No matching distribution found for ([^\s|]{1,120})")
+# A module the step's Python could not import: a build backend, or what setup.py imports.
+_NO_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]{1,100})'")
 # pip's words while it installs the build backend in an isolated environment (PEP 517):
 # "Installing build dependencies" (20.x), "pip subprocess to install build dependencies" (23.x).
 _BUILD_ISOLATION = ("build dependencies", "pip-build-env-")
@@ -95,7 +97,16 @@ def setup_failure(reason: str | None, log: str) -> str | None:
             said = failed.group(0) + (f": {last}" if last else "")
         missing = _NO_DISTRIBUTION.search(reason)
         if failed is not None and missing is not None:
-            return _offline_fix(failed.group(0), missing.group(1), reason)
+            # pip 20 writes the marker after the pin: "flake8==3.7.8; extra == "dev""
+            return _offline_fix(failed.group(0), missing.group(1).rstrip(";,"), reason)
+        module = _NO_MODULE.search(reason)
+        if failed is not None and module is not None:
+            return (
+                f"{failed.group(0)[:160]}: no module named {module.group(1)} -> the step "
+                "needs a package the environment lacks (a build backend such as flit_core, "
+                "hatchling or setuptools_scm, or what setup.py imports): give it in the "
+                "spec's pip_packages"
+            )
         return f"{said[:200]} -> {INSTALL_FIX}"
     # The harness's own lines (the install step's echoes) are not the setup's errors.
     lines = [
@@ -126,8 +137,8 @@ def _offline_fix(failed: str, requirement: str, reason: str) -> str:
         )
     return (
         f"{said} -> the step installs dependencies from an index: give them in the spec's "
-        "pip_packages (the import fetches them into the environment image) and add --no-deps "
-        "to the step"
+        "pip_packages (the import fetches them into the environment image), or add --no-deps "
+        "to the step when the environment has what the tests import"
     )
 
 

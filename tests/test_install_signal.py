@@ -94,8 +94,7 @@ def test_validate_with_a_passing_install_never_says_the_install_step_failed(
     assert found["verdict"] != "setup-broken", found
 
 
-# A project whose pyproject asks for an isolated build: pip fetches its build backend from
-# an index first, which an offline sandbox has not.
+# A project built by setuptools whose one dependency no index here has (nor has the image).
 PACKAGED = {
     **ADD_FIXTURE,
     "pyproject.toml": (
@@ -109,7 +108,8 @@ PACKAGED = {
 
 def test_an_install_step_that_asks_an_index_is_told_the_offline_fix() -> None:
     """pip's "No matching distribution" in a failed step's reason: the requirement named,
-    and the fix for a build backend (no isolation) or for dependencies (pip_packages)."""
+    and the fix for a build backend (no isolation) or for dependencies (pip_packages); a
+    module the step could not import is named with its fix."""
     build = (
         "install step `pip install -e .` failed (exit 1): Installing build dependencies: "
         "started | ERROR: No matching distribution found for setuptools>=40.8.0 | WARNING: "
@@ -123,26 +123,34 @@ def test_an_install_step_that_asks_an_index_is_told_the_offline_fix() -> None:
     ), found
     assert "--no-build-isolation" in found and INSTALL_FIX not in found
     deps = (
-        "install step `pip install -e .` failed (exit 1): Processing /workspace | ERROR: "
-        "No matching distribution found for pytz | foo"
+        "install step `pip install -e '.[dev]'` failed (exit 1): Processing /workspace | "
+        'ERROR: No matching distribution found for flake8==3.7.8; extra == "dev" | foo'
     )
     found = setup_failure(deps, "")
-    assert found is not None and "pip found no pytz " in found, found
+    assert found is not None and "pip found no flake8==3.7.8 (the" in found, found
     assert "pip_packages" in found and "--no-deps" in found and "isolat" not in found
+    backend = (
+        'install step `pip install -e .` failed (exit 1): File "<frozen importlib>" | '
+        "ModuleNotFoundError: No module named 'flit_core'"
+    )
+    found = setup_failure(backend, "")
+    assert found is not None and "no module named flit_core -> " in found, found
+    assert "pip_packages" in found
     # A step that failed otherwise keeps the general fix.
     other = setup_failure("install step `make` failed (exit 2): No rule to make target", "")
     assert other == f"install step `make` failed (exit 2): No rule to make target -> {INSTALL_FIX}"
 
 
-def test_validate_names_the_offline_fix_and_the_fix_works(
+def test_an_install_as_the_field_writes_it_builds_offline_and_names_what_it_lacks(
     tmp_path: Path, docker_api: object
 ) -> None:
-    """On the real engine, with the real pip of the sandbox image: an editable install in an
-    isolated build is setup-broken with the fix named; the step as the fix says (the image's
-    build backend, no dependencies from an index) makes the same task valid."""
+    """On the real engine, with the real pip of the sandbox image: ``pip install -e .`` as
+    SWE-bench's specs write it builds with the image's setuptools (no isolated build, which
+    would fetch it from an index), so what fails is the one dependency no index here has,
+    named with the fix; the step as the fix says makes the same task valid."""
     steps = {
-        "isolated": "python3 -m pip install -e .",
-        "fixed": "python3 -m pip install -e . --no-build-isolation --no-deps",
+        "as-written": "python3 -m pip install -e .",
+        "fixed": "python3 -m pip install -e . --no-deps",
     }
     tasks = [{**repo_task(name), "install": [step]} for name, step in steps.items()]
     (tmp_path / "gold").mkdir()
@@ -156,8 +164,8 @@ def test_validate_names_the_offline_fix_and_the_fix_works(
     result = run_cli("validate", str(controls), "-j", "2")
     document = json.loads((tmp_path / "suite" / "validation.json").read_text())
     verdicts = {task["id"]: task for task in document["tasks"]}
-    isolated = verdicts["isolated"]
-    assert isolated["verdict"] == "setup-broken", (isolated, result.stderr)
-    assert "pip found no setuptools>=40.8.0" in isolated["detail"], isolated
-    assert "--no-build-isolation" in isolated["detail"], isolated
+    written = verdicts["as-written"]
+    assert written["verdict"] == "setup-broken", (written, result.stderr)
+    assert "pip found no calc-helpers-nowhere (the sandbox" in written["detail"], written
+    assert "--no-deps" in written["detail"], written
     assert verdicts["fixed"]["verdict"] == "valid", (verdicts["fixed"], result.stderr)
