@@ -44,6 +44,7 @@ INSTALL_FIX = (
 # runner.grading.install_step): only these say the install step failed.
 _INSTALL_FAILED = re.compile(r"\Ainstall step `.*?` failed \((exit -?\d+|exit None|timed out)\)")
 _INSTALL_BROKE = "failed during the install step"
+_FAILED_LINE = re.compile(r"\[deltarun\] install step \d{1,6} failed \(exit -?\d{1,3}\)")
 # pip's last word when the step asked an index (sandboxes have none) for a requirement.
 _NO_DISTRIBUTION = re.compile(r"No matching distribution found for ([^\s|]{1,120})")
 # A module the step's Python could not import: a build backend, or what setup.py imports.
@@ -95,11 +96,19 @@ def setup_failure(reason: str | None, log: str) -> str | None:
         if failed is not None:
             last = reason[failed.end() :].removeprefix(": ").split(" | ")[-1].strip()
             said = failed.group(0) + (f": {last}" if last else "")
-        missing = _NO_DISTRIBUTION.search(reason)
+        # The reason keeps the step's last lines; pip's own word may be earlier in the log.
+        said_by_pip = f"{reason}\n{_install_section(log)}"
+        missing = _NO_DISTRIBUTION.search(said_by_pip)
         if failed is not None and missing is not None:
             # pip 20 writes the marker after the pin: "flake8==3.7.8; extra == "dev""
-            return _offline_fix(failed.group(0), missing.group(1).rstrip(";,"), reason)
-        module = _NO_MODULE.search(reason)
+            return _offline_fix(failed.group(0), missing.group(1).rstrip(";,"), said_by_pip)
+        if failed is not None and "unable to detect version" in said_by_pip:
+            return (
+                f"{failed.group(0)[:160]}: setuptools-scm was unable to detect the version -> "
+                "a workspace holds the tree at the commit, not the repository's tags: give "
+                "the version in the spec's env_vars (SETUPTOOLS_SCM_PRETEND_VERSION: 5.4.0)"
+            )
+        module = _NO_MODULE.search(said_by_pip)
         if failed is not None and module is not None:
             return (
                 f"{failed.group(0)[:160]}: no module named {module.group(1)} -> the step "
@@ -124,11 +133,32 @@ def setup_failure(reason: str | None, log: str) -> str | None:
     return None
 
 
-def _offline_fix(failed: str, requirement: str, reason: str) -> str:
+def _install_section(log: str) -> str:
+    """The install step's part of a verify log: from its first line to the line saying
+    which step failed (the tests' output after it is not the step's)."""
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("[deltarun] install step 1:")]
+    if not starts:
+        return ""
+    section = []
+    for line in lines[starts[0] :]:
+        section.append(line)
+        if _FAILED_LINE.fullmatch(line):
+            break
+    return "\n".join(section)
+
+
+def _offline_fix(failed: str, requirement: str, said: str) -> str:
     """An install step that asked pip for ``requirement`` from an index: the sandbox is
     offline, so it comes from the environment or not at all."""
+    where = said
     said = f"{failed[:160]}: pip found no {requirement} (the sandbox has no index)"
-    if any(mark in reason for mark in _BUILD_ISOLATION):
+    if "fetch_build_egg" in where or "setup_requires" in where:
+        return (
+            f"{said} -> the project's setup.py fetches {requirement} while it builds "
+            "(setup_requires): give it in the spec's pip_packages"
+        )
+    if any(mark in where for mark in _BUILD_ISOLATION):
         return (
             f"{said} -> the step builds the project in an isolated environment, which "
             f"fetches {requirement} from an index: add --no-build-isolation to the step, so "

@@ -136,6 +136,31 @@ def test_an_install_step_that_asks_an_index_is_told_the_offline_fix() -> None:
     found = setup_failure(backend, "")
     assert found is not None and "no module named flit_core -> " in found, found
     assert "pip_packages" in found
+    # pip's word earlier in the step's log than the reason's last lines: found there, and
+    # a setup_requires fetch (setuptools' fetch_build_egg) told apart.
+    tail = "install step `pip install -e .` failed (exit 1): ERROR: Command errored out"
+    log = (
+        "[deltarun] install step 1: pip install -e .\n"
+        "    ERROR: No matching distribution found for setuptools-scm\n"
+        '      File "/usr/lib/python3/dist-packages/setuptools/installer.py", in '
+        "fetch_build_egg\n"
+        "[deltarun] install step 1 failed (exit 1)\n"
+        "E   ModuleNotFoundError: No module named 'not_the_install'\n"
+    )
+    found = setup_failure(tail, log)
+    assert found is not None and "pip found no setuptools-scm (the" in found, found
+    assert "setup_requires" in found and "pip_packages" in found
+    after = "[deltarun] install step 1 failed (exit 1)\nNo module named 'tests_only'\n"
+    assert setup_failure(tail, "[deltarun] install step 1: x\n" + after) == (
+        f"{tail} -> {INSTALL_FIX}"
+    )
+    scm = (
+        "[deltarun] install step 1: pip install -e .\n"
+        "LookupError: setuptools-scm was unable to detect version for /workspace.\n"
+        "[deltarun] install step 1 failed (exit 1)\n"
+    )
+    found = setup_failure(tail, scm)
+    assert found is not None and "SETUPTOOLS_SCM_PRETEND_VERSION" in found, found
     # A step that failed otherwise keeps the general fix.
     other = setup_failure("install step `make` failed (exit 2): No rule to make target", "")
     assert other == f"install step `make` failed (exit 2): No rule to make target -> {INSTALL_FIX}"
