@@ -35,6 +35,9 @@ _SETUP_LINES = (
      "it needs to the environment, or an install step"),
     ("ERROR collecting", "collection failed: run the declared tests by hand in the image"),
     ("INTERNALERROR", "pytest crashed before the tests ran: check the plugins and settings"),
+    ("deltarun: the project ships its own", "a project that is pytest, or ships a package "
+     "pytest runs on, cannot be graded with the harness's pytest: leave the task out "
+     "(suite.exclude)"),
 )  # fmt: skip
 INSTALL_FIX = (
     "the install step failed: run it by hand in the image (offline) and fix the step or "
