@@ -92,34 +92,10 @@ def setup_failure(reason: str | None, log: str) -> str | None:
     if not reason or not any(marker in reason for marker in _NEVER_RAN):
         return None
     failed = _INSTALL_FAILED.match(reason)
-    if failed is not None or _INSTALL_BROKE in reason:
-        # The install step's own reason (its step and the tail of its own output), never
-        # the test log: a canary's failure there is the harness's, not the install's.
-        said = reason
-        if failed is not None:
-            last = reason[failed.end() :].removeprefix(": ").split(" | ")[-1].strip()
-            said = failed.group(0) + (f": {last}" if last else "")
-        # The reason keeps the step's last lines; pip's own word may be earlier in the log.
-        said_by_pip = f"{reason}\n{_install_section(log)}"
-        missing = _NO_DISTRIBUTION.search(said_by_pip)
-        if failed is not None and missing is not None:
-            # pip 20 writes the marker after the pin: "flake8==3.7.8; extra == "dev""
-            return _offline_fix(failed.group(0), missing.group(1).rstrip(";,"), said_by_pip)
-        if failed is not None and "unable to detect version" in said_by_pip:
-            return (
-                f"{failed.group(0)[:160]}: setuptools-scm was unable to detect the version -> "
-                "a workspace holds the tree at the commit, not the repository's tags: give "
-                "the version in the spec's env_vars (SETUPTOOLS_SCM_PRETEND_VERSION: 5.4.0)"
-            )
-        module = _NO_MODULE.search(said_by_pip)
-        if failed is not None and module is not None:
-            return (
-                f"{failed.group(0)[:160]}: no module named {module.group(1)} -> the step "
-                "needs a package the environment lacks (a build backend such as flit_core, "
-                "hatchling or setuptools_scm, or what setup.py imports): give it in the "
-                "spec's pip_packages"
-            )
-        return f"{said[:200]} -> {INSTALL_FIX}"
+    if failed is not None:
+        return _install_failure(failed.group(0), reason, log)
+    if _INSTALL_BROKE in reason:
+        return f"{reason[:200]} -> {INSTALL_FIX}"
     # The harness's own lines (the install step's echoes) are not the setup's errors.
     lines = [
         line.strip()
@@ -134,6 +110,34 @@ def setup_failure(reason: str | None, log: str) -> str | None:
             if marker in line:
                 return f"{_first_error(lines, line)[:200]} -> {fix}"
     return None
+
+
+def _install_failure(failed: str, reason: str, log: str) -> str:
+    """A failed install step, told from its own reason and its part of the log (never the
+    test log: a canary's failure there is the harness's, not the install's): what pip or
+    the build said the step lacked, with its fix; else the step's last line."""
+    # The reason keeps the step's last lines; pip's own word may be earlier in the log.
+    text = f"{reason}\n{_install_section(log)}"
+    missing = _NO_DISTRIBUTION.search(text)
+    if missing is not None:
+        # pip 20 writes the marker after the pin: "flake8==3.7.8; extra == "dev""
+        return _offline_fix(failed, missing.group(1).rstrip(";,"), text)
+    if "unable to detect version" in text:
+        return (
+            f"{failed[:160]}: setuptools-scm was unable to detect the version -> a workspace "
+            "holds the tree at the commit, not the repository's tags: give the version in "
+            "the spec's env_vars (SETUPTOOLS_SCM_PRETEND_VERSION: 5.4.0)"
+        )
+    module = _NO_MODULE.search(text)
+    if module is not None:
+        return (
+            f"{failed[:160]}: no module named {module.group(1)} -> the step needs a package "
+            "the environment lacks (a build backend such as flit_core, hatchling or "
+            "setuptools_scm, or what setup.py imports): give it in the spec's pip_packages"
+        )
+    last = reason[len(failed) :].removeprefix(": ").split(" | ")[-1].strip()
+    said = failed + (f": {last}" if last else "")
+    return f"{said[:200]} -> {INSTALL_FIX}"
 
 
 def _install_section(log: str) -> str:
@@ -151,17 +155,16 @@ def _install_section(log: str) -> str:
     return "\n".join(section)
 
 
-def _offline_fix(failed: str, requirement: str, said: str) -> str:
-    """An install step that asked pip for ``requirement`` from an index: the sandbox is
-    offline, so it comes from the environment or not at all."""
-    where = said
+def _offline_fix(failed: str, requirement: str, text: str) -> str:
+    """An install step that asked pip for ``requirement`` from an index (``text``: what the
+    step said): the sandbox is offline, so it comes from the environment or not at all."""
     said = f"{failed[:160]}: pip found no {requirement} (the sandbox has no index)"
-    if "fetch_build_egg" in where or "setup_requires" in where:
+    if "fetch_build_egg" in text or "setup_requires" in text:
         return (
             f"{said} -> the project's setup.py fetches {requirement} while it builds "
             "(setup_requires): give it in the spec's pip_packages"
         )
-    if any(mark in where for mark in _BUILD_ISOLATION):
+    if any(mark in text for mark in _BUILD_ISOLATION):
         return (
             f"{said} -> the step builds the project in an isolated environment, which "
             f"fetches {requirement} from an index: add --no-build-isolation to the step, so "
