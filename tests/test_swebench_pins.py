@@ -163,3 +163,24 @@ def test_import_writes_the_pins_into_the_suite(
     assert lines[0].startswith(f"deltarun: error: {specs}: acme/textkit 1.0: pip_packages ")
     assert "pin it (name==version) in the specs file" in lines[0]
     assert not (tmp_path / "t").exists()
+
+
+def test_an_exact_pin_without_a_wheel_is_one_line_naming_the_spec_and_the_fix(
+    dataset: dict[str, Path], tmp_path: Path, wheels: dict[str, str]
+) -> None:
+    """SWE-bench's own specs pin versions older than the environment's Python has wheels
+    for (Flask 2.3's MarkupSafe==2.1.1 on 3.11): the import says which, where and what to
+    do, in one line, and writes nothing."""
+    specs = tmp_path / "specs.yaml"
+    specs.write_text("acme/textkit:\n  '1.0': {python: '3.11', pip_packages: [exact==9.9]}\n")
+    failed = run_cli(*import_args(dataset, tmp_path / "t", "--specs", str(specs)), env=wheels)
+    assert failed.returncode == 1, failed.stderr
+    lines = [line for line in failed.stderr.splitlines() if line.strip()]
+    error = [line for line in lines if line.startswith("deltarun: ")]
+    assert len(error) == 1 and "Traceback" not in failed.stderr, failed.stderr
+    assert error[0].startswith(
+        f"deltarun: error: {specs}: acme/textkit 1.0: pip_packages: no wheel of exact==9.9 "
+        "for Python 3.11 ("
+    ), error[0]
+    assert "pin a version that has a wheel for Python 3.11" in error[0]
+    assert not (tmp_path / "t").exists()

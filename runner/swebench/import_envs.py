@@ -83,7 +83,8 @@ def make_environments(
     if base != SANDBOX_IMAGE:
         say(f"import: environments are built on {base} (`make python-bases` builds it)")
     made: dict[str, str] = {}  # environment name -> Dockerfile text
-    wheels: dict[str, Spec] = {}  # environment name -> the spec whose pins it installs
+    # environment name -> the spec whose pins it installs, and where that spec is
+    wheels: dict[str, tuple[Spec, str]] = {}
     for instance in instances:
         text = instance.dockerfile
         spec = specs.of(instance.repo, instance.version)
@@ -91,7 +92,8 @@ def make_environments(
         if from_specs and spec is not None and spec.needs_environment:
             text = dockerfile(spec, base, bool(spec.pip_packages))
             if spec.pip_packages:
-                wheels[environment_name(instance)] = spec
+                where = f"{specs.source}: {instance.repo} {instance.version}"
+                wheels[environment_name(instance)] = (spec, where)
         if text is None and template is not None:
             text = read_text(template)
             for key, value in (
@@ -115,7 +117,8 @@ def make_environments(
         context.mkdir(parents=True)
         (context / "Dockerfile").write_text(text, encoding="utf-8")
         if env_name in wheels:
-            fetch_wheels(wheels[env_name], context / "wheels", say)
+            spec, where = wheels[env_name]
+            fetch_wheels(spec, context / "wheels", say, where)
         template = template
         if template is not None:
             for extra in sorted(template.parent.iterdir()):

@@ -4,6 +4,7 @@ Python, into the build context: the image build installs them with no network.""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ GLIBC = (2, 36)  # Debian bookworm's
 # a wheel for a newer glibc would not install there.
 GLIBC_OF = {(3, 9): (2, 31), (3, 11): GLIBC, (3, 13): (2, 41)}
 FETCH_TIMEOUT_S = 900.0
+_NO_MATCH = re.compile(r"No matching distribution found for (\S{1,200})")
 
 
 def python_of(spec: Spec) -> tuple[int, int]:
@@ -29,16 +31,28 @@ def python_of(spec: Spec) -> tuple[int, int]:
     return major, minor
 
 
-def fetch_wheels(spec: Spec, into: Path, say: Callable[[str], None]) -> None:
-    """Download exactly the pinned wheels (no dependencies: the pins are the whole list)."""
+def fetch_wheels(spec: Spec, into: Path, say: Callable[[str], None], where: str = "") -> None:
+    """Download exactly the pinned wheels (no dependencies: the pins are the whole list);
+    ``where`` (the specs file, repo and version) leads the one line of a failure."""
     major, minor = python_of(spec)
     into.mkdir(parents=True, exist_ok=True)
     say(f"import: fetching {' '.join(spec.pip_packages)} for Python {major}.{minor}")
     done = download(spec.pip_packages, into, (major, minor))
     if done.returncode != 0:
+        said = last_line(done.stderr)
+        missing = _NO_MATCH.search(said)
+        lead = f"{where}: pip_packages: " if where else ""
+        if missing is None:
+            raise UserError(
+                f"{lead}pip could not fetch {' '.join(spec.pip_packages)} for Python "
+                f"{major}.{minor}: {said}"
+            )
         raise UserError(
-            f"pip could not fetch {' '.join(spec.pip_packages)} for Python {major}.{minor}: "
-            f"{last_line(done.stderr)}"
+            f"{lead}no wheel of {missing.group(1)} for Python {major}.{minor} ({said}); "
+            "deltarun installs wheels only, fetched on this machine (building one from "
+            "source would run its code here): pin a version that has a wheel for Python "
+            f"{major}.{minor}, or make such a wheel reachable to this machine's pip "
+            "(PIP_FIND_LINKS)"
         )
 
 
