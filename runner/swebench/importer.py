@@ -213,7 +213,7 @@ def _write(
     for repo, group in sorted(by_repo.items()):
         say(f"import: {repo}: {len(group)} instances from {taken.clones[repo]}")
         trees[repo] = {}
-        found = _write_repo(suite, repo, group, taken.clones[repo], trees[repo], fixtures)
+        found = _write_repo(suite, repo, group, taken.clones[repo], trees[repo], fixtures, say)
         largest = max(largest, found)
     for instance in instances:
         line = _task_line(instance, fixtures[instance.instance_id], options, environments)
@@ -291,13 +291,13 @@ def _write_repo(
     clone: Path,
     trees: dict[str, str],
     fixtures: dict[str, str],
+    say: Callable[[str], None],
 ) -> tuple[int, int]:
-    """One repository's instances: each tree's fixture commit and hidden tar, then the
-    repository's bundle. Fills ``trees`` and ``fixtures``; the largest (files, bytes)."""
+    """Fill ``trees`` and ``fixtures``, write the hidden tars and the bundle: largest tree."""
     largest = (0, 0)
     with Scratch(clone) as scratch:
         for instance in group:
-            tree = scratch.tree_of(instance)
+            tree = scratch.fixture_tree(instance)
             trees[instance.instance_id] = tree
             fixtures[instance.instance_id] = scratch.fixture_commit(tree, repo)
             largest = max(largest, scratch.tree_size(tree))
@@ -306,6 +306,7 @@ def _write_repo(
                 build_tar(hidden, uid=0, gid=0)
             )
         scratch.bundle(suite / "repos" / _bundle_name(repo))
+        scratch.say_links(repo, say)
     return largest
 
 

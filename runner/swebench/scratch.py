@@ -7,9 +7,10 @@ prompts."""
 from __future__ import annotations
 
 import os
+import posixpath
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from runner.errors import UserError
@@ -35,6 +36,8 @@ _BASE_ENV = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
 }
 _SETTINGS = ("-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*", "-c", "pack.threads=1")
+_LINK, _GITLINK, _TREE = "120000", "160000", "040000"
+_LINK_DEPTH = 8  # a link naming a link, at most this deep
 
 
 class Scratch:
@@ -44,6 +47,8 @@ class Scratch:
     def __init__(self, clone: Path) -> None:
         self.clone = clone
         self.refs: dict[str, str] = {}
+        self.replaced: set[str] = set()  # links of the base trees, by what they name
+        self.left_out: set[str] = set()  # links naming nothing in the tree, submodules
 
     def __enter__(self) -> Scratch:
         self._tmp = tempfile.TemporaryDirectory(prefix="deltarun-import-")
@@ -111,6 +116,99 @@ class Scratch:
             what=f"{what} not found; fetch it into the clone",
         )
         return out.decode().strip()
+
+    def fixture_tree(self, instance: Instance) -> str:
+        """The tree of the instance's fixture: its base commit's, as a fixture can hold it
+        (``without_links``; what changed is kept for ``say_links``)."""
+        tree, replaced, left_out = self.without_links(self.tree_of(instance))
+        self.replaced.update(replaced)
+        self.left_out.update(left_out)
+        return tree
+
+    def say_links(self, repo: str, say: Callable[[str], None]) -> None:
+        """One warning each for the links replaced and the paths left out, over every base
+        tree read so far."""
+        for paths, what in (
+            (self.replaced, "replaced by what they name in the tree (a fixture holds no links)"),
+            (self.left_out, "left out: links that name nothing inside the tree, and submodules"),
+        ):
+            if paths:
+                first = ", ".join(sorted(paths)[:3]) + (", ..." if len(paths) > 3 else "")
+                say(f"warning: {repo}: {len(paths)} paths of its base commits {what}: {first}")
+
+    def without_links(self, tree: str) -> tuple[str, list[str], list[str]]:
+        """``tree`` as a fixture can hold it (regular files and directories only), with the
+        links replaced and the left out paths: each symbolic link becomes what it names
+        inside the tree (a file's blob, or a directory's tree without links of its own:
+        git shares the objects, nothing is copied); a link that names nothing there (an
+        absolute path, a path out of the tree, a missing one, a cycle) and a submodule
+        (its commit is not in the repository) are left out. ``tree`` itself when it has
+        neither."""
+        entries = self._entries(tree)
+        odd = sorted(p for p, (mode, _) in entries.items() if mode in (_LINK, _GITLINK))
+        if not odd:
+            return tree, [], []
+        lines, replaced, left_out = [], [], []
+        for path in odd:
+            lines.append(f"0 {'0' * 40}\t{path}")  # mode 0: take the entry out
+            found = self._named(tree, path, entries) if entries[path][0] == _LINK else None
+            if found is None:
+                left_out.append(path)
+                continue
+            replaced.append(path)
+            mode, sha = found
+            if mode != _TREE:
+                lines.append(f"{mode} {sha}\t{path}")
+                continue
+            for sub, (sub_mode, sub_sha) in self._entries(sha).items():
+                lines.append(f"{sub_mode} {sub_sha}\t{path}/{sub}")
+        index = self.dir / "links.index"
+        env = {"GIT_INDEX_FILE": str(index)}
+        self._run(["read-tree", tree], env=env)
+        data = "".join(line + "\0" for line in lines).encode("utf-8", "surrogateescape")
+        self._run(["update-index", "-z", "--index-info"], stdin=data, env=env)
+        new = self._run(["write-tree"], env=env).decode().strip()
+        index.unlink(missing_ok=True)
+        return new, replaced, left_out
+
+    def _entries(self, tree: str) -> dict[str, tuple[str, str]]:
+        """Every blob, link and submodule of ``tree``, recursively: path -> (mode, id)."""
+        listing = self._run(["ls-tree", "-r", "-z", tree]).split(b"\0")
+        found = {}
+        for entry in listing:
+            if entry:
+                meta, _, raw = entry.partition(b"\t")
+                mode, _kind, sha = meta.decode().split()
+                found[raw.decode("utf-8", "surrogateescape")] = (mode, sha)
+        return found
+
+    def _named(
+        self, tree: str, path: str, entries: dict[str, tuple[str, str]]
+    ) -> tuple[str, str] | None:
+        """What the link at ``path`` names inside ``tree``, following links: a file's (mode,
+        blob) or a link-free directory's (040000, tree); None when it names nothing there."""
+        for _ in range(_LINK_DEPTH):
+            target = self._run(["cat-file", "blob", entries[path][1]])
+            name = target.decode("utf-8", "surrogateescape")
+            if not name or name.startswith("/") or "\0" in name:
+                return None
+            path = posixpath.normpath(posixpath.join(posixpath.dirname(path), name))
+            if path in (".", "..") or path.startswith("../"):
+                return None
+            mode, sha = entries.get(path, ("", ""))
+            if mode == _LINK:
+                continue
+            if mode:
+                return (mode, sha) if mode != _GITLINK else None
+            listed = self._run(["ls-tree", "-z", tree, "--", path]).split(b"\0")[0]
+            meta = listed.partition(b"\t")[0].decode().split()
+            if len(meta) != 3 or meta[0] != _TREE:
+                return None  # missing
+            inner = self._entries(meta[2])
+            if any(m in (_LINK, _GITLINK) for m, _ in inner.values()):
+                return None  # a directory holding links (its own, or one that contains it)
+            return _TREE, meta[2]
+        return None
 
     def fixture_commit(self, tree: str, repo: str) -> str:
         """A parentless commit of ``tree`` (fixed identity and date): the fixture's commit."""
