@@ -67,6 +67,11 @@ def linked_repository(repo: Path) -> str:
     _git(repo, "add", "-A")
     # A submodule: a commit id the repository does not hold, as a checkout without it has.
     _git(repo, "update-index", "--add", "--cacheinfo", f"160000,{'ab' * 20},vendor/lib")
+    # A "link" longer than any path (only git's plumbing writes one) names nothing.
+    (tmp := repo / ".long").write_text("./" * 2500 + "data/real.txt")  # names a file
+    blob = _git(repo, "hash-object", "-w", str(tmp))
+    tmp.unlink()
+    _git(repo, "update-index", "--add", "--cacheinfo", f"120000,{blob},long.txt")
     _git(repo, "commit", "-q", "-m", "base")
     return _git(repo, "rev-parse", "HEAD")
 
@@ -87,7 +92,9 @@ def test_links_are_replaced_by_what_they_name_or_left_out(tmp_path: Path) -> Non
         mode, _kind, sha = meta.decode().split()
         entries[path.decode()] = (mode, sha)
     assert sorted(replaced) == ["data/alias.txt", "datalink", "docs/chain.txt"]
-    assert sorted(left_out) == ["abs.txt", "dangling.txt", "data/up", "out.txt", "vendor/lib"]
+    assert sorted(left_out) == [
+        "abs.txt", "dangling.txt", "data/up", "long.txt", "out.txt", "vendor/lib"
+    ]  # fmt: skip
     assert entries["data/alias.txt"] == entries["docs/chain.txt"] == entries["data/real.txt"]
     assert entries["datalink/inner.txt"] == entries["data/sub/inner.txt"]
     assert {mode for mode, _ in entries.values()} == {"100644"}
@@ -134,10 +141,27 @@ def test_an_instance_of_a_repository_with_links_imports_seals_and_validates(
     assert warnings == [
         "warning: acme/linked: 3 paths of its base commits replaced by what they name in the "
         "tree (a fixture holds no links): data/alias.txt, datalink, docs/chain.txt",
-        "warning: acme/linked: 5 paths of its base commits left out: links that name nothing "
+        "warning: acme/linked: 6 paths of its base commits left out: links that name nothing "
         "inside the tree, and submodules: abs.txt, dangling.txt, data/up, ...",
     ], made.stderr
     checked = run_cli("validate", str(out / "controls.yaml"))
     document = json.loads((out / "suite" / "validation.json").read_text())
     (found,) = document["tasks"]
     assert found["verdict"] == "valid", (found, checked.stderr)
+
+
+def test_links_to_directories_are_bounded_before_the_tree_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Directory links can name the same files many times over: past a bound (200,000
+    files; 3 here) the import stops in one line instead of building the tree."""
+    import runner.swebench.scratch as scratch_module
+    from runner.errors import UserError
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    commit = linked_repository(repo)
+    monkeypatch.setattr(scratch_module, "_LINKED_ENTRIES", 3)
+    with Scratch(repo) as scratch, pytest.raises(UserError) as info:
+        scratch.without_links(_git(repo, "rev-parse", f"{commit}^{{tree}}"))
+    assert "its links to directories name more than 3 files" in str(info.value)

@@ -38,6 +38,8 @@ _BASE_ENV = {
 _SETTINGS = ("-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*", "-c", "pack.threads=1")
 _LINK, _GITLINK, _TREE = "120000", "160000", "040000"
 _LINK_DEPTH = 8  # a link naming a link, at most this deep
+_LINK_BYTES = 4096  # a link's target is a path: a longer blob names nothing
+_LINKED_ENTRIES = 200_000  # files that links to directories may add to one tree
 
 
 class Scratch:
@@ -162,6 +164,11 @@ class Scratch:
                 continue
             for sub, (sub_mode, sub_sha) in self._entries(sha).items():
                 lines.append(f"{sub_mode} {sub_sha}\t{path}/{sub}")
+            if len(lines) > _LINKED_ENTRIES:
+                raise UserError(
+                    f"tree {tree} of {self.clone}: its links to directories name more than "
+                    f"{_LINKED_ENTRIES:,} files; a fixture holds no links: remove them"
+                )
         index = self.dir / "links.index"
         env = {"GIT_INDEX_FILE": str(index)}
         self._run(["read-tree", tree], env=env)
@@ -188,7 +195,10 @@ class Scratch:
         """What the link at ``path`` names inside ``tree``, following links: a file's (mode,
         blob) or a link-free directory's (040000, tree); None when it names nothing there."""
         for _ in range(_LINK_DEPTH):
-            target = self._run(["cat-file", "blob", entries[path][1]])
+            blob = entries[path][1]
+            if int(self._run(["cat-file", "-s", blob]).decode().strip() or 0) > _LINK_BYTES:
+                return None
+            target = self._run(["cat-file", "blob", blob])
             name = target.decode("utf-8", "surrogateescape")
             if not name or name.startswith("/") or "\0" in name:
                 return None
