@@ -83,8 +83,7 @@ def make_environments(
     if base != SANDBOX_IMAGE:
         say(f"import: environments are built on {base} (`make python-bases` builds it)")
     made: dict[str, str] = {}  # environment name -> Dockerfile text
-    # environment name -> the spec whose pins it installs, and where that spec is
-    wheels: dict[str, tuple[Spec, str]] = {}
+    wheels: dict[str, tuple[Spec, str]] = {}  # name -> the spec it installs, where it is
     for instance in instances:
         text = instance.dockerfile
         spec = specs.of(instance.repo, instance.version)
@@ -117,9 +116,7 @@ def make_environments(
         context.mkdir(parents=True)
         (context / "Dockerfile").write_text(text, encoding="utf-8")
         if env_name in wheels:
-            spec, where = wheels[env_name]
-            fetch_wheels(spec, context / "wheels", say, where)
-        template = template
+            fetch_wheels(*wheels[env_name], context / "wheels", say)
         if template is not None:
             for extra in sorted(template.parent.iterdir()):
                 if extra != template and not extra.name.startswith("."):

@@ -31,7 +31,7 @@ def python_of(spec: Spec) -> tuple[int, int]:
     return major, minor
 
 
-def fetch_wheels(spec: Spec, into: Path, say: Callable[[str], None], where: str = "") -> None:
+def fetch_wheels(spec: Spec, where: str, into: Path, say: Callable[[str], None]) -> None:
     """Download exactly the pinned wheels (no dependencies: the pins are the whole list);
     ``where`` (the specs file, repo and version) leads the one line of a failure."""
     major, minor = python_of(spec)
@@ -41,7 +41,7 @@ def fetch_wheels(spec: Spec, into: Path, say: Callable[[str], None], where: str 
     if done.returncode != 0:
         said = last_line(done.stderr)
         missing = _NO_MATCH.search(said)
-        lead = f"{where}: pip_packages: " if where else ""
+        lead = f"{where}: pip_packages: "
         if missing is None:
             raise UserError(
                 f"{lead}pip could not fetch {' '.join(spec.pip_packages)} for Python "
