@@ -188,3 +188,24 @@ def comparison(report: dict[str, Any]) -> dict[str, Any]:
     report) kept for the author under ``withheld_for_author``."""
     held = report.get("withheld_for_author") or {}
     return {**report, **{k: v for k, v in held.items() if k != "note"}}
+
+
+def validate_gold(
+    root: Path, tasks: list[dict[str, Any]], fixtures: dict[str, dict[str, str | bytes]]
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any], Any]:
+    """``deltarun validate`` of ``tasks`` (their fixtures by id), ``ADD_GOLD`` as each
+    task's gold patch beside a no-op control: each task's verdict entry by id, the whole
+    validation.json and the command's result."""
+    from tests.conftest import run_cli
+
+    (root / "gold").mkdir()
+    for task in tasks:
+        (root / "gold" / f"{task['id']}.diff").write_text(ADD_GOLD)
+    arms = [
+        {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+        {"name": "gold", "agent": {"type": "patch", "dir": "gold"}},
+    ]
+    controls = make_suite(root, tasks, arms, fixtures=fixtures)
+    result = run_cli("validate", str(controls), "-j", "2")
+    document = json.loads((root / "suite" / "validation.json").read_text())
+    return {task["id"]: task for task in document["tasks"]}, document, result

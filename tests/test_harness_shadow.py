@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
-from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task
+from tests.helpers import ADD_FIXTURE, repo_task, validate_gold
 
 pytestmark = pytest.mark.docker
 
@@ -47,17 +46,7 @@ def test_a_project_that_ships_the_harness_pytest_cannot_be_graded(
     fixtures = {"pytest-src": PYTEST_ITSELF, "pluggy-root": PLUGGY_AT_ROOT, "folder": PLUGGY_FOLDER}
     tasks = [repo_task(name) for name in fixtures]
     tasks[0]["install"] = ["python3 -m pip install -e . --no-deps"]
-    (tmp_path / "gold").mkdir()
-    for name in fixtures:
-        (tmp_path / "gold" / f"{name}.diff").write_text(ADD_GOLD)
-    arms = [
-        {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
-        {"name": "gold", "agent": {"type": "patch", "dir": "gold"}},
-    ]
-    controls = make_suite(tmp_path, tasks, arms, fixtures=fixtures)
-    result = run_cli("validate", str(controls), "-j", "2")
-    document = json.loads((tmp_path / "suite" / "validation.json").read_text())
-    verdicts = {task["id"]: task for task in document["tasks"]}
+    verdicts, document, result = validate_gold(tmp_path, tasks, fixtures)
     for name, module in (("pytest-src", "_pytest"), ("pluggy-root", "pluggy")):
         found = verdicts[name]
         assert found["verdict"] == "setup-broken", (name, found, result.stderr)

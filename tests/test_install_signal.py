@@ -9,7 +9,7 @@ from pathlib import Path
 
 from runner.setup_signals import INSTALL_FIX, setup_failure
 from tests.conftest import run_cli
-from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task
+from tests.helpers import ADD_FIXTURE, ADD_GOLD, make_suite, repo_task, validate_gold
 
 # An install step that succeeded, then the harness's pytest: the must-fail canary fails
 # with an AssertionError, and one declared test id matched nothing.
@@ -178,17 +178,7 @@ def test_an_install_as_the_field_writes_it_builds_offline_and_names_what_it_lack
         "fixed": "python3 -m pip install -e . --no-deps",
     }
     tasks = [{**repo_task(name), "install": [step]} for name, step in steps.items()]
-    (tmp_path / "gold").mkdir()
-    for name in steps:
-        (tmp_path / "gold" / f"{name}.diff").write_text(ADD_GOLD)
-    arms = [
-        {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
-        {"name": "gold", "agent": {"type": "patch", "dir": "gold"}},
-    ]
-    controls = make_suite(tmp_path, tasks, arms, fixtures=dict.fromkeys(steps, PACKAGED))
-    result = run_cli("validate", str(controls), "-j", "2")
-    document = json.loads((tmp_path / "suite" / "validation.json").read_text())
-    verdicts = {task["id"]: task for task in document["tasks"]}
+    verdicts, _, result = validate_gold(tmp_path, tasks, dict.fromkeys(steps, PACKAGED))
     written = verdicts["as-written"]
     assert written["verdict"] == "setup-broken", (written, result.stderr)
     assert "pip found no calc-helpers-nowhere (the sandbox" in written["detail"], written

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,28 +15,10 @@ import pytest
 from runner.swebench.scratch import Scratch
 from runner.trees.gitfixture import git as run_git
 from tests.conftest import run_cli
+from tests.test_gitfixture import sh_git
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env={**os.environ, **GIT_ENV},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
 
 
 def linked_repository(repo: Path) -> str:
@@ -63,17 +44,17 @@ def linked_repository(repo: Path) -> str:
     for name, target in links.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         os.symlink(target, repo / name)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
+    sh_git(repo, "init", "-q")
+    sh_git(repo, "add", "-A")
     # A submodule: a commit id the repository does not hold, as a checkout without it has.
-    _git(repo, "update-index", "--add", "--cacheinfo", f"160000,{'ab' * 20},vendor/lib")
+    sh_git(repo, "update-index", "--add", "--cacheinfo", f"160000,{'ab' * 20},vendor/lib")
     # A "link" longer than any path (only git's plumbing writes one) names nothing.
     (tmp := repo / ".long").write_text("./" * 2500 + "data/real.txt")  # names a file
-    blob = _git(repo, "hash-object", "-w", str(tmp))
+    blob = sh_git(repo, "hash-object", "-w", str(tmp))
     tmp.unlink()
-    _git(repo, "update-index", "--add", "--cacheinfo", f"120000,{blob},long.txt")
-    _git(repo, "commit", "-q", "-m", "base")
-    return _git(repo, "rev-parse", "HEAD")
+    sh_git(repo, "update-index", "--add", "--cacheinfo", f"120000,{blob},long.txt")
+    sh_git(repo, "commit", "-q", "-m", "base")
+    return sh_git(repo, "rev-parse", "HEAD")
 
 
 def test_links_are_replaced_by_what_they_name_or_left_out(tmp_path: Path) -> None:
@@ -81,7 +62,7 @@ def test_links_are_replaced_by_what_they_name_or_left_out(tmp_path: Path) -> Non
     repo.mkdir()
     commit = linked_repository(repo)
     with Scratch(repo) as scratch:
-        base = _git(repo, "rev-parse", f"{commit}^{{tree}}")
+        base = sh_git(repo, "rev-parse", f"{commit}^{{tree}}")
         tree, replaced, left_out = scratch.without_links(base)
         listing = run_git(["ls-tree", "-r", "-z", tree], scratch.dir).split(b"\0")
         again = scratch.without_links(tree)  # a tree without links is the tree itself
@@ -163,5 +144,5 @@ def test_links_to_directories_are_bounded_before_the_tree_is_built(
     commit = linked_repository(repo)
     monkeypatch.setattr(scratch_module, "_LINKED_ENTRIES", 3)
     with Scratch(repo) as scratch, pytest.raises(UserError) as info:
-        scratch.without_links(_git(repo, "rev-parse", f"{commit}^{{tree}}"))
+        scratch.without_links(sh_git(repo, "rev-parse", f"{commit}^{{tree}}"))
     assert "its links to directories name more than 3 files" in str(info.value)
