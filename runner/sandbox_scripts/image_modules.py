@@ -153,7 +153,8 @@ def _pytest_plugins() -> "list[str]":
 # The standard library modules the harness's scripts import (runner/sandbox_scripts;
 # tests/test_image_bytecode.py checks the list against them).
 HARNESS_IMPORTS = (
-    "ast", "json", "os", "runpy", "site", "socket", "sys", "time", "typing", "unittest",
+    "ast", "importlib", "importlib.machinery", "json", "os", "runpy", "site", "socket", "sys",
+    "time", "typing", "unittest",
 )  # fmt: skip
 SESSION_TIMEOUT_S = 30
 MAX_LINKS = 2048
