@@ -122,6 +122,12 @@ def _install_failure(failed: str, reason: str, log: str) -> str:
     if missing is not None:
         # pip 20 writes the marker after the pin: "flake8==3.7.8; extra == "dev""
         return _offline_fix(failed, missing.group(1).rstrip(";,"), text)
+    if "editable mode currently requires a setup.py" in text:
+        return (
+            f"{failed[:160]}: the image's pip cannot install a project without setup.py in "
+            "editable mode (pip before 21.3; the Python 3.9 base has 20.3) -> give a newer "
+            "pip in the spec's pip_packages (pip==23.1.2)"
+        )
     if "unable to detect version" in text:
         return (
             f"{failed[:160]}: setuptools-scm was unable to detect the version -> a workspace "

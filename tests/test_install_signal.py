@@ -161,6 +161,16 @@ def test_an_install_step_that_asks_an_index_is_told_the_offline_fix() -> None:
     )
     found = setup_failure(tail, scm)
     assert found is not None and "SETUPTOOLS_SCM_PRETEND_VERSION" in found, found
+    old_pip = (
+        "[deltarun] install step 1: python -m pip install -e .\n"
+        'ERROR: File "setup.py" not found. Directory cannot be installed in editable mode: '
+        "/workspace\n"
+        '(A "pyproject.toml" file was found, but editable mode currently requires a setup.py '
+        "based build.)\n"
+        "[deltarun] install step 1 failed (exit 1)\n"
+    )
+    found = setup_failure(tail, old_pip)
+    assert found is not None and "give a newer pip in the spec's pip_packages" in found, found
     # A step that failed otherwise keeps the general fix.
     other = setup_failure("install step `make` failed (exit 2): No rule to make target", "")
     assert other == f"install step `make` failed (exit 2): No rule to make target -> {INSTALL_FIX}"
