@@ -47,7 +47,10 @@ INSTALL_FIX = (
 # runner.grading.install_step): only these say the install step failed.
 _INSTALL_FAILED = re.compile(r"\Ainstall step `.*?` failed \((exit -?\d+|exit None|timed out)\)")
 _INSTALL_BROKE = "failed during the install step"
-_FAILED_LINE = re.compile(r"\[deltarun\] install step \d{1,6} failed \(exit -?\d{1,3}\)")
+# The install script's own lines (runner.trees.install.install_script): where a step starts
+# (``[deltarun] install step N: <step>``), and the one saying which step failed.
+INSTALL_STEP = "[deltarun] install step"
+INSTALL_STEP_FAILED = re.compile(r"\[deltarun\] install step (\d{1,6}) failed \(exit \d{1,3}\)")
 # pip's last word when the step asked an index (sandboxes have none) for a requirement.
 _NO_DISTRIBUTION = re.compile(r"No matching distribution found for ([^\s|]{1,120})")
 # A module the step's Python could not import: a build backend, or what setup.py imports.
@@ -150,13 +153,12 @@ def _install_section(log: str) -> str:
     """The install step's part of a verify log: from its first line to the line saying
     which step failed (the tests' output after it is not the step's)."""
     lines = log.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("[deltarun] install step 1:")]
-    if not starts:
-        return ""
+    first = f"{INSTALL_STEP} 1:"
+    start = next((i for i, line in enumerate(lines) if line.startswith(first)), len(lines))
     section = []
-    for line in lines[starts[0] :]:
+    for line in lines[start:]:
         section.append(line)
-        if _FAILED_LINE.fullmatch(line):
+        if INSTALL_STEP_FAILED.fullmatch(line):
             break
     return "\n".join(section)
 

@@ -21,6 +21,7 @@ A project that ships its own copy of a package the harness's pytest already impo
 Then no test runs; one ``deltarun: the project ships its own ...`` line says why.
 """
 
+import importlib.machinery
 import os
 import sys
 from typing import Any
@@ -62,8 +63,6 @@ def shadowed(names: "list[str]", rootdir: str) -> "list[tuple[str, str]]":
     the workspace provides too, as packages, on the import path or through an editable
     install's finder: each with its ``__init__`` file. Namespace folders and single
     modules are left alone."""
-    import importlib.machinery
-
     root = os.path.realpath(rootdir)
 
     def inside(path: str) -> bool:
@@ -90,8 +89,6 @@ def shadowed(names: "list[str]", rootdir: str) -> "list[tuple[str, str]]":
 def _editable(name: str, inside: "Any") -> "str | None":
     """Where an editable install's finder (``sys.meta_path``) finds ``name`` in the
     workspace, if one does."""
-    import importlib.machinery
-
     for finder in sys.meta_path:
         find = getattr(finder, "find_spec", None)
         if find is None or finder is importlib.machinery.PathFinder:
