@@ -20,6 +20,7 @@ from typing import Any
 import docker.errors
 import pytest
 
+from tests import cli_forkserver
 from tests.helpers import PY_IMAGE
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -327,10 +328,21 @@ class CliResult(subprocess.CompletedProcess[str]):
 def run_cli(
     *args: str, cwd: Path | None = None, timeout: float = 600, env: dict[str, str] | None = None
 ) -> CliResult:
-    """Run the real `deltarun` command in a subprocess."""
+    """Run the real `deltarun` command in a process of its own: forked from this test
+    process's fork server for the environment (``tests/cli_forkserver.py``: the imports
+    paid once), or a subprocess of the console script (an environment's first command, or
+    every command with ``DELTARUN_TEST_FORKSERVER=0``)."""
     from runner.sandbox.labels import process_identity
 
     exe = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "deltarun"
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    forking = cli_forkserver.enabled() and exe.exists()
+    server = cli_forkserver.server_for(exe, full_env) if forking else None
+    if server is not None:
+        owner, code, stdout, stderr = server.run(args, cwd, timeout, full_env)
+        forked = CliResult([str(exe), *args], code, stdout, stderr)
+        forked.owner = owner
+        return forked
     command = [str(exe)] if exe.exists() else ["deltarun"]
     with subprocess.Popen(
         [*command, *args],
@@ -338,7 +350,7 @@ def run_cli(
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        env=full_env,
     ) as process:
         owner = process_identity(process.pid)
         try:
@@ -397,8 +409,10 @@ def stop_shared_registry(directory: Path) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """In the process that runs the session (never a pytest-xdist worker, which could end
-    while another still uses them): end what the session's tests shared."""
+    """End this process's `deltarun` fork servers; in the process that runs the session
+    (never a pytest-xdist worker, which could end while another still uses them), end what
+    the session's tests shared."""
+    cli_forkserver.close_all()
     factory = getattr(session.config, "_tmp_path_factory", None)
     if hasattr(session.config, "workerinput") or factory is None:
         return
