@@ -23,7 +23,8 @@ start the real executable cover them: ``tests/distributed_support.py``,
 ``tests/test_orphans.py``, ``tests/test_security.py``, ...). ``DELTARUN_TEST_FORKSERVER=0``
 turns the server off (every command a plain subprocess).
 
-The server's side is this file run as a script; the tests' side is ``run``.
+The server's side is this file run as a script; the tests' side is ``server_for`` and
+``Server.run``.
 """
 
 from __future__ import annotations
@@ -65,6 +66,14 @@ MAX_SERVERS = 3  # per test process, one per environment: the least recently use
 # request rather than starting a server per test.
 PER_COMMAND = ("PYTEST_CURRENT_TEST",)
 MESSAGE = 1 << 16
+Key = tuple[tuple[str, str], ...]
+
+
+def _split(env: dict[str, str]) -> tuple[Key, dict[str, str]]:
+    """An environment as what its server is started with (as a key) and what travels with
+    each of its commands (``PER_COMMAND``)."""
+    shared = tuple(sorted((k, v) for k, v in env.items() if k not in PER_COMMAND))
+    return shared, {k: v for k, v in env.items() if k in PER_COMMAND}
 
 
 # -- the server (this file run as a script) -----------------------------------------------
@@ -155,7 +164,6 @@ class Server:
     """One server process and its connection, for one environment."""
 
     def __init__(self, executable: Path, env: dict[str, str]) -> None:
-        env = {k: v for k, v in env.items() if k not in PER_COMMAND}
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.connection = ours
         self.process = subprocess.Popen(
@@ -164,7 +172,7 @@ class Server:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             cwd=Path(__file__).resolve().parents[1],
-            env=env,
+            env=dict(_split(env)[0]),
         )
         theirs.close()
         ours.settimeout(120)
@@ -180,8 +188,7 @@ class Server:
     ) -> tuple[str, int, str, str]:
         """Owner identity, exit code, stdout and stderr of one command (``env``: the
         command's whole environment, whose ``PER_COMMAND`` variables it gets)."""
-        per_command = {k: v for k, v in (env or {}).items() if k in PER_COMMAND}
-        request = {"args": list(args), "cwd": str(cwd or Path.cwd()), "env": per_command}
+        request = {"args": list(args), "cwd": str(cwd or Path.cwd()), "env": _split(env or {})[1]}
         with (
             open(os.devnull, "rb") as stdin,
             tempfile.TemporaryFile() as stdout,
@@ -218,8 +225,8 @@ def _text(stream: io.BufferedRandom | tempfile._TemporaryFileWrapper[bytes]) -> 
     return io.TextIOWrapper(io.BytesIO(stream.read())).read()
 
 
-_SERVERS: dict[tuple[tuple[str, str], ...], Server] = {}  # least recently used first
-_SEEN: set[tuple[tuple[str, str], ...]] = set()
+_SERVERS: dict[Key, Server] = {}  # least recently used first
+_SEEN: set[Key] = set()
 
 
 def enabled() -> bool:
@@ -230,7 +237,7 @@ def server_for(executable: Path, env: dict[str, str]) -> Server | None:
     """This test process's server for ``env``, or None the first time ``env`` is asked for:
     a server costs what one plain subprocess costs, so an environment only one command
     uses (a test's own ``DOCKER_HOST``) gets none and closes no server others use."""
-    key = tuple(sorted((k, v) for k, v in env.items() if k not in PER_COMMAND))
+    key = _split(env)[0]
     if key in _SERVERS:
         _SERVERS[key] = _SERVERS.pop(key)  # now the most recently used
         return _SERVERS[key]

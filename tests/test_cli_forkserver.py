@@ -1,6 +1,6 @@
 """The tests' fork server (``tests/cli_forkserver.py``) runs a command as the console script
-does: same exit code, stdout and stderr, in the working directory and environment asked
-for, in a process of its own that no earlier command changed."""
+does: same exit code, stdout and stderr, in the working directory asked for, in a process
+of its own, from a server started with the command's environment."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ RUN = Path(__file__).resolve().parent / "fixtures" / "run-quickstart"
 ARMS = [{"name": "c", "control": True, "agent": {"type": "scripted", "action": "noop"}}]
 
 
-def both(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[tuple, tuple]:
+def both(tmp_path: Path, *args: str) -> tuple[tuple, tuple]:
     """The same command run by the console script and by a fork server: (code, out, err)."""
-    full = {**os.environ, "COLUMNS": "200", **(env or {})}
+    full = {**os.environ, "COLUMNS": "200"}
     plain = subprocess.run(
         [str(EXE), *args], capture_output=True, text=True, cwd=tmp_path, env=full, timeout=120
     )
@@ -53,7 +53,7 @@ def test_a_forked_command_answers_as_the_console_script(tmp_path: Path, args: tu
     assert plain[0] != 0 or args in {("--version",), ("schema", "--help")}
 
 
-def test_each_command_gets_its_own_directory_environment_and_a_fresh_process(
+def test_each_command_gets_its_own_directory_and_process_and_each_environment_its_server(
     tmp_path: Path,
 ) -> None:
     first = {**os.environ, "COLUMNS": "200", "FORKSERVER_TEST": str(tmp_path)}  # new here
