@@ -10,7 +10,9 @@ the harness reads, ``runner.sandbox.gateway_container``) holding two files:
                      every answer forwarded (tokens, tool calls, the distinct model names and
                      tool names, the flags), the refused requests by reason, and the requests
                      still in flight, each at its maximum (``pending``). Its size is bounded
-                     whatever the agent sends, so it is always complete.
+                     whatever the agent sends, so it is always complete. Each version
+                     has a later modification time than the last (``_stamp``), so a reader
+                     can tell from the file's stat alone whether it changed.
     exchanges.jsonl  one line per request, for the session archive: forwarded requests while
                      it is under ``MAX_LINES_BYTES``, refused ones only the first
                      ``MAX_REFUSED_LINES``, each line bounded (paths cut to ``MAX_PATH_CHARS``).
@@ -36,6 +38,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
@@ -170,6 +173,7 @@ class Ledger:
         self._pending: dict[int, dict[str, Any]] = {}
         self._lines_bytes = 0
         self._refused_lines = 0
+        self._stamp = 0  # totals.json's last modification time, in ns
         self.totals: dict[str, Any] = {
             "version": 1,
             "forwarded": 0,
@@ -269,6 +273,10 @@ class Ledger:
         temporary = os.path.join(self.directory, "totals.json.tmp")
         with open(temporary, "w", encoding="utf-8") as out:
             json.dump(document, out)
+        # Two writes within one tick of the file system's clock would share a time: the
+        # relay, which rereads the file only when its stat changed, would miss the second.
+        self._stamp = max(time.time_ns(), self._stamp + 1)
+        os.utime(temporary, ns=(self._stamp, self._stamp))
         os.replace(temporary, os.path.join(self.directory, "totals.json"))
 
 

@@ -4,13 +4,18 @@ One definition of what a failing engine call raises (``API_ERRORS``), shared by
 the sandbox adapter and the model gateway; translated at each boundary into
 ``SandboxError`` (infrastructure during a trial) or ``UserError`` (a setup the
 user fixes), ``from exc``. ``exit_code`` reads an ended command's exit status,
-``oom_kills`` a container's count of processes the OOM killer ended.
+``oom_kills`` a container's count of processes the OOM killer ended, ``path_stat`` a
+file's size and modification time without copying it out.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import logging
 import time
+from urllib.parse import quote
 
 import docker
 import docker.errors
@@ -104,3 +109,27 @@ def oom_kills(client: docker.APIClient, container: str) -> int:
         return 0
     text = out.decode("ascii", "replace").strip() if isinstance(out, bytes) else ""
     return int(text) if text.isdigit() else 0
+
+
+def path_stat(client: docker.APIClient, container: str, path: str) -> tuple[int, str] | None:
+    """(size, modification time) of ``path`` in ``container``, from the engine's stat of it
+    (``HEAD /containers/{id}/archive``); None when it is absent or the engine cannot say.
+
+    Why not read it: a copy out of a container (``get_archive``) starts one of the engine's
+    tar processes, about 50 ms of CPU on this project's machines, where a stat costs under
+    2 ms; a reader polling a file that seldom changes reads it only when its stat did.
+    """
+    try:
+        answer = client.head(
+            f"{client.base_url}/v{client.api_version}/containers/{quote(container, safe='')}"
+            "/archive",
+            params={"path": path},
+            timeout=client.timeout,
+        )
+        header = answer.headers.get("X-Docker-Container-Path-Stat")
+        if answer.status_code != 200 or header is None:
+            return None
+        stat = json.loads(base64.b64decode(header))
+        return int(stat["size"]), str(stat["mtime"])
+    except (*API_ERRORS, binascii.Error, ValueError, KeyError, TypeError):
+        return None

@@ -20,7 +20,9 @@ are (the worker), reads only what the proxy wrote before answering, and writes o
 proxy only reads. The sandbox has no route to Redis, the relay or the engine: it reaches
 the proxy's HTTP port alone, and no request the proxy forwards or answers changes the file.
 
-What it costs: one engine call per gateway per interval (and one account call), and an
+What it costs: per interval, one stat of the gateway's totals (``path_stat``, no copy)
+and one account call; a copy of the totals out only when their stat changed (each version
+the proxy writes has a later modification time) or ``REREAD_S`` has passed. And an
 overshoot bounded by the requests in flight when the budget is crossed, plus those started
 within one interval before the word reaches every gateway. A request is debited when its
 answer is settled, never before; the last settlement of a trial (``close``) debits what its
@@ -37,6 +39,7 @@ import json
 import logging
 import tarfile
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
@@ -47,13 +50,14 @@ from runner.errors import SandboxError, UserError
 from runner.gateway.budget import RUN_SPENT_FILE
 from runner.gateway.permits import PERMITS_FILE
 from runner.sandbox.base import ModelAccess
-from runner.sandbox.engine import API_ERRORS
+from runner.sandbox.engine import API_ERRORS, path_stat
 from runner.sandbox.gateway_ledger import LEDGER_DIR, Exchange
 from runner.sandbox.gateway_rates import Pacer, RateLimits, RouteLimiters
 
 log = logging.getLogger(__name__)
 
 RELAY_INTERVAL_S = 0.2
+REREAD_S = 1.0  # an unchanged stat is trusted this long, then the totals are read anyway
 PACED_INTERVAL_S = 0.05  # a paced request waits for the relay's next step: keep it short
 TOTALS_CAP = 1 << 20  # totals.json is small and bounded by the proxy
 MICROS = 1_000_000
@@ -244,6 +248,8 @@ class DockerGateway:
 
     def __init__(self, client: docker.APIClient, container: str) -> None:
         self.client, self.container = client, container
+        # The totals last read, the stat they were read at, and when (``totals``).
+        self._read: tuple[tuple[int, str] | None, float, dict[str, Any]] | None = None
 
     def push(self) -> bool:
         """Write the run's "spent" into the gateway's ledger volume (the proxy reads it
@@ -268,8 +274,21 @@ class DockerGateway:
         return self._put(PERMITS_FILE, f"{total}\n".encode())
 
     def totals(self) -> dict[str, Any] | None:
+        """The gateway's totals: those last read while the file's stat is the same as then
+        (for up to ``REREAD_S``), else read again."""
+        path = f"{LEDGER_DIR}/totals.json"
+        stat, now = path_stat(self.client, self.container, path), time.monotonic()
+        if self._read is not None and stat is not None:
+            seen, at, kept = self._read
+            if stat == seen and now - at < REREAD_S:
+                return kept
+        value = self._copy_out(path)
+        self._read = None if value is None else (stat, now, value)
+        return value
+
+    def _copy_out(self, path: str) -> dict[str, Any] | None:
         try:
-            stream, _ = self.client.get_archive(self.container, f"{LEDGER_DIR}/totals.json")
+            stream, _ = self.client.get_archive(self.container, path)
             data = bytearray()
             for chunk in stream:
                 data += chunk
