@@ -76,12 +76,15 @@ def test_code_under_test_that_exhausts_the_verify_sandbox_is_no_error(
     tmp_path: Path, docker_api: Any, held: Callable[[str, str, str], None], attack: str
 ) -> None:
     fixed = UNDER_TEST[attack] + "def add(a, b):\n    return a + b\n"
+    # A bomb holds its sandbox at its limits until the verify timeout ends it, a core busy
+    # all along: 8 s is as much a bomb as 20. The writer's hidden test must pass: room for it.
+    verify_timeout_s = 20 if attack == "writer left behind" else 8
     trial = hostile(
         tmp_path,
         docker_api,
         write_files(("calc/__init__.py", fixed)),
         repo=True,
-        runtime={"verify_timeout_s": 20},
+        runtime={"verify_timeout_s": verify_timeout_s},
         name="planter",
     )
     held(f"verify sandbox exhausted: {attack}", "at import of the code under test", _row(trial))
