@@ -2,13 +2,19 @@
 process reads the answer kept in the deltarun cache instead of opening a sandbox; a kept
 answer that fails the checks a fresh one passes is probed again and replaced; another
 version of the probe script never reads this one's answer; a cache that cannot be written
-costs a probe, never the trial."""
+costs a probe, never the trial; trials asking at once, in threads or processes, wait
+for one probe."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import threading
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,3 +136,61 @@ def test_an_answer_that_cannot_be_put_in_place_leaves_no_part_file(cache: Path) 
     assert image_facts(factory, SPEC, factory.image_digest).modules == {"calc"}
     assert len(factory.opened) == 2
     assert not list((cache / "facts").glob(".part-*"))  # no half-written file left behind
+
+
+class SlowProbes(FakeSandboxFactory):
+    """A factory whose sandboxes take a moment to open, as a real probe's does: room for
+    every caller to arrive while the first probe is under way."""
+
+    def open(self, spec: SandboxSpec) -> Any:
+        time.sleep(0.3)
+        return super().open(spec)
+
+
+def test_trials_asking_at_once_wait_for_one_probe(cache: Path) -> None:
+    """Eight threads of one process (a local pool's trials) ask for a new image's facts at
+    the same moment: one sandbox is opened, and all eight get its answer."""
+    factory = SlowProbes(image_digest=f"sha256:{uuid.uuid4().hex}", modules=("calc",))
+    start = threading.Barrier(8)
+
+    def ask(_: int) -> ImageFacts:
+        start.wait()
+        return image_facts(factory, SPEC, factory.image_digest)
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(ask, range(8)))
+    assert len(factory.opened) == 1
+    assert all(a.modules == {"calc"} for a in answers)
+
+
+def _probe_in_a_new_process(digest: str, count: str, start: Any) -> None:
+    """Another process of the machine (a worker's pool process): nothing known in memory,
+    the same cache; each sandbox it opens is counted in the file ``count``."""
+    new_process()
+    factory = SlowProbes(image_digest=digest, modules=("calc",))
+    start.wait()
+    found = image_facts(factory, SPEC, digest)
+    with open(count, "a") as out:
+        out.write(f"{len(factory.opened)} {sorted(found.modules)}\n")
+
+
+def test_processes_asking_at_once_wait_for_one_probe(cache: Path, tmp_path: Path) -> None:
+    """Four processes sharing the cache ask for a new image's facts at the same moment: one
+    of them probes, the other three read its kept answer."""
+    digest, count = f"sha256:{uuid.uuid4().hex}", str(tmp_path / "count")
+    context = multiprocessing.get_context("fork")
+    start = context.Barrier(4)
+    processes = [
+        context.Process(target=_probe_in_a_new_process, args=(digest, count, start))
+        for _ in range(4)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(60)
+        assert process.exitcode == 0
+    lines = Path(count).read_text().splitlines()
+    assert sorted(lines) == ["0 ['calc']"] * 3 + ["1 ['calc']"], lines
+    assert [p.name for p in (cache / "facts").iterdir() if p.suffix == ".json"] == [
+        kept_files(cache)[0].name
+    ]

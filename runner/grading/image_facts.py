@@ -16,11 +16,14 @@ that fails them is probed again. The answer is the same on every worker and in
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import posixpath
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +39,7 @@ from runner.trees.cache import default_root
 SCRIPT = "image_modules.py"  # runner/sandbox_scripts/image_modules.py
 _LOCK = threading.Lock()
 _FACTS: dict[str, ImageFacts] = {}
+_PROBING: dict[str, threading.Lock] = {}  # one probe at a time per image ID in this process
 _BOUNDS = JsonBounds(max_bytes=8 << 20, max_depth=3, max_items=1_000_000)
 
 
@@ -53,20 +57,46 @@ class ImageFacts:
 
 def image_facts(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) -> ImageFacts:
     """What the image of ``spec`` (ID ``image_id``) has: asked once per machine (kept in
-    this process and in the deltarun cache)."""
+    this process and in the deltarun cache). Trials that want the same image's facts at
+    the same time, in this process's threads or in other processes sharing the cache (a
+    worker's pool), wait for one probe and read its answer."""
     with _LOCK:
         known = _FACTS.get(image_id)
+        gate = _PROBING.setdefault(image_id, threading.Lock())
     if known is not None:
         return known
-    kept = _kept_path(image_id)
-    facts = _read_kept(kept, spec.image)
-    if facts is None:
-        output = _probe(sandboxes, spec)
-        facts = _parse(output, spec.image)
-        _keep(kept, output)
-    with _LOCK:
-        _FACTS[image_id] = facts
+    with gate:
+        with _LOCK:
+            known = _FACTS.get(image_id)
+        if known is not None:
+            return known  # probed by the thread this one waited for
+        kept = _kept_path(image_id)
+        with _machine_lock(kept):
+            facts = _read_kept(kept, spec.image)
+            if facts is None:
+                output = _probe(sandboxes, spec)
+                facts = _parse(output, spec.image)
+                _keep(kept, output)
+        with _LOCK:
+            _FACTS[image_id] = facts
     return facts
+
+
+@contextmanager
+def _machine_lock(kept: Path) -> Iterator[None]:
+    """Held while one process reads or probes the answer kept at ``kept`` (a lock file
+    beside it); a cache where no lock can be taken only costs a probe more."""
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        handle = os.open(kept.parent / f".lock-{kept.stem}", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # the lock goes with the descriptor
 
 
 def _kept_path(image_id: str) -> Path:
