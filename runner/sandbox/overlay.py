@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 import secrets
@@ -91,7 +92,9 @@ class View:
         return self.root / "rw"
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
+    """The C library, found once (``find_library`` runs ``ldconfig -p`` each time)."""
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
