@@ -9,6 +9,7 @@ that does not cancel, so quantiles are accurate to about 1e-12 relative
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Callable
@@ -240,8 +241,12 @@ def student_t_sf(t: float, df: float) -> float:
     return tail if t > 0 else 1.0 - tail
 
 
+@functools.lru_cache(maxsize=4096)
 def student_t_ppf(p: float, df: float) -> float:
     """Inverse CDF (quantile function) of Student's t with ``df`` degrees of freedom.
+
+    Kept per (p, df): a gate asks for the same few quantiles at every look (its
+    boundaries, at the pair counts it reaches), and each costs a Newton solve.
 
     ``p`` in ``(0, 1)``; ``p == 0`` and ``p == 1`` give ``-inf`` and ``+inf``.  For tail
     probabilities below 1/4 the equation ``P(T > t) = q`` is solved, otherwise the central
