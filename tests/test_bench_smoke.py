@@ -44,6 +44,7 @@ RATIOS: dict[str, list[str]] = {
         rf"^key scrub: {kind}, .* floor \(lower \+ find\) .* s, ratio {NUMBER}$"
         for kind in ("prose", "filler", "worst")
     ],
+    "relay_reads.py": [rf"^relay reads: ratio relay/baseline {NUMBER} \(goal"],
     # nan when the auto worker settled too late in a smoke-sized run to measure it there
     "pacing.py": [r"^pacing: settled throughput / best fixed = (-?\d+(?:\.\d+)?|nan) \(goal"],
     # smoke-run (and its figures parsed) by tests/test_bench_fleet.py
@@ -116,6 +117,11 @@ def test_patch_memory_smoke(docker_api: Any) -> None:
 
 def test_view_open_smoke() -> None:
     smoke_run("view_open.py")
+
+
+@pytest.mark.docker
+def test_relay_reads_smoke(docker_api: Any) -> None:
+    smoke_run("relay_reads.py")
 
 
 def test_key_scrub_smoke() -> None:

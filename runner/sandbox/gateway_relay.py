@@ -22,9 +22,10 @@ the proxy's HTTP port alone, and no request the proxy forwards or answers change
 
 What it costs: per interval, one stat of the gateway's totals (``path_stat``, no copy)
 and one account call; a copy of the totals out only when their stat changed (each version
-the proxy writes has a later modification time) or ``REREAD_S`` has passed. And an
-overshoot bounded by the requests in flight when the budget is crossed, plus those started
-within one interval before the word reaches every gateway. A request is debited when its
+the proxy writes has a later modification time) or ``REREAD_S`` has passed (how late a
+change can be seen on a file system that keeps only coarse times). And an overshoot
+bounded by the requests in flight when the budget is crossed, plus those started within
+one interval before the word reaches every gateway. A request is debited when its
 answer is settled, never before; the last settlement of a trial (``close``) debits what its
 ledger holds in full, requests lost in flight at their maximum.
 
@@ -57,7 +58,9 @@ from runner.sandbox.gateway_rates import Pacer, RateLimits, RouteLimiters
 log = logging.getLogger(__name__)
 
 RELAY_INTERVAL_S = 0.2
-REREAD_S = 1.0  # an unchanged stat is trusted this long, then the totals are read anyway
+# An unchanged stat is trusted this long, then the totals are read anyway: a file system
+# that keeps only coarse times could give two versions of the file one stat.
+REREAD_S = 5.0
 PACED_INTERVAL_S = 0.05  # a paced request waits for the relay's next step: keep it short
 TOTALS_CAP = 1 << 20  # totals.json is small and bounded by the proxy
 MICROS = 1_000_000
