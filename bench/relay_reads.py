@@ -20,7 +20,7 @@ processes and this process) per second, and the ratio relay/baseline (goal <= 0.
 from __future__ import annotations
 
 import argparse
-import os
+import io
 import sys
 import tempfile
 import threading
@@ -32,18 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import smoke  # noqa: E402
+from bench.fleet import host_busy  # noqa: E402
 from runner.gateway.ledger import Ledger  # noqa: E402
 from runner.sandbox.engine import connect  # noqa: E402
 from runner.sandbox.gateway_ledger import LEDGER_DIR  # noqa: E402
 from runner.sandbox.gateway_relay import DockerGateway  # noqa: E402
 from tests.helpers import PY_IMAGE  # noqa: E402
-
-
-def busy_seconds() -> float:
-    """CPU seconds the whole machine has spent (user, nice, system, irq, softirq)."""
-    with open("/proc/stat", encoding="ascii") as stat:
-        fields = [int(x) for x in stat.readline().split()[1:]]
-    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / os.sysconf("SC_CLK_TCK")
 
 
 def phase(
@@ -60,14 +54,14 @@ def phase(
             ledger.note_rate({"granted": n})
 
     writer = threading.Thread(target=requests, daemon=True)
-    start_cpu, start = busy_seconds(), time.monotonic()
+    start_cpu, start = host_busy(), time.monotonic()
     writer.start()
     while time.monotonic() - start < seconds:
         read()
         time.sleep(interval)
     stop.set()
     writer.join()
-    return (busy_seconds() - start_cpu) / (time.monotonic() - start)
+    return (host_busy() - start_cpu) / (time.monotonic() - start)
 
 
 def main() -> None:
@@ -84,7 +78,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="deltarun-bench-relay-") as tmp:
         ledger_dir = Path(tmp) / "ledger"
         ledger_dir.mkdir()
-        ledger = Ledger(str(ledger_dir), stream=open(os.devnull, "w"))  # noqa: SIM115
+        ledger = Ledger(str(ledger_dir), stream=io.StringIO())
         container = client.create_container(
             PY_IMAGE,
             command=["sleep", str(int(4 * args.seconds) + 60)],

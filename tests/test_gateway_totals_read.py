@@ -9,6 +9,7 @@ file a later modification time than the last, so no change can hide behind an eq
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import uuid
@@ -34,7 +35,7 @@ def test_each_version_of_the_totals_has_a_later_modification_time(
     """Writes of equal size with the clock standing still (as within one tick of a file
     system's coarse clock, on kernels without fine-grained file times): each version still
     has a modification time of its own, later than the one before."""
-    ledger = Ledger(str(tmp_path), stream=open(os.devnull, "w"))  # noqa: SIM115
+    ledger = Ledger(str(tmp_path), stream=io.StringIO())
     times = [(tmp_path / "totals.json").stat().st_mtime_ns]
     monkeypatch.setattr(ledger_module.time, "time_ns", lambda: times[0])
     for n in range(50):
@@ -59,7 +60,7 @@ def gateway(docker_api: Any, tmp_path: Path) -> Iterator[tuple[Ledger, DockerGat
     directory, and the relay's view of that container."""
     ledger_dir = tmp_path / "ledger"
     ledger_dir.mkdir()
-    ledger = Ledger(str(ledger_dir), stream=open(os.devnull, "w"))  # noqa: SIM115
+    ledger = Ledger(str(ledger_dir), stream=io.StringIO())
     client = CountingClient(version="auto", **docker.utils.kwargs_from_env())
     container = client.create_container(
         PY_IMAGE,

@@ -62,9 +62,9 @@ def image_facts(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) -> 
     worker's pool), wait for one probe and read its answer."""
     with _LOCK:
         known = _FACTS.get(image_id)
+        if known is not None:
+            return known
         gate = _PROBING.setdefault(image_id, threading.Lock())
-    if known is not None:
-        return known
     with gate:
         with _LOCK:
             known = _FACTS.get(image_id)
