@@ -7,7 +7,7 @@ can come from the workspace). Neither list is typed by hand: ``image_modules.py`
 makes both inside a fresh sandbox of the image, with the image's own interpreter,
 isolated from any working directory. The answer is kept by image ID and the script's
 digest (both content addresses, so a kept answer can never be stale): in this process,
-and on disk in the deltarun cache (``facts/<key>.json``, ``runner.trees.cache``), so
+and on disk in the deltarun cache (``runner.trees.kept``), so
 another process on this machine (the next run, a worker's other pool processes) does not
 probe the image again. A kept answer is read through the same checks as a fresh one; one
 that fails them is probed again. The answer is the same on every worker and in
@@ -16,14 +16,9 @@ that fails them is probed again. The answer is the same on every worker and in
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import posixpath
-import tempfile
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +29,7 @@ from runner.sandbox.end_mark import run_whole
 from runner.sandbox_scripts import source
 from runner.sandbox_scripts.image_modules import MAX_LINKS  # the script lists at most as many
 from runner.trees.archives import single_file_tar
-from runner.trees.cache import default_root
+from runner.trees.kept import keep, kept_path, machine_lock, read_kept
 
 SCRIPT = "image_modules.py"  # runner/sandbox_scripts/image_modules.py
 _LOCK = threading.Lock()
@@ -71,71 +66,32 @@ def image_facts(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) -> 
         if known is not None:
             return known  # probed by the thread this one waited for
         kept = _kept_path(image_id)
-        with _machine_lock(kept):
+        with machine_lock(kept):
             facts = _read_kept(kept, spec.image)
             if facts is None:
                 output = _probe(sandboxes, spec)
                 facts = _parse(output, spec.image)
-                _keep(kept, output)
+                keep(kept, output)
         with _LOCK:
             _FACTS[image_id] = facts
     return facts
 
 
-@contextmanager
-def _machine_lock(kept: Path) -> Iterator[None]:
-    """Held while one process reads or probes the answer kept at ``kept`` (a lock file
-    beside it); a cache where no lock can be taken only costs a probe more."""
-    try:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        handle = os.open(kept.parent / f".lock-{kept.stem}", os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
-        yield
-        return
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(handle)  # the lock goes with the descriptor
-
-
 def _kept_path(image_id: str) -> Path:
     """Where the answer for ``image_id`` from this version of the script is kept."""
-    script = hashlib.sha256(source(SCRIPT)).hexdigest()
-    key = hashlib.sha256(f"{image_id}\n{script}".encode()).hexdigest()
-    return default_root() / "facts" / f"{key}.json"
+    return kept_path("image facts", image_id, hashlib.sha256(source(SCRIPT)).hexdigest())
 
 
 def _read_kept(path: Path, image: str) -> ImageFacts | None:
     """The kept answer at ``path`` through the same checks as a fresh one; None when there
     is none or it fails them (then the image is probed again)."""
-    try:
-        with path.open("rb") as kept:
-            output = kept.read(_BOUNDS.max_bytes + 1)
-        facts = _parse(output, image)
-    except (OSError, InfraError):
+    output = read_kept(path, _BOUNDS.max_bytes)
+    if output is None:
         return None
     try:
-        os.utime(path)  # last used now (the cache evicts least recently used first)
-    except OSError:
-        pass  # a cache this process may read but not write
-    return facts
-
-
-def _keep(path: Path, output: bytes) -> None:
-    """Write the probe's answer to ``path`` whole or not at all; a cache that cannot be
-    written costs the next process a probe, nothing else."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, part = tempfile.mkstemp(prefix=".part-", dir=path.parent)
-    except OSError:
-        return
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(output)
-        os.replace(part, path)
-    except OSError:
-        Path(part).unlink(missing_ok=True)
+        return _parse(output, image)
+    except InfraError:
+        return None
 
 
 def module_names(sandboxes: SandboxFactory, spec: SandboxSpec, image_id: str) -> frozenset[str]:

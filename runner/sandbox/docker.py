@@ -61,7 +61,7 @@ from runner.sandbox.gateway_relay import LOCAL_ACCOUNTS, Relay, RunAccounts, rel
 from runner.sandbox.image_env import ImagePaths, in_environment
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 from runner.sandbox.mounts import SandboxMounts
-from runner.sandbox.preflight import check_harness, missing_commands
+from runner.sandbox.preflight import image_checks
 from runner.sandbox.running import KILLED, DockerRunning, Ended
 from runner.sandbox.view_probe import views_work
 
@@ -131,11 +131,12 @@ class DockerSandboxFactory:
         """One sandbox with the run's limits, before any trial: the engine accepts the limits
         and the image has what the harness needs (``timeout``, ``git``, uid 1000) and no setuid
         or setgid file. One line (``UserError``) naming the image and the fix otherwise.
-        Returns those of ``commands`` the agent's PATH does not find in the image."""
+        Returns those of ``commands`` the agent's PATH does not find in the image. The
+        sandbox is opened each time (the limits, runtime and network are this engine's to
+        accept); what is asked of the image's files is kept per image ID."""
         try:
             with self.open(spec) as sandbox:
-                check_harness(self.client, sandbox.container, spec.image, sandbox.path)
-                return missing_commands(sandbox, commands)
+                return image_checks(sandbox, spec.image, spec.oci_runtime, commands)
         except SandboxError as exc:
             if spec.model_access is None:
                 raise

@@ -3,12 +3,18 @@ coreutils ``timeout``, ``git``, ``python3``, ``find``, the agent user with uid 1
 setuid or setgid file is (nothing in a sandbox may raise its privileges), and no directory
 of the image's environment (``runner.sandbox.instance_layer``) leads where a sandbox
 writes; and which of the agent's commands its PATH lacks. Run in a started sandbox by
-``DockerSandboxFactory.preflight``. Each answer is read only when it arrived whole
-(``runner.sandbox.end_mark``): a cut answer would read as nothing missing."""
+``StartedSandboxFactory.preflight``. Each answer is read only when it arrived whole
+(``runner.sandbox.end_mark``): a cut answer would read as nothing missing. The answers
+are kept per image ID (``runner.trees.kept``): the next run on this machine opens the
+sandbox (the engine must still accept the limits) but walks no file of the image."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
 
 import docker
 
@@ -17,8 +23,10 @@ from runner.sandbox import end_mark
 from runner.sandbox.base import ExecRequest, ExecResult, Sandbox
 from runner.sandbox.engine import API_ERRORS, exit_code
 from runner.sandbox.instance_layer import WRITABLE
+from runner.trees.kept import keep, kept_path, machine_lock, read_kept
 
 SETUID_SHOWN = 3
+_KEPT_MAX = 1 << 20  # a kept answer larger than this is asked again
 # What the harness needs in an image, one line per thing missing, then "setuid <path>" for
 # the first setuid/setgid files of the image's own filesystem (-xdev: not the tmpfs mounts).
 HARNESS_CHECK = (
@@ -40,17 +48,95 @@ PATH_CHECK = (
 )
 
 
+class StartedSandbox(Sandbox, Protocol):
+    """What the checks need of a started Docker sandbox (``runner.sandbox.docker``): the
+    engine's client and the container, for the check that runs as root."""
+
+    client: docker.APIClient
+    container: str
+
+    @property
+    def path(self) -> tuple[str, ...]: ...
+
+
+def image_checks(
+    sandbox: StartedSandbox, image: str, runtime: str | None, commands: Sequence[str]
+) -> list[str]:
+    """The harness check (``check_harness``), then those of ``commands`` the agent's PATH
+    lacks (``missing_commands``), in ``sandbox``, a started sandbox of ``image`` under the
+    OCI ``runtime``. Both answers depend only on the image's files (its ID), the runtime
+    and the questions, so they are asked once per machine and kept (``runner.trees.kept``);
+    a kept answer is judged as a fresh one, and one that does not read as an answer is
+    asked again."""
+    kept = kept_path(
+        "preflight", sandbox.image_digest, runtime or "", HARNESS_CHECK, PATH_CHECK, LOOKUP,
+        AGENT_PATH, *sandbox.path, "\0", *commands,
+    )  # fmt: skip
+    with machine_lock(kept):
+        answer = _read_answer(kept, commands)
+        if answer is None:
+            harness = _harness_answer(sandbox.client, sandbox.container, image, sandbox.path)
+            answer = _Answer(harness.exit_code, harness.output.decode("utf-8", "replace"), [])
+            if not _harness_problems(answer, image):
+                answer.missing = missing_commands(sandbox, commands)
+            keep(kept, json.dumps(dataclasses.asdict(answer)).encode())
+    problems = _harness_problems(answer, image)
+    if problems:
+        raise UserError(problems)
+    return answer.missing
+
+
 def check_harness(
     client: docker.APIClient, container: str, image: str, path: tuple[str, ...] = ()
 ) -> None:
     """One line (``UserError``) naming the image and what it lacks or has too much of."""
+    result = _harness_answer(client, container, image, path)
+    answer = _Answer(result.exit_code, result.output.decode("utf-8", "replace"), [])
+    problems = _harness_problems(answer, image)
+    if problems:
+        raise UserError(problems)
+
+
+@dataclasses.dataclass
+class _Answer:
+    """What the harness check printed and how it ended; the agent's commands it lacks."""
+
+    exit_code: int | None
+    output: str
+    missing: list[str]
+
+
+def _read_answer(kept: Path, commands: Sequence[str]) -> _Answer | None:
+    """The answer kept at ``kept`` when it reads as one for ``commands``; None otherwise."""
+    raw = read_kept(kept, _KEPT_MAX)
+    try:
+        value = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or set(value) != {"exit_code", "output", "missing"}:
+        return None
+    code, output, missing = value["exit_code"], value["output"], value["missing"]
+    if not (code is None or type(code) is int) or not isinstance(output, str):
+        return None
+    if not isinstance(missing, list) or not set(missing) <= set(commands):
+        return None
+    return _Answer(code, output, missing)
+
+
+def _harness_answer(
+    client: docker.APIClient, container: str, image: str, path: tuple[str, ...]
+) -> ExecResult:
     script = HARNESS_CHECK + "; " + PATH_CHECK if path else HARNESS_CHECK
-    result = _whole(client, container, image, ["sh", "-c", script, "sh", *path])
-    lines = result.output.decode("utf-8", "replace").strip().splitlines()
+    return _whole(client, container, image, ["sh", "-c", script, "sh", *path])
+
+
+def _harness_problems(answer: _Answer, image: str) -> str | None:
+    """The one line naming what the image lacks or has too much of; None when nothing."""
+    lines = answer.output.strip().splitlines()
     setuid = [line.removeprefix("setuid ") for line in lines if line.startswith("setuid ")]
     unsafe = [line for line in lines if line.startswith("a PATH directory ")]
     missing = [line for line in lines if not line.startswith("setuid ") and line not in unsafe]
-    if result.exit_code != 0 and not missing:
+    if answer.exit_code != 0 and not missing:
         missing = ["a working sh"]
     problems = [f"lacks {', '.join(missing)}"] if missing else []
     if setuid:
@@ -58,12 +144,13 @@ def check_harness(
         more = " and more" if len(setuid) > SETUID_SHOWN else ""
         problems.append(f"has setuid/setgid files ({shown}{more})")
     problems += [f"has {line}, where a sandbox writes" for line in unsafe[:1]]
-    if problems:
-        raise UserError(
-            f"sandbox image {image!r} {'; '.join(problems)}; build it from "
-            "worker_images/python (`make images`), which has the harness's tools and strips "
-            "setuid bits, or fix the image"
-        )
+    if not problems:
+        return None
+    return (
+        f"sandbox image {image!r} {'; '.join(problems)}; build it from "
+        "worker_images/python (`make images`), which has the harness's tools and strips "
+        "setuid bits, or fix the image"
+    )
 
 
 def _whole(client: docker.APIClient, container: str, image: str, argv: list[str]) -> ExecResult:
