@@ -119,6 +119,7 @@ bench: setup redis images  ## benchmarks, each against a baseline measured in th
 	$(PY) bench/view_open.py
 	$(PY) bench/key_scrub.py
 	$(PY) bench/relay_reads.py
+	$(PY) bench/preflight.py
 	$(PY) bench/fleet.py
 	$(PY) bench/pacing.py
 

@@ -45,6 +45,7 @@ RATIOS: dict[str, list[str]] = {
         for kind in ("prose", "filler", "worst")
     ],
     "relay_reads.py": [rf"^relay reads: ratio relay/baseline {NUMBER} \(goal"],
+    "preflight.py": [rf"^preflight: ratio kept/asked {NUMBER} \(goal"],
     # nan when the auto worker settled too late in a smoke-sized run to measure it there
     "pacing.py": [r"^pacing: settled throughput / best fixed = (-?\d+(?:\.\d+)?|nan) \(goal"],
     # smoke-run (and its figures parsed) by tests/test_bench_fleet.py
@@ -122,6 +123,11 @@ def test_view_open_smoke() -> None:
 @pytest.mark.docker
 def test_relay_reads_smoke(docker_api: Any) -> None:
     smoke_run("relay_reads.py")
+
+
+@pytest.mark.docker
+def test_preflight_smoke(docker_api: Any) -> None:
+    smoke_run("preflight.py")
 
 
 def test_key_scrub_smoke() -> None:
