@@ -162,6 +162,39 @@ def schedule_key(item: pytest.Item) -> tuple[int, int, float]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=schedule_key)
+    _EXCLUSIVE_TESTS[:] = [i.nodeid for i in items if i.get_closest_marker("exclusive")]
+
+
+# This session's ``exclusive`` tests (every xdist worker collects them all). Under xdist no
+# other test starts before they all ran: a worker that took a long test between two of
+# them would hold every other worker idle, queued behind the next exclusive one, for as
+# long as the long test runs (about a minute at the start of a run, measured).
+_EXCLUSIVE_TESTS: list[str] = []
+# Then a test starts anyway: a worker lost with one queued, or an order that queued one
+# behind this test on its worker (the sort puts them first in every worker's queue).
+EXCLUSIVE_WAIT_S = 180.0
+
+
+def _exclusive_done_dir(config: pytest.Config) -> Path | None:
+    """Where this xdist session's workers mark its exclusive tests run (in the session's
+    temporary directory, above each worker's); None without xdist (one process runs them
+    first, in order)."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if not hasattr(config, "workerinput") or factory is None:
+        return None
+    return Path(factory.getbasetemp()).parent / "exclusive-tests-run"
+
+
+def _mark(done: Path, nodeid: str) -> Path:
+    return done / hashlib.sha256(nodeid.encode()).hexdigest()[:32]
+
+
+def _wait_for_exclusive_tests(done: Path) -> None:
+    deadline = time.monotonic() + EXCLUSIVE_WAIT_S
+    while time.monotonic() < deadline:
+        if all(_mark(done, nodeid).exists() for nodeid in _EXCLUSIVE_TESTS):
+            return
+        time.sleep(0.2)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -182,14 +215,23 @@ def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
     """Each test holds ``engine_lock`` from its set-up (the module and session fixtures it
-    starts included) to its teardown."""
+    starts included) to its teardown; under xdist, a test that is not ``exclusive`` starts
+    once this session's exclusive tests all ran (``_EXCLUSIVE_TESTS``)."""
     exclusive = item.get_closest_marker("exclusive") is not None
-    with engine_lock(exclusive):
-        _EXCLUSIVE[0] = exclusive
-        try:
-            return (yield)
-        finally:
-            _EXCLUSIVE[0] = False
+    done = _exclusive_done_dir(item.config)
+    if done is not None and not exclusive:
+        _wait_for_exclusive_tests(done)
+    try:
+        with engine_lock(exclusive):
+            _EXCLUSIVE[0] = exclusive
+            try:
+                return (yield)
+            finally:
+                _EXCLUSIVE[0] = False
+    finally:
+        if done is not None and exclusive:
+            done.mkdir(parents=True, exist_ok=True)
+            _mark(done, item.nodeid).touch()
 
 
 @pytest.fixture(scope="session", autouse=True)
