@@ -3,9 +3,10 @@ exists, so a renamed or moved one is not silently handed out late again."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
-from tests.conftest import FIRST, LONGEST, SLOW_FIRST
+from tests.conftest import FIRST, LONGEST, SLOW_FIRST, WAIT_GAP, WAITING, spread_waiting
 
 TESTS = Path(__file__).resolve().parent
 
@@ -35,3 +36,35 @@ def test_every_module_the_schedule_names_exists() -> None:
 def test_the_longest_tests_go_first_longest_first() -> None:
     seconds = list(LONGEST.values())
     assert seconds == sorted(seconds, reverse=True)
+
+
+class _Item:
+    """What the schedule reads of a collected test."""
+
+    def __init__(self, name: str, exclusive: bool = False) -> None:
+        module, self.originalname = name.split("::")
+        self.name, self.path = self.originalname, TESTS / module
+        self.exclusive = exclusive
+
+    def get_closest_marker(self, name: str) -> object:
+        return True if name == "exclusive" and self.exclusive else None
+
+
+def _key(item: _Item) -> str:
+    return f"{item.path.name}::{item.originalname}"
+
+
+def test_the_tests_that_mostly_wait_are_long_ones_and_go_out_apart() -> None:
+    assert LONGEST.keys() >= WAITING
+    exclusive = [_Item(f"test_gc.py::test_{n}", exclusive=True) for n in range(3)]
+    longest = [_Item(name) for name in LONGEST]  # in schedule order: the waiting ones close
+    rest = [_Item(f"test_x.py::test_{n}") for n in range(50)]
+    items = [*exclusive, *longest, *rest]
+    spread = spread_waiting(items)  # type: ignore[arg-type]
+    assert sorted(map(id, spread)) == sorted(map(id, items))  # all of them, once
+    assert spread[:4] == [*exclusive, longest[0]]  # the exclusive tests, then the longest
+    places = [n for n, item in enumerate(spread) if _key(item) in WAITING]
+    assert len(places) == len(WAITING) and places[0] == 4
+    assert all(b - a == WAIT_GAP + 1 for a, b in itertools.pairwise(places)), places
+    others = [item for item in spread if _key(item) not in WAITING]
+    assert others == [item for item in items if _key(item) not in WAITING]  # in their order
