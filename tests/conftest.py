@@ -155,15 +155,17 @@ WAITING = {
 WAIT_GAP = 8
 
 
-def _test_name(item: pytest.Item) -> str:
+def schedule_name(item: pytest.Item) -> str:
+    """How the schedule names a test: its file's name and its function's (every
+    parametrization alike)."""
     return f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
 
 
 def spread_waiting(items: list[pytest.Item]) -> list[pytest.Item]:
     """``items`` (in schedule order) with the ``WAITING`` tests taken out and put back
     ``WAIT_GAP`` tests apart, the first right after the first long test."""
-    waiting = [item for item in items if _test_name(item) in WAITING]
-    rest = [item for item in items if _test_name(item) not in WAITING]
+    waiting = [item for item in items if schedule_name(item) in WAITING]
+    rest = [item for item in items if schedule_name(item) not in WAITING]
     first = sum(1 for item in rest if item.get_closest_marker("exclusive")) + 1
     for k, item in enumerate(waiting):
         rest.insert(min(first + k * (WAIT_GAP + 1), len(rest)), item)
@@ -180,7 +182,7 @@ def schedule_key(item: pytest.Item) -> tuple[int, int, float]:
     name = item.path.name
     if name == FIRST:
         return (1, 1, -max(LONGEST.values()) + 1)
-    seconds = LONGEST.get(_test_name(item))
+    seconds = LONGEST.get(schedule_name(item))
     if seconds is not None:
         return (1, 1, -seconds)
     if name in SLOW_FIRST:

@@ -194,3 +194,13 @@ def test_processes_asking_at_once_wait_for_one_probe(cache: Path, tmp_path: Path
     assert [p.name for p in (cache / "facts").iterdir() if p.suffix == ".json"] == [
         kept_files(cache)[0].name
     ]
+
+
+def test_no_two_keys_share_a_kept_answer(cache: Path) -> None:
+    from runner.trees.kept import kept_path
+
+    keys = [("a\nb",), ("a", "b"), ("a", "b", ""), ("a\\nb",), ('["a", "b"]',), ("a\udcff",)]
+    paths = [kept_path(*key) for key in keys]
+    assert len(set(paths)) == len(keys)
+    assert all(path.parent == cache / "facts" for path in paths)
+    assert kept_path("a", "b") == paths[1]  # the same question, the same place

@@ -123,6 +123,7 @@ def test_an_image_with_a_setuid_file_is_refused_again_from_the_kept_answer(
         b'{"exit_code": 0, "output": "", "missing": ["python3"]}',  # a command not asked
         b'{"exit_code": "0", "output": "", "missing": []}',
         b'{"exit_code": 0, "output": ""}',
+        b'{"exit_code": 0, "output": "", "missing": [["no-such-cli"]]}',  # not a name
     ],
 )
 def test_a_kept_answer_that_does_not_read_as_one_is_asked_again(

@@ -6,7 +6,15 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from tests.conftest import FIRST, LONGEST, SLOW_FIRST, WAIT_GAP, WAITING, spread_waiting
+from tests.conftest import (
+    FIRST,
+    LONGEST,
+    SLOW_FIRST,
+    WAIT_GAP,
+    WAITING,
+    schedule_name,
+    spread_waiting,
+)
 
 TESTS = Path(__file__).resolve().parent
 
@@ -50,10 +58,6 @@ class _Item:
         return True if name == "exclusive" and self.exclusive else None
 
 
-def _key(item: _Item) -> str:
-    return f"{item.path.name}::{item.originalname}"
-
-
 def test_the_tests_that_mostly_wait_are_long_ones_and_go_out_apart() -> None:
     assert LONGEST.keys() >= WAITING
     exclusive = [_Item(f"test_gc.py::test_{n}", exclusive=True) for n in range(3)]
@@ -63,8 +67,10 @@ def test_the_tests_that_mostly_wait_are_long_ones_and_go_out_apart() -> None:
     spread = spread_waiting(items)  # type: ignore[arg-type]
     assert sorted(map(id, spread)) == sorted(map(id, items))  # all of them, once
     assert spread[:4] == [*exclusive, longest[0]]  # the exclusive tests, then the longest
-    places = [n for n, item in enumerate(spread) if _key(item) in WAITING]
+    places = [n for n, item in enumerate(spread) if schedule_name(item) in WAITING]
     assert len(places) == len(WAITING) and places[0] == 4
     assert all(b - a == WAIT_GAP + 1 for a, b in itertools.pairwise(places)), places
-    others = [item for item in spread if _key(item) not in WAITING]
-    assert others == [item for item in items if _key(item) not in WAITING]  # in their order
+    others = [item for item in spread if schedule_name(item) not in WAITING]
+    assert others == [
+        item for item in items if schedule_name(item) not in WAITING
+    ]  # in their order

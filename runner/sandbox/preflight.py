@@ -3,7 +3,7 @@ coreutils ``timeout``, ``git``, ``python3``, ``find``, the agent user with uid 1
 setuid or setgid file is (nothing in a sandbox may raise its privileges), and no directory
 of the image's environment (``runner.sandbox.instance_layer``) leads where a sandbox
 writes; and which of the agent's commands its PATH lacks. Run in a started sandbox by
-``StartedSandboxFactory.preflight``. Each answer is read only when it arrived whole
+``DockerSandboxFactory.preflight``. Each answer is read only when it arrived whole
 (``runner.sandbox.end_mark``): a cut answer would read as nothing missing. The answers
 are kept per image ID (``runner.trees.kept``): the next run on this machine opens the
 sandbox (the engine must still accept the limits) but walks no file of the image."""
@@ -70,19 +70,16 @@ def image_checks(
     asked again."""
     kept = kept_path(
         "preflight", sandbox.image_digest, runtime or "", HARNESS_CHECK, PATH_CHECK, LOOKUP,
-        AGENT_PATH, *sandbox.path, "\0", *commands,
+        AGENT_PATH, json.dumps(sandbox.path), json.dumps(list(commands)),
     )  # fmt: skip
     with machine_lock(kept):
         answer = _read_answer(kept, commands)
         if answer is None:
-            harness = _harness_answer(sandbox.client, sandbox.container, image, sandbox.path)
-            answer = _Answer(harness.exit_code, harness.output.decode("utf-8", "replace"), [])
+            answer = _harness_answer(sandbox.client, sandbox.container, image, sandbox.path)
             if not _harness_problems(answer, image):
                 answer.missing = missing_commands(sandbox, commands)
             keep(kept, json.dumps(dataclasses.asdict(answer)).encode())
-    problems = _harness_problems(answer, image)
-    if problems:
-        raise UserError(problems)
+    _refuse_on_problems(answer, image)
     return answer.missing
 
 
@@ -90,11 +87,7 @@ def check_harness(
     client: docker.APIClient, container: str, image: str, path: tuple[str, ...] = ()
 ) -> None:
     """One line (``UserError``) naming the image and what it lacks or has too much of."""
-    result = _harness_answer(client, container, image, path)
-    answer = _Answer(result.exit_code, result.output.decode("utf-8", "replace"), [])
-    problems = _harness_problems(answer, image)
-    if problems:
-        raise UserError(problems)
+    _refuse_on_problems(_harness_answer(client, container, image, path), image)
 
 
 @dataclasses.dataclass
@@ -118,16 +111,24 @@ def _read_answer(kept: Path, commands: Sequence[str]) -> _Answer | None:
     code, output, missing = value["exit_code"], value["output"], value["missing"]
     if not (code is None or type(code) is int) or not isinstance(output, str):
         return None
-    if not isinstance(missing, list) or not set(missing) <= set(commands):
+    if not isinstance(missing, list) or not all(name in commands for name in missing):
         return None
     return _Answer(code, output, missing)
 
 
 def _harness_answer(
     client: docker.APIClient, container: str, image: str, path: tuple[str, ...]
-) -> ExecResult:
+) -> _Answer:
+    """The harness check run in ``container`` (no commands looked up yet)."""
     script = HARNESS_CHECK + "; " + PATH_CHECK if path else HARNESS_CHECK
-    return _whole(client, container, image, ["sh", "-c", script, "sh", *path])
+    result = _whole(client, container, image, ["sh", "-c", script, "sh", *path])
+    return _Answer(result.exit_code, result.output.decode("utf-8", "replace"), [])
+
+
+def _refuse_on_problems(answer: _Answer, image: str) -> None:
+    problems = _harness_problems(answer, image)
+    if problems:
+        raise UserError(problems)
 
 
 def _harness_problems(answer: _Answer, image: str) -> str | None:

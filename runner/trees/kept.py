@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -27,8 +28,9 @@ from runner.trees.cache import default_root
 
 
 def kept_path(*key: str) -> Path:
-    """Where the answer to the question ``key`` (its parts, in order) is kept."""
-    digest = hashlib.sha256("\n".join(key).encode("utf-8", "surrogateescape")).hexdigest()
+    """Where the answer to the question ``key`` (its parts, in order) is kept. The parts
+    are digested as a JSON list: no two different keys read alike, whatever they hold."""
+    digest = hashlib.sha256(json.dumps(key, ensure_ascii=True).encode()).hexdigest()
     return default_root() / "facts" / f"{digest}.json"
 
 
