@@ -227,6 +227,35 @@ def test_a_version_the_registry_lacks_is_exit_2_naming_the_field(
     assert not any(tmp_path.rglob("manifest.json"))  # nothing kept in the cache
 
 
+class _TriggeredBase(_Engine):
+    """A base image carrying an ONBUILD trigger: nothing is probed, fetched or built."""
+
+    def inspect(self, image: str) -> Any:
+        from runner.sandbox.images import ImageInfo
+
+        return ImageInfo("sha256:" + "b" * 64, (), {}, ("ADD http://127.0.0.1:1/x /x",))
+
+    def probe(self, image: str, script: str) -> str:
+        raise AssertionError("a base with triggers is refused before it is probed")
+
+
+def test_a_base_with_onbuild_triggers_gets_no_agent_layer(tmp_path: Path) -> None:
+    """Layering an agent is a build ``FROM`` the task's image: its triggers would run in it
+    (an ``ADD <url>`` fetched by the engine from the host's network)."""
+    from runner.agents.installed.catalogue import kind_of
+    from runner.agents.installed.layer import AgentImages
+
+    kind = kind_of("codex")
+    assert kind is not None
+    engine = _TriggeredBase()
+    images = AgentImages(engine, engine, lambda line: None, cache=tmp_path)  # type: ignore[arg-type]
+    with pytest.raises(UserError) as info:
+        images.ensure(kind, "0.171.0", "base", where="controls.yaml: arms[1] (x)")
+    message = str(info.value)
+    assert message.startswith("controls.yaml: arms[1] (x): image base carries 1 ONBUILD")
+    assert "ADD http://127.0.0.1:1/x /x" in message and "\n" not in message
+
+
 @pytest.mark.parametrize(
     ("name", "version", "settings", "message"),
     [

@@ -415,15 +415,17 @@ def _derived(api: Any, base: str, lines: str) -> str:
 
 
 @pytest.mark.docker
-def test_an_entrypoint_is_dropped_and_a_volume_refused(
+def test_an_entrypoint_is_dropped_and_a_volume_or_trigger_refused(
     docker_api: Any, instance_image: str
 ) -> None:
     """The sandbox starts its own command, whatever ENTRYPOINT the image has; a VOLUME (no
-    layer can undo it) would be a writable place outside the workspace: refused."""
+    layer can undo it) would be a writable place outside the workspace: refused; so are
+    ONBUILD triggers, which would run in deltarun's layer build."""
     factory = DockerSandboxFactory(docker_api)
     images = InstanceImages(docker_api, say=lambda line: None)
     wrapped = _derived(docker_api, instance_image, 'ENTRYPOINT ["/bin/false"]')
     volume = _derived(docker_api, instance_image, "VOLUME /data")
+    triggered = _derived(docker_api, instance_image, "ONBUILD RUN touch /onbuild-ran")
     adapted = None
     try:
         adapted = images.adapt(
@@ -433,8 +435,11 @@ def test_an_entrypoint_is_dropped_and_a_volume_refused(
             images.environment(volume)
         with pytest.raises(UserError, match="declares VOLUME /data"):
             images.adapt("x/volume:1", volume, "volume-1", "/testbed", (), lambda i: None)
+        # ONBUILD triggers would run in deltarun's own layer build over the image: refused.
+        with pytest.raises(UserError, match=r"1 ONBUILD trigger.*touch /onbuild-ran"):
+            images.adapt("x/onbuild:1", triggered, "onbuild-1", "/testbed", (), lambda i: None)
     finally:
-        for image in (adapted.tag if adapted else None, wrapped, volume):
+        for image in (adapted.tag if adapted else None, wrapped, volume, triggered):
             try:
                 if image:
                     docker_api.remove_image(image, force=True)

@@ -38,8 +38,14 @@ def build(
         bool, Option("--rebuild", help="Build again (no cache) even when the tag exists")
     ] = False,
     network: Annotated[
-        str, Option("--network", help="Network of the builds: default (the engine's) or none")
-    ] = "default",
+        str,
+        Option(
+            "--network",
+            help="Network of the build steps: none (a suite's build reaches nothing) or "
+            "default (the engine's bridge, which also reaches this host's and its LAN's "
+            "addresses): give it only to a suite you trust",
+        ),
+    ] = "none",
     verbose: Annotated[
         bool, Option("-v", "--verbose", help="Stream the engine's build output")
     ] = False,

@@ -58,6 +58,7 @@ from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.gateway_container import ModelGateway, open_gateway
 from runner.sandbox.gateway_rates import LOCAL_LIMITERS, RouteLimiters
 from runner.sandbox.gateway_relay import LOCAL_ACCOUNTS, Relay, RunAccounts, relay_for
+from runner.sandbox.image_config import volume_refusal, volumes
 from runner.sandbox.image_env import ImagePaths, in_environment
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 from runner.sandbox.mounts import SandboxMounts
@@ -112,11 +113,11 @@ class DockerSandboxFactory:
 
     def pinned(self, image: str, pin: str | None) -> str:
         """The ID a sandbox of ``image`` is made from: ``pin`` (the run's) when given, which
-        this engine must hold (one line naming both otherwise), else the tag's ID here."""
-        if pin is None:
-            return self.image_digest(image)
+        this engine must hold (one line naming both otherwise), else the tag's ID here. An
+        image that declares a volume is refused (``runner.sandbox.image_config``)."""
+        pin = pin or self.image_digest(image)
         try:
-            self.client.inspect_image(pin)  # type: ignore[no-untyped-call]
+            info = self.client.inspect_image(pin)  # type: ignore[no-untyped-call]
         except docker.errors.NotFound:
             raise SandboxError(
                 f"image {image}: the run pins {pin[:19]}, which this engine does not have "
@@ -125,6 +126,9 @@ class DockerSandboxFactory:
             ) from None
         except docker.errors.APIError as exc:
             raise SandboxError(f"image {image}: inspecting {pin[:19]} failed: {exc}") from exc
+        refused = volume_refusal(image, volumes(info.get("Config")))
+        if refused is not None:
+            raise UserError(refused)
         return pin
 
     def preflight(self, spec: SandboxSpec, commands: Sequence[str] = ()) -> list[str]:

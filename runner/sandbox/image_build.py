@@ -22,6 +22,7 @@ from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.end_mark import run_whole
 from runner.sandbox.engine import API_ERRORS
+from runner.sandbox.image_config import triggers, volumes
 from runner.sandbox.images import BuildRequest, ImageBuildFailed, ImageInfo
 from runner.sizes import parse_size
 
@@ -50,7 +51,8 @@ class DockerImageBuilder:
             raise UserError(f"Docker failed to inspect image {image!r}: {exc}") from exc
         layers = tuple((data.get("RootFS") or {}).get("Layers") or ())
         labels = (data.get("Config") or {}).get("Labels") or {}
-        return ImageInfo(str(data["Id"]), layers, dict(labels))
+        config = data.get("Config")
+        return ImageInfo(str(data["Id"]), layers, dict(labels), triggers(config), volumes(config))
 
     def build(self, context: IO[bytes], request: BuildRequest, log: Callable[[str], None]) -> str:
         tail: deque[str] = deque(maxlen=TAIL_LINES)

@@ -18,6 +18,8 @@ class ImageInfo:
     id: str
     layers: tuple[str, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
+    triggers: tuple[str, ...] = ()  # its ONBUILD instructions (runner.sandbox.image_config)
+    volumes: tuple[str, ...] = ()  # the paths it declares as VOLUME
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class BuildRequest:
 
     buildargs: Mapping[str, str]
     labels: Mapping[str, str]
-    network: str = "default"  # "default" (the engine's) or "none"
+    network: str = "none"  # "none" or "default" (the engine's bridge)
     nocache: bool = False
 
 

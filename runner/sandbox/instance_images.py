@@ -27,6 +27,7 @@ import docker.errors
 from runner.errors import DigestMismatch, InfraError, UserError
 from runner.sandbox.engine import API_ERRORS
 from runner.sandbox.image_build import DockerImageBuilder
+from runner.sandbox.image_config import trigger_refusal, triggers, volume_refusal, volumes
 from runner.sandbox.images import BuildRequest, ImageBuildFailed
 from runner.sandbox.instance_layer import (
     SWEBENCH_ENV,
@@ -85,8 +86,8 @@ class InstanceImages:
 
     def environment(self, image_id: str) -> tuple[str, ...]:
         """The directories of the image's environment (``instance_layer.environment_path``);
-        an image that declares a volume is refused."""
-        info = self._without_volumes(image_id)
+        an image that declares a volume or carries ONBUILD triggers is refused."""
+        info = self._screened(image_id)
         env = (info.get("Config") or {}).get("Env") or []
         path = next((e.split("=", 1)[1] for e in env if e.startswith("PATH=")), "")
         # A conda environment (or a venv) at SWE-bench's path, activated or not.
@@ -138,7 +139,7 @@ class InstanceImages:
     ) -> Adapted:
         """deltarun's layer over ``source_id``, built offline (or the tag reused), checked
         by ``preflight`` (the sandbox contract) and tagged."""
-        self._without_volumes(source_id)
+        self._screened(source_id)
         text = adapter_dockerfile(source_id, reference, repo, path)
         tag = adapted_tag(instance_id, text)
         have = self._inspect(tag)
@@ -168,16 +169,15 @@ class InstanceImages:
         builder.tag(image, tag)
         return Adapted(reference, source_id, tag, image, path, False)
 
-    def _without_volumes(self, image_id: str) -> dict[str, Any]:
-        """The image's inspection; one line when it declares a volume: no layer can undo
-        VOLUME, and each would be a writable place beside a sandbox's read-only root."""
+    def _screened(self, image_id: str) -> dict[str, Any]:
+        """The image's inspection; one line when it declares a volume (no layer can undo
+        VOLUME) or carries ONBUILD triggers (they would run in deltarun's layer build over
+        it): ``runner.sandbox.image_config``."""
         info = self._inspect(image_id) or {}
-        volumes = sorted((info.get("Config") or {}).get("Volumes") or {})
-        if volumes:
-            raise UserError(
-                f"image {image_id[:19]} declares VOLUME {', '.join(volumes[:3])}: a sandbox's "
-                "root is read-only and a volume would not be; build the image without it"
-            )
+        config, name = info.get("Config"), image_id[:19]
+        refused = volume_refusal(name, volumes(config)) or trigger_refusal(name, triggers(config))
+        if refused is not None:
+            raise UserError(refused)
         return info
 
     def _inspect(self, name: str) -> dict[str, Any] | None:

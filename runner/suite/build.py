@@ -19,7 +19,9 @@ from runner.config.runtime import Runtime
 from runner.errors import DeltarunError, UsageError, UserError
 from runner.paths import inside
 from runner.records import environment_tag
+from runner.sandbox.image_config import trigger_refusal, volume_refusal
 from runner.sandbox.images import BuildRequest, ImageBuilder, ImageBuildFailed, ImageInfo
+from runner.suite.dockerfile_screen import first_problem
 from runner.suite.environments import (
     BASE_LABEL,
     CONTEXT_LABEL,
@@ -91,7 +93,7 @@ def build(
     builder: ImageBuilder,
     *,
     rebuild: bool = False,
-    network: str = "default",
+    network: str = "none",
     say: Callable[[str], None] = lambda line: None,
     log: Callable[[str], None] = lambda line: None,
 ) -> BuildResult:
@@ -130,6 +132,9 @@ def _base(builder: ImageBuilder, image: str) -> ImageInfo:
             f"base image {image!r} (runtime.image) is not present on this machine; build it "
             "with `make images`, then run `deltarun build` again"
         )
+    refused = trigger_refusal(f"{image!r} (runtime.image)", base.triggers)
+    if refused is not None:
+        raise UserError(refused)
     return base
 
 
@@ -151,12 +156,14 @@ class _Session:
         entries = context_entries(root)
         digest = context_digest(entries)
         tag = environment_tag(name, digest)
+        self._screen(name, root / "Dockerfile")  # before a reuse too: under today's rules
         have = None if self.rebuild else self.builder.inspect(tag)
         if (
             have is not None
             and have.labels.get(CONTEXT_LABEL) == digest
             and on_base(have.layers, self.base.layers)
         ):
+            _refuse_config(f"{root / 'Dockerfile'}: environment {name!r}", have)
             return Built(name, digest, tag, have.id, True, time.monotonic() - started)
         say(f"{name}: building {tag} on {self.base.id[:19]}")
         image = self._build(name, root, entries, digest, log)
@@ -189,9 +196,25 @@ class _Session:
             try:
                 return self.builder.build(handle, request, log)
             except ImageBuildFailed as exc:
+                offline = (
+                    "; it was built with no network (the default): put what a step fetches "
+                    "in the context, or `deltarun build --network default` for a suite you trust"
+                    if self.network == "none"
+                    else ""
+                )
                 raise UserError(
-                    f"{root / 'Dockerfile'}: environment {name!r} did not build: {exc}"
+                    f"{root / 'Dockerfile'}: environment {name!r} did not build: {exc}{offline}"
                 ) from exc
+
+    def _screen(self, name: str, dockerfile: Path) -> None:
+        """The Dockerfile reaches nothing outside its context and the base
+        (``runner.suite.dockerfile_screen``): one line naming the line and the fix."""
+        text = dockerfile.read_bytes().decode("utf-8", errors="replace")  # capped: a context
+        problem = first_problem(text, (self.runtime.image, self.base.id))
+        if problem is not None:
+            raise UserError(
+                f"{dockerfile}:{problem.line}: environment {name!r}: {problem.why}; {problem.fix}"
+            )
 
     def _check_contract(self, name: str, root: Path, image: str) -> None:
         """The new image sits on the base and passes the sandbox preflight."""
@@ -202,7 +225,17 @@ class _Session:
                 f"{where}: the image is not built on the sandbox base {self.base.id[:19]}; "
                 f"{FIX_FROM} (deltarun build passes the base's image ID as BASE)"
             )
+        _refuse_config(where, info)
         try:
             self.builder.preflight(image, self.runtime)
         except UserError as exc:
             raise UserError(f"{where}: the image breaks the sandbox contract: {exc}") from exc
+
+
+def _refuse_config(where: str, image: ImageInfo) -> None:
+    """One line when the environment's image declares a volume or carries ONBUILD triggers
+    (``runner.sandbox.image_config``)."""
+    name = image.id[:19]
+    refused = volume_refusal(name, image.volumes) or trigger_refusal(name, image.triggers)
+    if refused is not None:
+        raise UserError(f"{where}: {refused}")

@@ -26,6 +26,7 @@ from runner.agents.installed.kind import INSTALL_DIR, Kind
 from runner.config.arms import InstalledAgent
 from runner.config.controls import Controls
 from runner.errors import UsageError, UserError
+from runner.sandbox.image_config import trigger_refusal
 from runner.sandbox.images import BuildRequest, ImageBuilder
 
 AGENT_LABEL = "deltarun.agent"
@@ -117,6 +118,9 @@ class AgentImages:
         info = self.builder.inspect(base)
         if info is None:
             raise UserError(f"{where}: image {base} is not on this engine; build or pull it")
+        refused = trigger_refusal(base, info.triggers)
+        if refused is not None:
+            raise UserError(f"{where}: {refused}")
         target = target_of(self.prober.probe(info.id, PROBE))
         why = unsupported(kind, target)
         if why is not None:

@@ -1,0 +1,219 @@
+"""A hostile suite's environment reaching outside the suite through the engine, on the real
+engine, in the default settings: a URL the engine would fetch from this host's loopback
+(plainly, split, escaped, through a variable, as an ONBUILD trigger, or as a trigger of
+``runtime.image``), a VOLUME that would give every sandbox a writable place on the engine's
+disk, and a build step's own network. A loopback HTTP server stands for the host's
+services (the only address a test may aim at): it must see no request."""
+
+from __future__ import annotations
+
+import io
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.errors import UserError
+from runner.sandbox.base import Limits, SandboxSpec
+from runner.sandbox.docker import DockerSandboxFactory
+from tests.conftest import leftover_sandboxes, run_cli
+from tests.helpers import PY_IMAGE, make_suite, repo_task, write_agent
+
+pytestmark = pytest.mark.docker
+
+SECRET = "host-secret-" + uuid.uuid4().hex
+
+
+class Listener:
+    """A loopback HTTP server that counts what reaches it."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        seen = self.paths
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append(self.path)
+                body = SECRET.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/secret"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    served = Listener()
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+
+
+@pytest.fixture
+def images(docker_api: Any) -> Iterator[Callable[[str], str]]:
+    """Build an image ``FROM`` the sandbox image plus ``lines`` (and a unique label); every
+    image built is removed after."""
+    made: list[str] = []
+
+    def build(lines: str) -> str:
+        text = f"FROM {PY_IMAGE}\n{lines}\nLABEL deltarun.test.hostile={uuid.uuid4().hex}\n"
+        image = ""
+        for event in docker_api.build(fileobj=io.BytesIO(text.encode()), rm=True, decode=True):
+            assert "error" not in event, event
+            image = (event.get("aux") or {}).get("ID", image)
+        made.append(image)
+        return image
+
+    yield build
+    for image in made:
+        docker_api.remove_image(image, force=True)
+
+
+@pytest.fixture
+def environments(docker_api: Any) -> Iterator[list[str]]:
+    """The environment names a test builds; their images are removed after."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        for image in docker_api.images(filters={"label": f"deltarun.environment={name}"}):
+            docker_api.remove_image(image["Id"], force=True)
+
+
+def env_suite(
+    root: Path, dockerfile: str, runtime: dict[str, Any] | None = None, name: str = ""
+) -> Path:
+    """A one-task suite whose task runs in the environment ``dockerfile`` builds."""
+    task = {**repo_task("t1"), "environment": name or f"e{uuid.uuid4().hex[:8]}"}
+    del task["image"]
+    arms = [{"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}}]
+    controls = make_suite(root, [task], arms, seal=False, runtime=runtime)
+    folder = root / "suite" / "environments" / task["environment"]
+    folder.mkdir(parents=True)
+    (folder / "Dockerfile").write_text(dockerfile)
+    return controls
+
+
+def one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+HEAD = "ARG BASE\nFROM ${BASE}\n"
+FETCHES = {
+    "ADD of the URL": "{head}ADD {url} /opt/leak\n",
+    "ADD split over lines with a comment between": "{head}AD\\\n# x\nD {url} /opt/leak\n",
+    "ADD in JSON with a \\u escape": '{head}ADD ["{json_url}", "/opt/leak"]\n',
+    "ADD of a variable": "{head}ARG U={url}\nADD $U /opt/leak\n",
+    "an ONBUILD trigger of the environment": "{head}ONBUILD ADD {url} /opt/leak\n",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(FETCHES))
+def test_a_suite_build_fetches_nothing_from_the_host(
+    tmp_path: Path,
+    listener: Listener,
+    environments: list[str],
+    attack: str,
+    held: Callable[..., None],
+) -> None:
+    json_url = listener.url.replace(":", "\\u003a", 1)
+    text = FETCHES[attack].format(head=HEAD, url=listener.url, json_url=json_url)
+    environments.append(f"e{uuid.uuid4().hex[:8]}")
+    controls = env_suite(tmp_path, text, name=environments[0])
+    built = run_cli("build", str(controls))
+    line = one_line(built.stderr)
+    held(
+        f"suite build: {attack}",
+        "deltarun build of an environment naming a loopback URL",
+        f"exit {built.returncode}; requests the host's server saw: {len(listener.paths)}",
+    )
+    assert built.returncode == 1 and listener.paths == []
+    assert "Dockerfile:" in line and "; " in line  # the file, its line, the fix
+
+
+def test_a_base_image_s_triggers_never_run_in_the_build(
+    tmp_path: Path,
+    listener: Listener,
+    images: Callable[[str], str],
+    environments: list[str],
+    held: Callable[..., None],
+) -> None:
+    """``runtime.image`` carrying ``ONBUILD ADD <url>``: the environment's ``FROM ${BASE}``
+    would fire it, with the engine fetching from this host's loopback."""
+    base = images(f"ONBUILD ADD {listener.url} /opt/leak")
+    environments.append(f"e{uuid.uuid4().hex[:8]}")
+    controls = env_suite(tmp_path, HEAD, runtime={"image": base}, name=environments[0])
+    built = run_cli("build", str(controls))
+    line = one_line(built.stderr)
+    held(
+        "suite build: runtime.image with an ONBUILD ADD of a loopback URL",
+        "deltarun build on that base",
+        f"exit {built.returncode}; requests seen: {len(listener.paths)}",
+    )
+    assert built.returncode == 1 and listener.paths == []
+    assert "1 ONBUILD trigger" in line and "runtime.image" in line
+
+
+def test_a_build_step_has_no_network_unless_asked(tmp_path: Path, environments: list[str]) -> None:
+    """By default a build step sees only loopback; ``--network default`` is the user's
+    explicit choice (no traffic is sent either way: the step lists its interfaces)."""
+
+    def step() -> str:  # each its own (the engine's build cache ignores the network)
+        return HEAD + f'RUN echo {uuid.uuid4().hex} && test "$(ls /sys/class/net)" = lo\n'
+
+    environments.extend(f"e{uuid.uuid4().hex[:8]}" for _ in range(2))
+    built = run_cli("build", str(env_suite(tmp_path, step(), name=environments[0])))
+    assert built.returncode == 0, built.stderr
+    networked = env_suite(tmp_path / "net", step(), name=environments[1])
+    on_bridge = run_cli("build", str(networked), "--network", "default")
+    assert on_bridge.returncode == 1 and "did not build" in one_line(on_bridge.stderr)
+
+
+def test_an_image_with_a_volume_gets_no_sandbox(
+    tmp_path: Path, docker_api: Any, images: Callable[[str], str], held: Callable[..., None]
+) -> None:
+    """``VOLUME /var/tmp`` would give every sandbox 1777 space on the engine's disk beside
+    its read-only root, outside every cap: the run stops in one line before any trial,
+    and a sandbox of it cannot be opened at all."""
+    image = images("VOLUME /var/tmp")
+    fill = "dd if=/dev/zero of=/var/tmp/fill bs=1M count=64 && echo filled\n"
+    arms = [
+        {"name": "ctrl", "control": True, "agent": {"type": "scripted", "action": "noop"}},
+        {"name": "fill", "agent": write_agent(tmp_path, "fill", fill)},
+    ]
+    controls = make_suite(tmp_path, [{**repo_task("t1"), "image": image}], arms)
+    out = tmp_path / "run"
+    ran = run_cli("run", str(controls), "--out", str(out))
+    line = one_line(ran.stderr)
+    records = out / "trials.jsonl"
+    trials = records.read_text().splitlines() if records.exists() else []
+    held(
+        "suite: an image with VOLUME /var/tmp, an agent filling it",
+        "deltarun run of a task on that image",
+        f"exit {ran.returncode}; trials run: {len(trials)}",
+    )
+    assert ran.returncode == 1 and trials == [] and "declares VOLUME /var/tmp" in line
+    spec = SandboxSpec(
+        image=image,
+        limits=Limits(memory_bytes=256 << 20, nano_cpus=10**9, pids=64, workspace_bytes=1 << 20),
+        lifetime_s=30,
+        labels={"run": f"volume-{uuid.uuid4().hex[:8]}", "job": "open"},
+    )
+    with (
+        pytest.raises(UserError, match="declares VOLUME /var/tmp"),
+        DockerSandboxFactory(docker_api).open(spec),
+    ):
+        pass
+    assert leftover_sandboxes(docker_api, run=spec.labels["run"]) == ([], [])
