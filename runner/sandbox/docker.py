@@ -211,6 +211,8 @@ class DockerSession:
             created = client.create_container(
                 digest,  # the image ID: the content the record names, never a moved tag
                 command=["sleep", str(int(spec.lifetime_s) + 30)],
+                entrypoint=[],  # nothing of the image's runs: no ENTRYPOINT wraps the sleep,
+                healthcheck={"test": ["NONE"]},  # and no HEALTHCHECK runs beside it as root
                 user=ROOT_USER,
                 hostname="sandbox",
                 working_dir=WORKSPACE,

@@ -65,6 +65,8 @@ def _read_through(
         container = client.create_container(
             image,
             command=["cat", "/probe/token"],
+            entrypoint=[],  # the image's own ENTRYPOINT and HEALTHCHECK never run here
+            healthcheck={"test": ["NONE"]},
             user="0:0",
             labels=labels,
             network_disabled=True,

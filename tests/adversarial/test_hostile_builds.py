@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from runner.errors import UserError
-from runner.sandbox.base import Limits, SandboxSpec
+from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandboxFactory
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.helpers import PY_IMAGE, make_suite, repo_task, write_agent
@@ -216,4 +216,37 @@ def test_an_image_with_a_volume_gets_no_sandbox(
         DockerSandboxFactory(docker_api).open(spec),
     ):
         pass
+    assert leftover_sandboxes(docker_api, run=spec.labels["run"]) == ([], [])
+
+
+def test_nothing_of_the_image_s_own_runs_in_a_sandbox(
+    docker_api: Any, images: Callable[[str], str], held: Callable[..., None]
+) -> None:
+    """An image's ENTRYPOINT would wrap the sandbox's sleep and its HEALTHCHECK would run as
+    root on the engine's schedule (after the agent's end, during the hidden tests): the
+    sandbox runs deltarun's processes only."""
+    image = images(
+        'ENTRYPOINT ["sh", "-c", "touch /tmp/entrypoint-ran; exec \\"$@\\"", "ep"]\n'
+        "HEALTHCHECK --interval=1s CMD touch /tmp/healthcheck-ran"
+    )
+    spec = SandboxSpec(
+        image=image,
+        limits=Limits(memory_bytes=256 << 20, nano_cpus=10**9, pids=64, workspace_bytes=1 << 20),
+        lifetime_s=30,
+        labels={"run": f"entry-{uuid.uuid4().hex[:8]}", "job": "open"},
+    )
+    probe = "sleep 2.5; ls /tmp; tr '\\0' ' ' < /proc/1/cmdline"
+    with DockerSandboxFactory(docker_api).open(spec) as sandbox:
+        seen = sandbox.run(ExecRequest(argv=["sh", "-c", probe], timeout_s=20)).output.decode()
+    held(
+        "suite image: an ENTRYPOINT and a 1 s HEALTHCHECK that leave marks as root",
+        "a sandbox of the image, looked at after 2.5 s",
+        f"/tmp and PID 1: {' '.join(seen.split())}",
+    )
+    assert "ran" not in seen and seen.split("\n")[-1].split() == [
+        "/sbin/docker-init",
+        "--",
+        "sleep",
+        "60",
+    ], seen
     assert leftover_sandboxes(docker_api, run=spec.labels["run"]) == ([], [])
