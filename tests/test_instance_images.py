@@ -243,8 +243,10 @@ def test_the_image_as_shipped_breaks_the_contract_and_the_adapted_one_keeps_it(
         # /testbed, which leads to the workspace.
         assert lines[:3] == ["/opt/miniconda3/envs/testbed", "(3,", "9)"], lines
         assert lines[3] == "/testbed/src/tinycalc/__init__.py"
-        # The image's own ENV reaches every command.
-        assert lines[4:] == ["/workspace", who, "/testbed", "0"]
+        # The image's own ENV reaches the agent's commands (and the tests'); deltarun's own,
+        # as root, run with it blanked (runner.sandbox.image_env.root_env).
+        home = ["/testbed"] if who == "agent" else []
+        assert lines[4:] == ["/workspace", who, *home, "0"]
 
 
 @pytest.mark.docker

@@ -59,7 +59,7 @@ from runner.sandbox.gateway_container import ModelGateway, open_gateway
 from runner.sandbox.gateway_rates import LOCAL_LIMITERS, RouteLimiters
 from runner.sandbox.gateway_relay import LOCAL_ACCOUNTS, Relay, RunAccounts, relay_for
 from runner.sandbox.image_config import volume_refusal, volumes
-from runner.sandbox.image_env import ImagePaths, in_environment
+from runner.sandbox.image_env import ImagePaths, in_environment, root_env
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
 from runner.sandbox.mounts import SandboxMounts
 from runner.sandbox.preflight import image_checks
@@ -349,6 +349,7 @@ class DockerSandbox:
     ) -> None:
         self.factory = factory
         self._path = factory.paths.of(digest)  # the image's environment, first on PATH
+        self._names = factory.paths.names(digest)  # its variables, blanked for root commands
         self._prefilled = prefilled
         self._applied = dict(applied or {})  # what the engine reports (runner.sandbox.applied)
         self.client = factory.client
@@ -429,7 +430,7 @@ class DockerSandbox:
         return self._blame.judged(lambda: self._run(request))
 
     def _run(self, request: ExecRequest) -> ExecResult:
-        request = in_environment(request, self._path)
+        request = in_environment(request, self._path, self._names)
         timeout = max(1.0, request.timeout_s)
         mark = end_mark.new_mark() if request.end_mark else None
         argv = [*_timeout(timeout), *end_mark.argv_of(request, mark)]
@@ -471,7 +472,7 @@ class DockerSandbox:
         self._blame.begin(request)
         if self._killed:
             return Ended(KILLED)
-        request = in_environment(request, self._path)
+        request = in_environment(request, self._path, self._names)
         timeout = max(1.0, request.timeout_s)
         mark = end_mark.new_mark() if request.end_mark else None
         argv = [*_timeout(timeout), *end_mark.argv_of(request, mark)]
@@ -490,4 +491,4 @@ class DockerSandbox:
 
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer ended in this sandbox."""
-        return oom_kills(self.client, self.container)
+        return oom_kills(self.client, self.container, root_env(self._names))

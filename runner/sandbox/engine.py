@@ -15,6 +15,7 @@ import binascii
 import json
 import logging
 import time
+from collections.abc import Mapping
 from urllib.parse import quote
 
 import docker
@@ -95,15 +96,24 @@ def engine_runtimes(client: docker.APIClient) -> tuple[str, ...]:
         return ()
 
 
-def oom_kills(client: docker.APIClient, container: str) -> int:
+def oom_kills(
+    client: docker.APIClient, container: str, environment: Mapping[str, str] | None = None
+) -> int:
     """How many processes the kernel's OOM killer ended in ``container`` (cgroup v1 or v2);
-    0 when the engine cannot say."""
+    0 when the engine cannot say. Run as root from ``/`` with ``environment`` (the image's
+    variables blanked, ``runner.sandbox.image_env.root_env``)."""
     script = (
         "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control "
         "2>/dev/null | awk '$1 == \"oom_kill\" {n += $2} END {print n + 0}'"
     )
     try:
-        exec_id = client.exec_create(container, ["sh", "-c", script], user="0:0")
+        exec_id = client.exec_create(
+            container,
+            ["sh", "-c", script],
+            user="0:0",
+            workdir="/",
+            environment=dict(environment or {}),
+        )
         out = client.exec_start(exec_id["Id"])
     except API_ERRORS:
         return 0

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from runner.errors import UserError
-from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
+from runner.sandbox.base import ROOT_USER, ExecRequest, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandboxFactory
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.helpers import PY_IMAGE, make_suite, repo_task, write_agent
@@ -250,3 +250,51 @@ def test_nothing_of_the_image_s_own_runs_in_a_sandbox(
         "60",
     ], seen
     assert leftover_sandboxes(docker_api, run=spec.labels["run"]) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("env", "planted"),
+    [("LD_LIBRARY_PATH=/opt/lib:", "libz.so.1"), ("LD_PRELOAD=/workspace/libpre.so", "libpre.so")],
+)
+def test_an_image_s_loader_variables_never_reach_root_commands(
+    docker_api: Any,
+    images: Callable[[str], str],
+    env: str,
+    planted: str,
+    held: Callable[..., None],
+) -> None:
+    """``ENV LD_LIBRARY_PATH=/opt/lib:$LD_LIBRARY_PATH`` in an ordinary image leaves an empty
+    entry, the working directory: the workspace. A root command of deltarun's (the patch's
+    git, the collector, the census) would load a library the agent left there; so would
+    ``LD_PRELOAD``. Here the agent leaves one (a copy of a system library, so that loading
+    it is visible in the process's maps and harmless)."""
+    image = images(f"ENV {env}")
+    spec = SandboxSpec(
+        image=image,
+        limits=Limits(memory_bytes=256 << 20, nano_cpus=10**9, pids=64, workspace_bytes=8 << 20),
+        lifetime_s=60,
+        labels={"run": f"loader-{uuid.uuid4().hex[:8]}", "job": "open"},
+    )
+    plant = (
+        "z=$(ls /lib/*/libz.so.1 /usr/lib/*/libz.so.1 2>/dev/null | head -n 1); "
+        f"cp $z /workspace/{planted} && echo planted"
+    )
+    look = "print(open('/proc/self/maps').read())"
+    with DockerSandboxFactory(docker_api).open(spec) as sandbox:
+        done = sandbox.run(ExecRequest(argv=["sh", "-c", plant], timeout_s=20))
+        assert done.exit_code == 0 and b"planted" in done.output, done
+        python = ["python3", "-I", "-S", "-c", look]
+        root = sandbox.run(
+            ExecRequest(argv=python, user=ROOT_USER, env={"PATH": "/usr/bin:/bin"}, timeout_s=20)
+        )
+        agent = sandbox.run(ExecRequest(argv=python, timeout_s=20))
+    maps = root.output.decode().splitlines()
+    loaded = sorted({line.split()[-1] for line in maps if "/workspace/" in line})
+    held(
+        f"suite image: ENV {env}",
+        f"the agent leaves {planted} in the workspace; a root command of the harness runs",
+        f"workspace libraries in root's maps: {loaded}",
+    )
+    assert root.exit_code == 0 and loaded == [], root
+    # The image's environment is still the agent's (and the tests'): only root goes without.
+    assert f"/workspace/{planted}".encode() in agent.output
