@@ -150,10 +150,13 @@ def install(sandbox: Sandbox, steps: list[str], timeout_s: float) -> str | None:
 
 def stop_agent(sandbox: Sandbox) -> None:
     """Kill every process of the agent's uid: nothing the agent started runs on while the
-    harness takes its patch (``guard.py sweep``, a fresh process of that uid)."""
+    harness takes its patch (``guard.py sweep``, a fresh process of that uid). It starts in
+    ``/``: an empty or relative entry of the image's ``LD_LIBRARY_PATH`` names the working
+    directory, and the workspace holds what the agent left (``runner.sandbox.image_env``)."""
     sandbox.run(
         ExecRequest(
             argv=["python3", "-I", "-S", GUARD_FILE, "sweep"],
+            workdir="/",
             env={"PATH": AGENT_ENV["PATH"], "LANG": "C.UTF-8"},
             timeout_s=30,
             output_cap=4096,
@@ -162,10 +165,12 @@ def stop_agent(sandbox: Sandbox) -> None:
 
 
 def _make_readable(sandbox: Sandbox) -> None:
-    """Make the agent's files readable to the harness (the agent may ``chmod 000`` them)."""
+    """Make the agent's files readable to the harness (the agent may ``chmod 000`` them),
+    from ``/`` as the sweep (``stop_agent``): nothing the agent left is loaded."""
     sandbox.run(
         ExecRequest(
             argv=["sh", "-c", f"chmod -R u+rwX,go+rX {WORKSPACE} 2>/dev/null; true"],
+            workdir="/",
             env=AGENT_ENV,
             timeout_s=60,
         )

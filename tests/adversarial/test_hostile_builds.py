@@ -298,3 +298,49 @@ def test_an_image_s_loader_variables_never_reach_root_commands(
     assert root.exit_code == 0 and loaded == [], root
     # The image's environment is still the agent's (and the tests'): only root goes without.
     assert f"/workspace/{planted}".encode() in agent.output
+
+
+def test_the_sweep_after_the_agent_loads_nothing_the_agent_left(
+    docker_api: Any, images: Callable[[str], str], held: Callable[..., None]
+) -> None:
+    """The sweep that kills the agent's processes before the patch is taken runs as the
+    agent's uid with the image's environment; an empty entry of ``LD_LIBRARY_PATH`` names
+    its working directory. The agent leaves a broken ``libz.so.1`` in the workspace (which
+    would stop a Python started there) and a process that should outlive it."""
+    from runner.agents.interface import GUARD_FILE
+    from runner.sandbox.base import IO_DIR
+    from runner.sandbox_scripts import source
+    from runner.trees.archives import single_file_tar
+    from runner.trial.workspace import stop_agent
+
+    image = images("ENV LD_LIBRARY_PATH=/opt/lib:")
+    spec = SandboxSpec(
+        image=image,
+        limits=Limits(memory_bytes=256 << 20, nano_cpus=10**9, pids=64, workspace_bytes=8 << 20),
+        lifetime_s=60,
+        labels={"run": f"sweep-{uuid.uuid4().hex[:8]}", "job": "open"},
+        with_io=True,
+    )
+    leave = "echo broken > /workspace/libz.so.1; setsid sleep 300 >/dev/null 2>&1 & echo left"
+    census = 'for p in /proc/[0-9]*; do [ "$(stat -c %u $p)" = 1000 ] && echo "$p"; done; true'
+    with DockerSandboxFactory(docker_api).open(spec) as sandbox:
+        guard = single_file_tar(GUARD_FILE.rsplit("/", 1)[1], source("guard.py"), uid=0, gid=0)
+        sandbox.put_archive(IO_DIR, guard)
+        left = sandbox.run(ExecRequest(argv=["sh", "-c", leave], timeout_s=20))
+        assert b"left" in left.output, left
+        stop_agent(sandbox)
+        alive = sandbox.run(
+            ExecRequest(
+                argv=["sh", "-c", census],
+                user=ROOT_USER,
+                env={"PATH": "/usr/bin:/bin"},
+                timeout_s=20,
+            )
+        )
+    survivors = alive.output.decode().split()
+    held(
+        "suite image: ENV LD_LIBRARY_PATH=/opt/lib: (an empty entry)",
+        "the agent leaves a broken libz.so.1 in the workspace and a setsid sleep",
+        f"processes of the agent's uid after the sweep: {survivors}",
+    )
+    assert alive.exit_code == 0 and survivors == [], alive
