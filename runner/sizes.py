@@ -18,3 +18,12 @@ def parse_size(text: str | int) -> int:
     # At most 64 characters: the float is finite (a longer digit string could be inf,
     # and int(inf) raises OverflowError, which a pydantic validator would let escape).
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def format_size(size: int) -> str:
+    """``size`` bytes as the largest Docker-style unit it fills: ``24g``, ``1.5g``, ``512m``."""
+    for unit in ("t", "g", "m", "k"):
+        if size >= _UNITS[unit]:
+            value = size / _UNITS[unit]
+            return f"{value:.1f}".rstrip("0").rstrip(".") + unit
+    return str(size)

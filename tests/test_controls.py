@@ -13,7 +13,7 @@ from runner.config.loader import (
     scored_channel_problems,
 )
 from runner.errors import UserError
-from runner.sizes import parse_size
+from runner.sizes import format_size, parse_size
 
 BASE = """\
 protocol_id: p
@@ -118,3 +118,10 @@ def test_parse_size() -> None:
         assert parse_size(text) == 1 << 30
     with pytest.raises(ValueError, match="is not a size"):  # 9e400 is inf: never OverflowError
         parse_size("9" * 400 + "g")
+
+
+def test_format_size_reads_back_as_parse_size_reads_it() -> None:
+    cases = {24 << 30: "24g", 3 << 29: "1.5g", 512 << 20: "512m", 1 << 40: "1t", 100: "100"}
+    for size, text in cases.items():
+        assert format_size(size) == text and parse_size(text) == size
+    assert format_size(25148366848) == "23.4g"  # rounded to a tenth of its unit

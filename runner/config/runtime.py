@@ -34,7 +34,12 @@ Size = Annotated[str | int, Field(description="A size like 512m or 1g, or bytes.
 class LimitsSpec(Strict):
     memory: Size = Field(default="1g", description="Memory limit, swap disabled.")
     cpus: float = Field(default=1.0, gt=0, description="CPU quota in cores.")
-    pids: int = Field(default=256, ge=16, description="Maximum processes and threads.")
+    pids: int = Field(
+        default=256,
+        ge=16,
+        le=32768,  # beyond it a fork bomb in one sandbox reaches the machine's own process table
+        description="Maximum processes and threads (at most 32768).",
+    )
     workspace: Size = Field(default="512m", description="Size cap of /workspace.")
 
     @field_validator("memory", "workspace")

@@ -41,6 +41,7 @@ from runner.run import plan_checks as checks
 from runner.run.agent_images import Layered, artifact_pins, installed_arms, pin_agent_images
 from runner.run.pipeline import Step, step
 from runner.run.scoring_code import scoring_sha256
+from runner.sandbox.host_limits import OverMachine
 from runner.sandbox.python_version import matches
 from runner.store.rundir import RunDir, RunMeta, TaskText, new_run_id, now_utc
 from runner.suite.load import Suite, load_suite
@@ -186,7 +187,10 @@ def _preflight(d: Draft) -> None:
     if d.preflight is None:
         return
     for image in sorted(d.used):
-        d.preflight(d.controls, image)  # limits and image checked before anything is written
+        try:
+            d.preflight(d.controls, image)  # limits and image checked before anything is written
+        except OverMachine as exc:
+            raise OverMachine(f"{d.path}: {exc}") from exc
 
 
 def _python(d: Draft) -> None:

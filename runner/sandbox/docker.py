@@ -58,6 +58,7 @@ from runner.sandbox.exec_io import Verdict, stream_exec
 from runner.sandbox.gateway_container import ModelGateway, open_gateway
 from runner.sandbox.gateway_rates import LOCAL_LIMITERS, RouteLimiters
 from runner.sandbox.gateway_relay import LOCAL_ACCOUNTS, Relay, RunAccounts, relay_for
+from runner.sandbox.host_limits import HostCeiling
 from runner.sandbox.image_config import volume_refusal, volumes
 from runner.sandbox.image_env import ImagePaths, in_environment, root_env
 from runner.sandbox.labels import LABEL_PREFIX, host_identity, process_identity
@@ -83,6 +84,7 @@ class DockerSandboxFactory:
         self._lock = threading.Lock()
         self._image_ids: dict[str, str] = {}
         self.paths = ImagePaths(client)  # image ID -> its environment's PATH
+        self.ceiling = HostCeiling(client)  # no sandbox asks for more than the machine has
         self._views: dict[str | None, bool] = {}  # OCI runtime -> copy-free workspaces work
         self._probe_lock = threading.Lock()
         # Where a gateway's spend goes when its run has a dollar budget: this process's
@@ -201,6 +203,7 @@ class DockerSession:
         spec, client = self.spec, self.factory.client
         labels = self._labels()
         digest = self.factory.pinned(spec.image, spec.image_id)
+        self.factory.ceiling.check(spec.limits)
         began = time.monotonic()
         try:
             mounts = self.mounts.create(labels, digest)
