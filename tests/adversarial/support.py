@@ -1,11 +1,19 @@
-"""Hostile agents as `command` arms, run through the real `execute_trial` on Docker."""
+"""Hostile agents as `command` arms, run through the real `execute_trial` on Docker; and
+small sandboxes opened straight on the engine, for attacks on what a sandbox is made of."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from runner.errors import UserError
 from runner.records import Trial
+from runner.sandbox.base import Limits, SandboxSpec
+from runner.sandbox.docker import DockerSandboxFactory
+from tests.conftest import leftover_sandboxes, run_cli
 from tests.helpers import make_suite, repo_task, write_agent
 from tests.test_trial_docker import run_one
 
@@ -71,3 +79,45 @@ def write_files(*pairs: tuple[str, str]) -> str:
             lines.append(f"mkdir -p '{path.rsplit('/', 1)[0]}'")
         lines.append(f"cat > '{path}' <<'DELTARUN_EOF'\n{content}DELTARUN_EOF")
     return "\n".join(lines) + "\n"
+
+
+def small_spec(
+    image: str,
+    name: str,
+    *,
+    memory: int = 256 << 20,
+    workspace: int = 1 << 20,
+    with_io: bool = False,
+) -> SandboxSpec:
+    """A sandbox of ``image`` with small limits, its own run label ``<name>-<hex>``."""
+    return SandboxSpec(
+        image=image,
+        limits=Limits(memory_bytes=memory, nano_cpus=10**9, pids=64, workspace_bytes=workspace),
+        lifetime_s=60,
+        labels={"run": f"{name}-{uuid.uuid4().hex[:8]}", "job": "open"},
+        with_io=with_io,
+    )
+
+
+def refused_to_open(docker_api: Any, spec: SandboxSpec, match: str) -> None:
+    """Opening a sandbox of ``spec`` is refused in one line matching ``match``, and leaves
+    nothing on the engine."""
+    with pytest.raises(UserError, match=match), DockerSandboxFactory(docker_api).open(spec):
+        pass
+    assert leftover_sandboxes(docker_api, run=spec.labels["run"]) == ([], [])
+
+
+def one_line(stderr: str) -> str:
+    """The one line a refusal prints (a traceback or a second line fails the test)."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def refused_run(controls: Path, out: Path) -> tuple[int, str, list[str]]:
+    """``deltarun run`` of ``controls`` into ``out``: its exit, its one line, and the trial
+    records it wrote (none, for a run refused before any trial)."""
+    ran = run_cli("run", str(controls), "--out", str(out))
+    records = out / "trials.jsonl"
+    trials = records.read_text().splitlines() if records.exists() else []
+    return ran.returncode, one_line(ran.stderr), trials

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from runner.errors import UserError
-from runner.sandbox.base import ROOT_USER, ExecRequest, Limits, SandboxSpec
+from runner.sandbox.base import ROOT_USER, ExecRequest
 from runner.sandbox.docker import DockerSandboxFactory
+from tests.adversarial.support import one_line, refused_run, refused_to_open, small_spec
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.helpers import PY_IMAGE, make_suite, repo_task, write_agent
 
@@ -102,12 +102,6 @@ def env_suite(
     folder.mkdir(parents=True)
     (folder / "Dockerfile").write_text(dockerfile)
     return controls
-
-
-def one_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    return lines[0]
 
 
 HEAD = "ARG BASE\nFROM ${BASE}\n"
@@ -194,29 +188,14 @@ def test_an_image_with_a_volume_gets_no_sandbox(
         {"name": "fill", "agent": write_agent(tmp_path, "fill", fill)},
     ]
     controls = make_suite(tmp_path, [{**repo_task("t1"), "image": image}], arms)
-    out = tmp_path / "run"
-    ran = run_cli("run", str(controls), "--out", str(out))
-    line = one_line(ran.stderr)
-    records = out / "trials.jsonl"
-    trials = records.read_text().splitlines() if records.exists() else []
+    code, line, trials = refused_run(controls, tmp_path / "run")
     held(
         "suite: an image with VOLUME /var/tmp, an agent filling it",
         "deltarun run of a task on that image",
-        f"exit {ran.returncode}; trials run: {len(trials)}",
+        f"exit {code}; trials run: {len(trials)}",
     )
-    assert ran.returncode == 1 and trials == [] and "declares VOLUME /var/tmp" in line
-    spec = SandboxSpec(
-        image=image,
-        limits=Limits(memory_bytes=256 << 20, nano_cpus=10**9, pids=64, workspace_bytes=1 << 20),
-        lifetime_s=30,
-        labels={"run": f"volume-{uuid.uuid4().hex[:8]}", "job": "open"},
-    )
-    with (
-        pytest.raises(UserError, match="declares VOLUME /var/tmp"),
-        DockerSandboxFactory(docker_api).open(spec),
-    ):
-        pass
-    assert leftover_sandboxes(docker_api, run=spec.labels["run"]) == ([], [])
+    assert code == 1 and trials == [] and "declares VOLUME /var/tmp" in line
+    refused_to_open(docker_api, small_spec(image, "volume"), "declares VOLUME /var/tmp")
 
 
 def test_nothing_of_the_image_s_own_runs_in_a_sandbox(
@@ -229,12 +208,7 @@ def test_nothing_of_the_image_s_own_runs_in_a_sandbox(
         'ENTRYPOINT ["sh", "-c", "touch /tmp/entrypoint-ran; exec \\"$@\\"", "ep"]\n'
         "HEALTHCHECK --interval=1s CMD touch /tmp/healthcheck-ran"
     )
-    spec = SandboxSpec(
-        image=image,
-        limits=Limits(memory_bytes=256 << 20, nano_cpus=10**9, pids=64, workspace_bytes=1 << 20),
-        lifetime_s=30,
-        labels={"run": f"entry-{uuid.uuid4().hex[:8]}", "job": "open"},
-    )
+    spec = small_spec(image, "entry")
     probe = "sleep 2.5; ls /tmp; tr '\\0' ' ' < /proc/1/cmdline"
     with DockerSandboxFactory(docker_api).open(spec) as sandbox:
         seen = sandbox.run(ExecRequest(argv=["sh", "-c", probe], timeout_s=20)).output.decode()
@@ -243,12 +217,8 @@ def test_nothing_of_the_image_s_own_runs_in_a_sandbox(
         "a sandbox of the image, looked at after 2.5 s",
         f"/tmp and PID 1: {' '.join(seen.split())}",
     )
-    assert "ran" not in seen and seen.split("\n")[-1].split() == [
-        "/sbin/docker-init",
-        "--",
-        "sleep",
-        "60",
-    ], seen
+    sleep = ["sleep", str(int(spec.lifetime_s) + 30)]  # deltarun's own, and nothing around it
+    assert "ran" not in seen and seen.split("\n")[-1].split() == ["/sbin/docker-init", "--", *sleep]
     assert leftover_sandboxes(docker_api, run=spec.labels["run"]) == ([], [])
 
 
@@ -269,12 +239,7 @@ def test_an_image_s_loader_variables_never_reach_root_commands(
     ``LD_PRELOAD``. Here the agent leaves one (a copy of a system library, so that loading
     it is visible in the process's maps and harmless)."""
     image = images(f"ENV {env}")
-    spec = SandboxSpec(
-        image=image,
-        limits=Limits(memory_bytes=256 << 20, nano_cpus=10**9, pids=64, workspace_bytes=8 << 20),
-        lifetime_s=60,
-        labels={"run": f"loader-{uuid.uuid4().hex[:8]}", "job": "open"},
-    )
+    spec = small_spec(image, "loader", workspace=8 << 20)
     plant = (
         "z=$(ls /lib/*/libz.so.1 /usr/lib/*/libz.so.1 2>/dev/null | head -n 1); "
         f"cp $z /workspace/{planted} && echo planted"
@@ -314,13 +279,7 @@ def test_the_sweep_after_the_agent_loads_nothing_the_agent_left(
     from runner.trial.workspace import stop_agent
 
     image = images("ENV LD_LIBRARY_PATH=/opt/lib:")
-    spec = SandboxSpec(
-        image=image,
-        limits=Limits(memory_bytes=256 << 20, nano_cpus=10**9, pids=64, workspace_bytes=8 << 20),
-        lifetime_s=60,
-        labels={"run": f"sweep-{uuid.uuid4().hex[:8]}", "job": "open"},
-        with_io=True,
-    )
+    spec = small_spec(image, "sweep", workspace=8 << 20, with_io=True)
     leave = "echo broken > /workspace/libz.so.1; setsid sleep 300 >/dev/null 2>&1 & echo left"
     census = 'for p in /proc/[0-9]*; do [ "$(stat -c %u $p)" = 1000 ] && echo "$p"; done; true'
     with DockerSandboxFactory(docker_api).open(spec) as sandbox:
