@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runner.config.controls import Controls
-from runner.config.model_keys import KEYS_DIR_ENV, model_key
+from runner.config.model_keys import KEYS_DIR_ENV, PROVIDER_UPSTREAMS, model_key
 from runner.errors import SandboxError, UserError
 from runner.run import plan_checks as checks
 from runner.sandbox.base import ModelAccess
@@ -114,3 +114,31 @@ def test_a_worker_gateway_refuses_to_send_a_bound_key_elsewhere(
     with pytest.raises(SandboxError, match="not an upstream the key MY_KEY") as refused:
         open_gateway(None, access, {}, "w1")  # refused before any container is made
     assert "sk-bound" not in str(refused.value)
+
+
+def test_a_providers_own_key_goes_only_to_its_provider(tmp_path: Path) -> None:
+    """Controls come with a suite: a route naming the user's ``OPENAI_API_KEY`` and a server
+    of its author's gets no key, unless the key's owner listed that server."""
+    env = {"OPENAI_API_KEY": "sk-openai"}
+    assert model_key("OPENAI_API_KEY", env, "https://api.openai.com/v1") == "sk-openai"
+    for elsewhere in (
+        "https://api.openai.com.attacker.test/v1",
+        "http://api.openai.com/v1",
+        "https://api.openai.com:8443/v1",
+        "http://127.0.0.1:9/v1",
+    ):
+        with pytest.raises(UserError, match=r"OPENAI_API_KEY is the key of https://api\.openai"):
+            model_key("OPENAI_API_KEY", env, elsewhere)
+        with pytest.raises(UserError, match="OPENAI_API_KEY is the key"):  # a key file alike
+            model_key("OPENAI_API_KEY", {KEYS_DIR_ENV: str(tmp_path)}, elsewhere)
+    # The owner's list, where there is one, is the owner's word: a local proxy.
+    (tmp_path / "OPENAI_API_KEY.upstream").write_text("http://127.0.0.1:8000/v1\n")
+    listed = {**env, KEYS_DIR_ENV: str(tmp_path)}
+    assert model_key("OPENAI_API_KEY", listed, "http://127.0.0.1:8000/v1") == "sk-openai"
+    with pytest.raises(UserError, match=r"OPENAI_API_KEY\.upstream"):
+        model_key("OPENAI_API_KEY", listed, "https://api.openai.com/v1")
+    # A variable of the user's own naming goes where its route says.
+    assert model_key("MY_KEY", {"MY_KEY": "sk-mine"}, "http://127.0.0.1:9/v1") == "sk-mine"
+    # Every provider's API is named by https and a host, nothing a route could stretch.
+    for bases in PROVIDER_UPSTREAMS.values():
+        assert all(b.startswith("https://") and not b.endswith("/") for b in bases)

@@ -12,19 +12,40 @@ worker alone, only on the hosts it is mounted on, and read again at each trial, 
 rotated on disk is used from the next trial without restarting anything. Either way the
 key goes from here only into the trial's gateway container (``runner.sandbox``), never
 into a sandbox, a record or a log (docs/many-machines.md, "Installed agents on the fleet").
+
+Where a key may go. The route (its ``base_url``) comes with the controls, and controls come
+with a suite, which is hostile until proven otherwise: a route could name the user's own
+``OPENAI_API_KEY`` and an upstream of its author's. So a key goes only where its owner
+agreed: to a URL under a base that ``$DELTARUN_MODEL_KEYS/NAME.upstream`` lists, when that
+file exists; else, for a provider's own variable (``PROVIDER_UPSTREAMS``), to that
+provider's API only; a variable of the user's own naming goes where its route says.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runner.bounded_input import excerpt, read_capped
 from runner.errors import UserError
 
 KEYS_DIR_ENV = "DELTARUN_MODEL_KEYS"
+# The variables providers document for their keys, and the API each key is for: without
+# an owner's NAME.upstream, such a key is sent there and nowhere else.
+PROVIDER_UPSTREAMS: dict[str, tuple[str, ...]] = {
+    "ANTHROPIC_API_KEY": ("https://api.anthropic.com",),
+    "OPENAI_API_KEY": ("https://api.openai.com",),
+    "GEMINI_API_KEY": ("https://generativelanguage.googleapis.com",),
+    "GOOGLE_API_KEY": ("https://generativelanguage.googleapis.com",),
+    "MISTRAL_API_KEY": ("https://api.mistral.ai",),
+    "DEEPSEEK_API_KEY": ("https://api.deepseek.com",),
+    "OPENROUTER_API_KEY": ("https://openrouter.ai/api",),
+    "GROQ_API_KEY": ("https://api.groq.com",),
+    "TOGETHER_API_KEY": ("https://api.together.xyz",),
+    "XAI_API_KEY": ("https://api.x.ai",),
+}
 KEY_FILE_CAP = 16 << 10
 _NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")  # route.api_key_env's own pattern
 
@@ -39,11 +60,12 @@ def model_key(
 
     ``upstream`` is where the key is about to be sent (the route's ``base_url``): when the
     directory holds ``NAME.upstream`` (base URLs, one a line), the key goes only to a URL
-    under one of them, whoever wrote the route (``UserError`` otherwise)."""
+    under one of them, whoever wrote the route; without that file a provider's own variable
+    goes only to its provider (``UserError`` otherwise)."""
     env = os.environ if environ is None else environ
     directory = env.get(KEYS_DIR_ENV)
-    if directory and upstream is not None and _NAME.match(name):
-        check_upstream(Path(directory), name, upstream)
+    if upstream is not None and _NAME.match(name):
+        check_upstream(Path(directory) if directory else None, name, upstream)
     value = env.get(name)
     if value:
         return value
@@ -58,20 +80,38 @@ def model_key(
     return key
 
 
-def check_upstream(directory: Path, name: str, upstream: str) -> None:
-    """``upstream`` is under a base URL ``directory/NAME.upstream`` lists, or that file is
-    absent; ``UserError`` naming the file otherwise."""
-    path = directory / f"{name}.upstream"
-    if not path.exists():
+def check_upstream(directory: Path | None, name: str, upstream: str) -> None:
+    """``upstream`` is under a base URL ``directory/NAME.upstream`` lists or, without that
+    file, under the provider's API for a provider's own variable; ``UserError`` naming the
+    file or the provider otherwise. Any upstream for a variable of the user's own naming."""
+    path = directory / f"{name}.upstream" if directory is not None else None
+    if path is not None and path.exists():
+        text = read_capped(path, KEY_FILE_CAP, "a model key's upstream list")
+        allowed = [
+            line.strip().rstrip("/")
+            for line in text.decode("utf-8", "replace").splitlines()
+            if line.strip()
+        ]
+        if not _under(upstream, allowed):
+            raise UserError(
+                f"route.base_url {excerpt(upstream)} is not an upstream the key {name} may be "
+                f"sent to ({path} lists {len(allowed)}); add it there if it is yours"
+            )
         return
-    text = read_capped(path, KEY_FILE_CAP, "a model key's upstream list").decode("utf-8", "replace")
-    allowed = [line.strip().rstrip("/") for line in text.splitlines() if line.strip()]
-    wanted = upstream.rstrip("/")
-    if not any(wanted == base or wanted.startswith(base + "/") for base in allowed):
+    provider = PROVIDER_UPSTREAMS.get(name)
+    if provider is not None and not _under(upstream, provider):
         raise UserError(
-            f"route.base_url {excerpt(upstream)} is not an upstream the key {name} may be sent "
-            f"to ({path} lists {len(allowed)}); add it there if it is yours"
+            f"route.base_url {excerpt(upstream)}: {name} is the key of {provider[0]}, and goes "
+            f"nowhere else unless you say so; name the key by a variable of your own in "
+            f"route.api_key_env, or list the upstream in ${KEYS_DIR_ENV}/{name}.upstream"
         )
+
+
+def _under(upstream: str, bases: Sequence[str]) -> bool:
+    """``upstream`` is one of ``bases`` or a URL under one (a path below it, same scheme,
+    host and port: ``https://api.x.test.evil`` and ``http://api.x.test`` are not)."""
+    wanted = upstream.rstrip("/")
+    return any(wanted == base or wanted.startswith(base + "/") for base in bases)
 
 
 def _one_line(path: Path, why: str) -> str:

@@ -7,10 +7,12 @@ runs only this folder; `make test` runs it with everything else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import pytest
+
+from tests.adversarial.support import Listener
 
 _ROWS: dict[str, dict[str, str]] = {}
 
@@ -68,3 +70,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     )
     for row in rows:
         terminalreporter.write_line(line.format(**{k: row.get(k, "")[: widths[k]] for k in widths}))
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    """A loopback server standing for what a suite must not reach (``support.Listener``)."""
+    served = Listener()
+    yield served
+    served.server.shutdown()
+    served.server.server_close()

@@ -3,7 +3,9 @@ small sandboxes opened straight on the engine, for attacks on what a sandbox is 
 
 from __future__ import annotations
 
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +123,36 @@ def refused_run(controls: Path, out: Path) -> tuple[int, str, list[str]]:
     records = out / "trials.jsonl"
     trials = records.read_text().splitlines() if records.exists() else []
     return ran.returncode, one_line(ran.stderr), trials
+
+
+class Listener:
+    """A loopback HTTP server standing for a service a suite must not reach (the only kind
+    of address a test may aim at): it records each request's method, path and
+    ``Authorization`` header and answers a secret."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, str]] = []
+        self.secret = "host-secret-" + uuid.uuid4().hex
+        seen, secret = self.requests, self.secret.encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                seen.append((self.command, self.path, self.headers.get("Authorization", "")))
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(secret)))
+                self.end_headers()
+                self.wfile.write(secret)
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"{self.base}/secret"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def paths(self) -> list[str]:
+        return [path for _, path, _ in self.requests]

@@ -8,10 +8,8 @@ services (the only address a test may aim at): it must see no request."""
 from __future__ import annotations
 
 import io
-import threading
 import uuid
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,45 +17,17 @@ import pytest
 
 from runner.sandbox.base import ROOT_USER, ExecRequest
 from runner.sandbox.docker import DockerSandboxFactory
-from tests.adversarial.support import one_line, refused_run, refused_to_open, small_spec
+from tests.adversarial.support import (
+    Listener,
+    one_line,
+    refused_run,
+    refused_to_open,
+    small_spec,
+)
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.helpers import PY_IMAGE, make_suite, repo_task, write_agent
 
 pytestmark = pytest.mark.docker
-
-SECRET = "host-secret-" + uuid.uuid4().hex
-
-
-class Listener:
-    """A loopback HTTP server that counts what reaches it."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-        seen = self.paths
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                seen.append(self.path)
-                body = SECRET.encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/secret"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-@pytest.fixture
-def listener() -> Iterator[Listener]:
-    served = Listener()
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
 
 
 @pytest.fixture

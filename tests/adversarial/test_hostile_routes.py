@@ -1,0 +1,56 @@
+"""A suite's controls pointing the user's own provider key at their author's server: the
+route names ``OPENAI_API_KEY`` (which the user has set for OpenAI) and a ``base_url`` of
+its own. The key goes to its provider only unless its owner says otherwise
+(``runner.config.model_keys``): the run is refused in one line and the author's server,
+a loopback listener here, never sees a request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from runner.config.model_keys import KEYS_DIR_ENV
+from tests.adversarial.support import Listener, one_line
+from tests.conftest import run_cli
+from tests.test_openai_agent import suite_for
+
+pytestmark = pytest.mark.docker
+
+USER_KEY = "sk-the-users-own-openai-key"
+
+
+def test_a_route_cannot_take_a_providers_key_elsewhere(
+    tmp_path: Path, listener: Listener, held: Callable[..., None]
+) -> None:
+    controls = suite_for(tmp_path, f"{listener.base}/v1", route={"api_key_env": "OPENAI_API_KEY"})
+    env = {"OPENAI_API_KEY": USER_KEY, KEYS_DIR_ENV: ""}
+    ran = run_cli("run", str(controls), "--out", str(tmp_path / "run"), env=env)
+    line = one_line(ran.stderr)
+    held(
+        "controls: route.base_url of the suite's author with api_key_env: OPENAI_API_KEY",
+        "deltarun run with the user's OPENAI_API_KEY set",
+        f"exit {ran.returncode}; requests at the author's server: {len(listener.requests)}",
+    )
+    assert ran.returncode == 1 and listener.requests == []
+    assert "OPENAI_API_KEY is the key of https://api.openai.com" in line
+    assert USER_KEY not in ran.stdout + ran.stderr
+
+
+def test_the_keys_owner_may_send_it_to_a_server_of_their_own(
+    tmp_path: Path, listener: Listener
+) -> None:
+    """``$DELTARUN_MODEL_KEYS/OPENAI_API_KEY.upstream`` is the owner's word: a local proxy
+    listed there gets the key (this listener answers no model, so the trials are errors,
+    but the request carried the key)."""
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    (keys / "OPENAI_API_KEY.upstream").write_text(f"{listener.base}/v1\n")
+    controls = suite_for(
+        tmp_path / "s", f"{listener.base}/v1", route={"api_key_env": "OPENAI_API_KEY"}
+    )
+    env = {"OPENAI_API_KEY": USER_KEY, KEYS_DIR_ENV: str(keys)}
+    ran = run_cli("run", str(controls), "--out", str(tmp_path / "run"), env=env)
+    assert (tmp_path / "run" / "trials.jsonl").exists(), ran.stderr
+    assert any(auth == f"Bearer {USER_KEY}" for _, _, auth in listener.requests), ran.stderr
