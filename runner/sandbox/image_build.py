@@ -9,6 +9,7 @@ carrying the last lines of its log.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 TAIL_LINES = 6
 PROBE_PATH = "/usr/local/bin:/usr/bin:/bin"
 BUILD_TIMEOUT_S = 3600  # one read of the build stream: a long silent RUN step must not end it
+LOST_PARENT_TRIES = 3
+# What the engine says when a build step's parent image was removed under it.
+_LOST_PARENT = re.compile(r'unable to find image "?sha256:|unknown parent image ID')
 # Build-log lines that say nothing about why a build failed: kept out of the tail.
 _PLUMBING = ("--->", "Removing intermediate container")
 
@@ -55,6 +59,24 @@ class DockerImageBuilder:
         return ImageInfo(str(data["Id"]), layers, dict(labels), triggers(config), volumes(config))
 
     def build(self, context: IO[bytes], request: BuildRequest, log: Callable[[str], None]) -> str:
+        """The image ID; built again (at most ``LOST_PARENT_TRIES`` times, the engine's cache
+        keeping the steps already done) when the engine lost a step's intermediate image to
+        a removal elsewhere on the engine: the classic builder does not protect them
+        (moby/moby#29011), and a CI job cleaning images beside a build is common."""
+        for attempt in range(LOST_PARENT_TRIES):
+            start = context.tell()
+            try:
+                return self._build_once(context, request, log)
+            except ImageBuildFailed as exc:
+                if attempt + 1 == LOST_PARENT_TRIES or not _LOST_PARENT.search(str(exc)):
+                    raise
+                log(f"the engine lost an intermediate image ({exc.tail[-1]}); building again")
+                context.seek(start)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _build_once(
+        self, context: IO[bytes], request: BuildRequest, log: Callable[[str], None]
+    ) -> str:
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         image: str | None = None
         try:
