@@ -223,8 +223,12 @@ def command_names(controls: Controls) -> dict[str, str]:
 
 
 def check_keys(path: Path, controls: Controls, environ: Mapping[str, str]) -> None:
-    """Trials run here: the model routes' keys must be here too."""
-    missing = missing_api_keys(controls, environ)
+    """Trials run here: the model routes' keys must be here too, each bound for where its
+    owner lets it go (``runner.config.model_keys``): one line naming the controls file."""
+    try:
+        missing = missing_api_keys(controls, environ)
+    except UserError as exc:
+        raise UserError(f"{path}: {exc}") from exc
     if missing:
         field, _, variable = missing[0].partition(": ")
         raise UserError(

@@ -34,6 +34,7 @@ def test_a_route_cannot_take_a_providers_key_elsewhere(
         f"exit {ran.returncode}; requests at the author's server: {len(listener.requests)}",
     )
     assert ran.returncode == 1 and listener.requests == []
+    assert line.startswith(f"deltarun: error: {controls}: route.base_url ")
     assert "OPENAI_API_KEY is the key of https://api.openai.com" in line
     assert USER_KEY not in ran.stdout + ran.stderr
 
