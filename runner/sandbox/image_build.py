@@ -54,25 +54,25 @@ class DockerImageBuilder:
         except API_ERRORS as exc:
             raise UserError(f"Docker failed to inspect image {image!r}: {exc}") from exc
         layers = tuple((data.get("RootFS") or {}).get("Layers") or ())
-        labels = (data.get("Config") or {}).get("Labels") or {}
-        config = data.get("Config")
-        return ImageInfo(str(data["Id"]), layers, dict(labels), triggers(config), volumes(config))
+        config = data.get("Config") or {}
+        labels = dict(config.get("Labels") or {})
+        return ImageInfo(str(data["Id"]), layers, labels, triggers(config), volumes(config))
 
     def build(self, context: IO[bytes], request: BuildRequest, log: Callable[[str], None]) -> str:
         """The image ID; built again (at most ``LOST_PARENT_TRIES`` times, the engine's cache
         keeping the steps already done) when the engine lost a step's intermediate image to
         a removal elsewhere on the engine: the classic builder does not protect them
         (moby/moby#29011), and a CI job cleaning images beside a build is common."""
-        for attempt in range(LOST_PARENT_TRIES):
-            start = context.tell()
+        start = context.tell()
+        for _ in range(LOST_PARENT_TRIES - 1):
             try:
                 return self._build_once(context, request, log)
             except ImageBuildFailed as exc:
-                if attempt + 1 == LOST_PARENT_TRIES or not _LOST_PARENT.search(str(exc)):
+                if not _LOST_PARENT.search(str(exc)):
                     raise
                 log(f"the engine lost an intermediate image ({exc.tail[-1]}); building again")
                 context.seek(start)
-        raise AssertionError("unreachable")  # the loop returns or raises
+        return self._build_once(context, request, log)
 
     def _build_once(
         self, context: IO[bytes], request: BuildRequest, log: Callable[[str], None]

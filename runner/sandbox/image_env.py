@@ -20,7 +20,7 @@ from typing import Any
 import docker
 
 from runner.errors import SandboxError
-from runner.sandbox.base import ROOT_USER, ExecRequest
+from runner.sandbox.base import ExecRequest
 from runner.sandbox.engine import API_ERRORS
 from runner.sandbox.instance_layer import PATH_LABEL, REPO_LABEL, path_of_label, with_path
 
@@ -70,8 +70,9 @@ def in_environment(
     step, the tests and the harness's scripts all run with it. Its directories are the
     image's own, on the read-only root, never where a sandbox writes (checked when the
     label is read, and by the preflight inside the image). A command as root (deltarun's
-    own) gets the image's other variables (``names``) blanked."""
-    if request.user == ROOT_USER and names:
+    own: uid 0 however the user is written) gets the image's other variables (``names``)
+    blanked."""
+    if names and request.user.split(":", 1)[0] in ("0", "root"):
         request = replace(request, env={**root_env(names), **request.env})
     if not path or "PATH" not in request.env:
         return request
