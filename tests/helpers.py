@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from runner.config.model_keys import KEYS_DIR_ENV
+
 PY_IMAGE = "deltarun/sandbox-python:bookworm"
 
 ADD_FIXTURE = {
@@ -209,3 +211,11 @@ def validate_gold(
     result = run_cli("validate", str(controls), "-j", "2")
     document = json.loads((root / "suite" / "validation.json").read_text())
     return {task["id"]: task for task in document["tasks"]}, document, result
+
+
+def owned_key(directory: Path, name: str, *upstreams: str) -> dict[str, str]:
+    """The environment of an owner who lets the key ``name`` go to ``upstreams``: a key
+    directory holding ``NAME.upstream`` (runner.config.model_keys), as a user would write it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.upstream").write_text("".join(u + "\n" for u in upstreams))
+    return {KEYS_DIR_ENV: str(directory)}

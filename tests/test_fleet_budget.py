@@ -32,12 +32,13 @@ from tests.distributed_support import (
     RedisServer,
     run_on_two_workers,
 )
-from tests.helpers import PY_IMAGE, comparison, make_suite, repo_task
+from tests.helpers import PY_IMAGE, comparison, make_suite, owned_key, repo_task
 
 pytestmark = pytest.mark.docker
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-fleet-budget-3c9e"
+UPSTREAM = "http://fake-model:8000"  # the route\'s server, which the key\'s owner names
 PRICE = {"input": 1.0, "output": 2.0}  # per million: 1 000 in + 500 out = $0.002 an answer
 PER_ASK_USD = 0.002
 MAX_ASKS = 25  # what one trial asks when nothing stops it: $0.05
@@ -99,6 +100,11 @@ print("PROBE " + json.dumps(probe))
 """
 
 
+def keyed(tmp_path: Path) -> dict[str, str]:
+    """The key, and its owner's word that it may go to the fake model (model_keys)."""
+    return {"DELTARUN_FB_KEY": KEY, **owned_key(tmp_path / "keys", "DELTARUN_FB_KEY", UPSTREAM)}
+
+
 @pytest.fixture
 def billing_model(docker_api: Any, proxy_image: str) -> Iterator[tuple[str, str]]:
     """A network with the scripted model as ``fake-model``: (network, container)."""
@@ -150,7 +156,7 @@ def budget_suite(root: Path, network: str, tasks: int, redis_port: int) -> Path:
         ],
         runtime={"network": "model-only", "model_network": network},
         route={
-            "base_url": "http://fake-model:8000/v1",
+            "base_url": f"{UPSTREAM}/v1",
             "model": "qwen-test",
             "api_key_env": "DELTARUN_FB_KEY",
         },
@@ -197,7 +203,7 @@ def test_a_local_run_stops_at_the_run_budget_within_the_requests_in_flight(
     controls = budget_suite(tmp_path, network, tasks=4, redis_port=6379)
     out = tmp_path / "run"
     result = run_cli(
-        "run", str(controls), "--out", str(out), "--parallel", "2", env={"DELTARUN_FB_KEY": KEY}
+        "run", str(controls), "--out", str(out), "--parallel", "2", env=keyed(tmp_path)
     )
     assert result.returncode == 0, result.stderr
     asked = billed(docker_api, model)
@@ -229,7 +235,7 @@ def test_two_workers_share_one_run_budget(
     network, model = billing_model
     controls = budget_suite(tmp_path, network, tasks=6, redis_port=redis_server.port)
     out = tmp_path / "run"
-    procs = run_on_two_workers(redis_server, controls, out, {"DELTARUN_FB_KEY": KEY})
+    procs = run_on_two_workers(redis_server, controls, out, keyed(tmp_path))
     coordinator = procs[-1]
     asked = billed(docker_api, model)
     print(f"fleet budget: {asked} answers billed for a budget of {BUDGET_ASKS}")

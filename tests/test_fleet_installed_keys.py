@@ -16,6 +16,7 @@ from runner.errors import SandboxError, UserError
 from runner.run import plan_checks as checks
 from runner.sandbox.base import ModelAccess
 from runner.sandbox.gateway_container import open_gateway
+from tests.helpers import owned_key
 
 PATH = Path("controls.yaml")
 
@@ -35,21 +36,26 @@ def keyed() -> Controls:
     )
 
 
+UPSTREAM = "http://127.0.0.1:9/v1"  # keyed()'s route
+
+
 def test_the_environment_first_then_the_key_directory(tmp_path: Path) -> None:
     (tmp_path / "MY_KEY").write_text("sk-from-file\n")
-    with_dir = {KEYS_DIR_ENV: str(tmp_path)}
-    assert model_key("MY_KEY", {"MY_KEY": "sk-from-env", **with_dir}) == "sk-from-env"
-    assert model_key("MY_KEY", with_dir) == "sk-from-file"  # one trailing newline dropped
-    assert model_key("OTHER_KEY", with_dir) is None
-    assert model_key("MY_KEY", {}) is None
+    with_dir = owned_key(tmp_path, "MY_KEY", UPSTREAM)
+    assert model_key("MY_KEY", UPSTREAM, {"MY_KEY": "sk-from-env", **with_dir}) == "sk-from-env"
+    assert model_key("MY_KEY", UPSTREAM, with_dir) == "sk-from-file"  # one newline dropped
+    owned_key(tmp_path, "OTHER_KEY", UPSTREAM)
+    assert model_key("OTHER_KEY", UPSTREAM, with_dir) is None
     checks.check_keys(PATH, keyed(), with_dir)  # a local run finds it there too
 
 
 def test_a_missing_key_says_where_it_was_looked_for(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match=r"route\.api_key_env: environment variable MY_KEY is "):
-        checks.check_keys(PATH, keyed(), {})
-    with pytest.raises(UserError, match=f"{tmp_path}/MY_KEY does not exist"):
-        checks.check_keys(PATH, keyed(), {KEYS_DIR_ENV: str(tmp_path)})
+    owner = owned_key(tmp_path, "MY_KEY", UPSTREAM)
+    with pytest.raises(
+        UserError, match=r"route\.api_key_env: environment variable MY_KEY is "
+    ) as e:
+        checks.check_keys(PATH, keyed(), owner)
+    assert f"{tmp_path}/MY_KEY does not exist" in str(e.value)
 
 
 @pytest.mark.parametrize(
@@ -60,7 +66,7 @@ def test_a_missing_key_says_where_it_was_looked_for(tmp_path: Path) -> None:
 def test_a_key_file_that_is_not_one_key_is_one_line(tmp_path: Path, content: bytes) -> None:
     (tmp_path / "MY_KEY").write_bytes(content)
     with pytest.raises(UserError) as refused:
-        model_key("MY_KEY", {KEYS_DIR_ENV: str(tmp_path)})
+        model_key("MY_KEY", UPSTREAM, owned_key(tmp_path, "MY_KEY", UPSTREAM))
     message = str(refused.value)
     assert str(tmp_path / "MY_KEY") in message and "\n" not in message
     assert "sk-one" not in message  # a refusal never quotes the key
@@ -73,13 +79,13 @@ def test_a_key_name_is_never_a_path(tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     keys.mkdir()
     for name in ("../outside", str(secret), "a/b"):
-        assert model_key(name, {KEYS_DIR_ENV: str(keys)}) is None
+        assert model_key(name, UPSTREAM, {KEYS_DIR_ENV: str(keys)}) is None
 
 
 def test_a_fifo_in_the_key_directory_is_refused_not_waited_on(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "MY_KEY")
     with pytest.raises(UserError, match="MY_KEY"):
-        model_key("MY_KEY", {KEYS_DIR_ENV: str(tmp_path)})
+        model_key("MY_KEY", UPSTREAM, owned_key(tmp_path, "MY_KEY", UPSTREAM))
 
 
 def test_a_key_bound_to_its_upstream_goes_nowhere_else(tmp_path: Path) -> None:
@@ -88,18 +94,18 @@ def test_a_key_bound_to_its_upstream_goes_nowhere_else(tmp_path: Path) -> None:
     (tmp_path / "MY_KEY").write_text("sk-bound\n")
     (tmp_path / "MY_KEY.upstream").write_text("https://api.example.com/\n")
     env = {KEYS_DIR_ENV: str(tmp_path)}
-    assert model_key("MY_KEY", env, "https://api.example.com/v1") == "sk-bound"
-    assert model_key("MY_KEY", env, "https://api.example.com") == "sk-bound"
+    assert model_key("MY_KEY", "https://api.example.com/v1", env) == "sk-bound"
+    assert model_key("MY_KEY", "https://api.example.com", env) == "sk-bound"
     for elsewhere in (
         "https://api.example.com.attacker.test/v1",
         "http://api.example.com/v1",
         "https://attacker.test/v1",
     ):
         with pytest.raises(UserError, match="is not an upstream the key MY_KEY may be sent to"):
-            model_key("MY_KEY", env, elsewhere)
+            model_key("MY_KEY", elsewhere, env)
         # the binding holds for a key in the environment too
         with pytest.raises(UserError, match=r"MY_KEY\.upstream"):
-            model_key("MY_KEY", {**env, "MY_KEY": "sk-env"}, elsewhere)
+            model_key("MY_KEY", elsewhere, {**env, "MY_KEY": "sk-env"})
     with pytest.raises(UserError, match=r"MY_KEY\.upstream"):  # before a local run starts
         checks.check_keys(PATH, keyed(), env)  # its route is http://127.0.0.1:9/v1
 
@@ -120,7 +126,7 @@ def test_a_providers_own_key_goes_only_to_its_provider(tmp_path: Path) -> None:
     """Controls come with a suite: a route naming the user's ``OPENAI_API_KEY`` and a server
     of its author's gets no key, unless the key's owner listed that server."""
     env = {"OPENAI_API_KEY": "sk-openai"}
-    assert model_key("OPENAI_API_KEY", env, "https://api.openai.com/v1") == "sk-openai"
+    assert model_key("OPENAI_API_KEY", "https://api.openai.com/v1", env) == "sk-openai"
     for elsewhere in (
         "https://api.openai.com.attacker.test/v1",
         "http://api.openai.com/v1",
@@ -128,17 +134,32 @@ def test_a_providers_own_key_goes_only_to_its_provider(tmp_path: Path) -> None:
         "http://127.0.0.1:9/v1",
     ):
         with pytest.raises(UserError, match=r"OPENAI_API_KEY is the key of https://api\.openai"):
-            model_key("OPENAI_API_KEY", env, elsewhere)
+            model_key("OPENAI_API_KEY", elsewhere, env)
         with pytest.raises(UserError, match="OPENAI_API_KEY is the key"):  # a key file alike
-            model_key("OPENAI_API_KEY", {KEYS_DIR_ENV: str(tmp_path)}, elsewhere)
+            model_key("OPENAI_API_KEY", elsewhere, {KEYS_DIR_ENV: str(tmp_path)})
     # The owner's list, where there is one, is the owner's word: a local proxy.
     (tmp_path / "OPENAI_API_KEY.upstream").write_text("http://127.0.0.1:8000/v1\n")
     listed = {**env, KEYS_DIR_ENV: str(tmp_path)}
-    assert model_key("OPENAI_API_KEY", listed, "http://127.0.0.1:8000/v1") == "sk-openai"
+    assert model_key("OPENAI_API_KEY", "http://127.0.0.1:8000/v1", listed) == "sk-openai"
     with pytest.raises(UserError, match=r"OPENAI_API_KEY\.upstream"):
-        model_key("OPENAI_API_KEY", listed, "https://api.openai.com/v1")
-    # A variable of the user's own naming goes where its route says.
-    assert model_key("MY_KEY", {"MY_KEY": "sk-mine"}, "http://127.0.0.1:9/v1") == "sk-mine"
+        model_key("OPENAI_API_KEY", "https://api.openai.com/v1", listed)
     # Every provider's API is named by https and a host, nothing a route could stretch.
     for bases in PROVIDER_UPSTREAMS.values():
         assert all(b.startswith("https://") and not b.endswith("/") for b in bases)
+
+
+@pytest.mark.parametrize("name", ["MY_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "HOME"])
+def test_any_other_variable_goes_only_where_its_owner_said(tmp_path: Path, name: str) -> None:
+    """A route may name any variable of the environment it runs in, not only a model key:
+    one that is no provider's goes nowhere until its owner lists the upstream."""
+    env = {name: "secret-value"}
+    with pytest.raises(UserError, match=rf"no one has said the key {name} may be sent") as e:
+        model_key(name, "http://127.0.0.1:9/v1", env)
+    assert "secret-value" not in str(e.value)
+    assert f"{name}.upstream in a directory of yours named by ${KEYS_DIR_ENV}" in str(e.value)
+    with pytest.raises(UserError, match=rf"of the file {tmp_path}/{name}\.upstream$"):
+        model_key(name, "http://127.0.0.1:9/v1", {**env, KEYS_DIR_ENV: str(tmp_path)})
+    owner = {**env, **owned_key(tmp_path, name, "http://127.0.0.1:9")}
+    assert model_key(name, "http://127.0.0.1:9/v1", owner) == "secret-value"
+    with pytest.raises(UserError, match="is not an upstream the key"):
+        model_key(name, "http://127.0.0.1:10/v1", owner)

@@ -42,6 +42,7 @@ from runner.agents.installed.layer import AgentImages
 from runner.config.arms import InstalledAgent
 from runner.config.controls import Price
 from runner.config.loader import load_controls
+from runner.config.model_keys import KEYS_DIR_ENV
 from runner.records import Job, Outcome, Trial
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.gateway_container import PROXY_IMAGE
@@ -53,7 +54,7 @@ from runner.trial.env import trial_env
 from runner.trial.execute import execute_trial
 from tests.conftest import IN_CI, leftover_sandboxes
 from tests.fake_models import Call, Conversation, FakeModels, Reply, Request, Script, Usage
-from tests.helpers import PY_IMAGE, make_suite, repo_task
+from tests.helpers import PY_IMAGE, make_suite, owned_key, repo_task
 
 pytestmark = pytest.mark.docker
 
@@ -148,10 +149,12 @@ def host_net(docker_api: Any) -> Iterator[HostNet]:
 
 
 @pytest.fixture
-def key(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The real key of this test, read by the gateway from the environment (api_key_env)."""
+def key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """The real key of this test, read by the gateway from the environment (api_key_env);
+    its owner's key directory, where ``controls_for`` lists the fake model as its upstream."""
     value = "sk-e2e-real-" + secrets.token_hex(16)
     monkeypatch.setenv(KEY_ENV, value)
+    monkeypatch.setenv(KEYS_DIR_ENV, str(tmp_path / "keys"))
     return value
 
 
@@ -201,6 +204,7 @@ def controls_for(
     to its route, ``top`` to the controls)."""
     prefix = "" if KINDS[name].api == "anthropic" else "/v1"
     url = fake.url + prefix
+    owned_key(tmp_path / "keys", KEY_ENV, fake.url)  # the owner lets the key go there
     agent = {"type": "installed", "name": name, "version": VERSIONS[name]}
     path = make_suite(
         tmp_path,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import leftover_networks, leftover_sandboxes, run_cli
-from tests.helpers import ADD_GOLD, PY_IMAGE, make_suite, repo_task
+from tests.helpers import ADD_GOLD, PY_IMAGE, make_suite, owned_key, repo_task
 
 pytestmark = pytest.mark.docker
 
@@ -94,6 +94,13 @@ def suite(tmp_path: Path, network: str, host: str) -> Path:
     )
 
 
+def keyed(tmp_path: Path, host: str, key: str | None = KEY) -> dict[str, str]:
+    """The run's environment: the key (unless None) and its owner's word that it may go to
+    the fake model (runner.config.model_keys)."""
+    owner = owned_key(tmp_path / "keys", "DELTARUN_MO_KEY", f"http://{host}:8000")
+    return {**owner, **({"DELTARUN_MO_KEY": key} if key else {})}
+
+
 def records(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
 
@@ -103,7 +110,7 @@ def test_command_agent_reaches_the_model_through_the_gateway(
 ) -> None:
     controls = suite(tmp_path, model_net, "fake-model")
     out = tmp_path / "run"
-    result = run_cli("run", str(controls), "--out", str(out), env={"DELTARUN_MO_KEY": KEY})
+    result = run_cli("run", str(controls), "--out", str(out), env=keyed(tmp_path, "fake-model"))
     assert result.returncode == 0, result.stderr
     agent = [t for t in records(out) if t["arm"] == "ask-model"]
     assert [t["outcome"] for t in agent] == ["success", "success"], agent
@@ -120,7 +127,7 @@ def test_another_model_behind_the_route_is_a_route_mismatch(
 ) -> None:
     controls = suite(tmp_path, model_net, "fake-other")
     out = tmp_path / "run"
-    result = run_cli("run", str(controls), "--out", str(out), env={"DELTARUN_MO_KEY": KEY})
+    result = run_cli("run", str(controls), "--out", str(out), env=keyed(tmp_path, "fake-other"))
     assert result.returncode == 0, result.stderr
     agent = [t for t in records(out) if t["arm"] == "ask-model"]
     assert {t["outcome"] for t in agent} == {"error"}
@@ -131,7 +138,13 @@ def test_without_the_key_the_gateway_never_starts(
     tmp_path: Path, docker_api: Any, model_net: str
 ) -> None:
     controls = suite(tmp_path, model_net, "fake-model")
-    result = run_cli("run", str(controls), "--out", str(tmp_path / "run"))
+    result = run_cli(
+        "run",
+        str(controls),
+        "--out",
+        str(tmp_path / "run"),
+        env=keyed(tmp_path, "fake-model", None),
+    )
     assert result.returncode == 1 and "DELTARUN_MO_KEY" in result.stderr
     assert not (tmp_path / "run").exists()  # nothing written
 
@@ -178,7 +191,7 @@ def test_the_sandbox_reaches_nothing_but_the_gateway(
     )
     controls.write_text(text)
     result = run_cli(
-        "run", str(controls), "--out", str(tmp_path / "run"), env={"DELTARUN_MO_KEY": KEY}
+        "run", str(controls), "--out", str(tmp_path / "run"), env=keyed(tmp_path, "fake-model")
     )
     assert result.returncode == 0, result.stderr
     agent = [t for t in records(tmp_path / "run") if t["arm"] == "ask-model"]
@@ -193,7 +206,7 @@ def test_a_missing_egress_network_is_one_line_before_anything_runs(
 ) -> None:
     controls = suite(tmp_path, f"deltarun-test-absent-{uuid.uuid4().hex[:8]}", "fake-model")
     result = run_cli(
-        "run", str(controls), "--out", str(tmp_path / "run"), env={"DELTARUN_MO_KEY": KEY}
+        "run", str(controls), "--out", str(tmp_path / "run"), env=keyed(tmp_path, "fake-model")
     )
     assert result.returncode == 1, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]

@@ -29,7 +29,7 @@ from runner.trial.env import TrialEnv
 from runner.trial.execute import execute_trial
 from tests.conftest import leftover_sandboxes, run_cli
 from tests.fake_openai import FakeModel, Step, call, reply
-from tests.helpers import ADD_GOLD, comparison, make_suite, pin_validation, repo_task
+from tests.helpers import ADD_GOLD, comparison, make_suite, owned_key, pin_validation, repo_task
 
 pytestmark = pytest.mark.docker
 
@@ -281,7 +281,10 @@ def test_cli_run_scores_the_model_and_keeps_the_key_out(tmp_path: Path, docker_a
             route={"api_key_env": "DELTARUN_TEST_KEY"},
             tasks=[repo_task("t1"), repo_task("t2")],
         )
-        missing = run_cli("run", str(controls), "--out", str(tmp_path / "nokey"), "-j", "2")
+        owner = owned_key(tmp_path / "keys", "DELTARUN_TEST_KEY", fake.base_url)
+        missing = run_cli(
+            "run", str(controls), "--out", str(tmp_path / "nokey"), "-j", "2", env=owner
+        )
         assert missing.returncode == 1
         assert "DELTARUN_TEST_KEY" in missing.stderr and "Traceback" not in missing.stderr
         wrong = run_cli(
@@ -289,10 +292,14 @@ def test_cli_run_scores_the_model_and_keeps_the_key_out(tmp_path: Path, docker_a
             str(controls),
             "--out",
             str(tmp_path / "wrong"),
-            env={"DELTARUN_TEST_KEY": "sk-wrong"},
+            env={"DELTARUN_TEST_KEY": "sk-wrong", **owner},
         )
         right = run_cli(
-            "run", str(controls), "--out", str(tmp_path / "right"), env={"DELTARUN_TEST_KEY": key}
+            "run",
+            str(controls),
+            "--out",
+            str(tmp_path / "right"),
+            env={"DELTARUN_TEST_KEY": key, **owner},
         )
     assert wrong.returncode == 0, wrong.stderr
     wrong_trials = [

@@ -23,6 +23,7 @@ from runner.run.pipeline import PipelineError, Step, order, run, step
 from runner.run.prepare import ORDERED, STEPS
 from runner.suite.load import Suite
 from runner.suite.sealing import VALIDATION_NAME
+from tests.helpers import owned_key
 
 PATH = Path("controls.yaml")
 
@@ -181,7 +182,7 @@ def test_image_pins() -> None:
         checks.check_pins(PATH, scored, {"img:1"}, {"img:1": "sha256:bb"})
 
 
-def test_keys() -> None:
+def test_keys(tmp_path: Path) -> None:
     route = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "MY_KEY"}
     keyed = controls(
         route=route,
@@ -190,6 +191,9 @@ def test_keys() -> None:
             {"name": "m", "agent": {"type": "openai"}},
         ],
     )
-    checks.check_keys(PATH, keyed, {"MY_KEY": "k"})
+    owner = owned_key(tmp_path, "MY_KEY", "http://127.0.0.1:9")
+    checks.check_keys(PATH, keyed, {"MY_KEY": "k", **owner})
     with pytest.raises(UserError, match=r"route\.api_key_env: environment variable MY_KEY"):
-        checks.check_keys(PATH, keyed, {})
+        checks.check_keys(PATH, keyed, owner)
+    with pytest.raises(UserError, match=r"^controls\.yaml: route\.base_url .*MY_KEY\.upstream"):
+        checks.check_keys(PATH, keyed, {"MY_KEY": "k"})  # no owner said where it may go

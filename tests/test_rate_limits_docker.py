@@ -24,12 +24,13 @@ from tests.distributed_support import (
     RedisServer,
     run_on_two_workers,
 )
-from tests.helpers import PY_IMAGE, make_suite, repo_task
+from tests.helpers import PY_IMAGE, make_suite, owned_key, repo_task
 
 pytestmark = pytest.mark.docker
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-rate-limits-77a1"
+UPSTREAM = "http://fake-model:8000"  # the route\'s server, which the key\'s owner names
 RATE = 4  # a second
 ASKS = 12
 DRIVER = """
@@ -106,6 +107,11 @@ def limited_model(docker_api: Any, proxy_image: str) -> Iterator[tuple[str, str]
         docker_api.remove_network(network)
 
 
+def keyed(tmp_path: Path) -> dict[str, str]:
+    """The key, and its owner's word that it may go to the fake model (model_keys)."""
+    return {"DELTARUN_RL_KEY": KEY, **owned_key(tmp_path / "keys", "DELTARUN_RL_KEY", UPSTREAM)}
+
+
 def limited_suite(root: Path, network: str, tasks: int) -> Path:
     agent_dir = root / "agents" / "asker"
     agent_dir.mkdir(parents=True)
@@ -117,7 +123,7 @@ def limited_suite(root: Path, network: str, tasks: int) -> Path:
         [{"name": "ctrl", "control": True, "agent": agent}, {"name": "cand", "agent": agent}],
         runtime={"network": "model-only", "model_network": network},
         route={
-            "base_url": "http://fake-model:8000/v1",
+            "base_url": f"{UPSTREAM}/v1",
             "model": "qwen-test",
             "api_key_env": "DELTARUN_RL_KEY",
         },
@@ -152,7 +158,7 @@ def test_a_local_run_keeps_the_route_under_its_rate(
     controls = limited_suite(tmp_path, network, tasks=2)
     out = tmp_path / "run"
     result = run_cli(
-        "run", str(controls), "--out", str(out), "--parallel", "4", env={"DELTARUN_RL_KEY": KEY}
+        "run", str(controls), "--out", str(out), "--parallel", "4", env=keyed(tmp_path)
     )
     assert result.returncode == 0, result.stderr
     answered, refused = counts(docker_api, model)
@@ -166,7 +172,7 @@ def test_two_workers_share_the_routes_rate(
     network, model = limited_model
     controls = limited_suite(tmp_path, network, tasks=2)
     out = tmp_path / "run"
-    run_on_two_workers(redis_server, controls, out, {"DELTARUN_RL_KEY": KEY})
+    run_on_two_workers(redis_server, controls, out, keyed(tmp_path))
     answered, refused = counts(docker_api, model)
     print(f"rate limits (two workers): {answered} answered, {refused} refused")
     check(out, answered, refused, trials=4)

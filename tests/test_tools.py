@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from runner.agents.loop.tool_policy import (
 from runner.config.loader import missing_api_keys, parse_controls
 from runner.errors import EndpointError, UserError
 from tests.fake_openai import FakeModel, Step, call, error, reply
+from tests.helpers import owned_key
 
 FORBIDDEN = [".git/", "secrets/"]
 
@@ -189,7 +191,7 @@ def test_an_unknown_tool_in_the_allowlist_is_named() -> None:
         parse_controls(text, "controls.yaml")
 
 
-def test_missing_keys_are_found_for_the_routes_in_use() -> None:
+def test_missing_keys_are_found_for_the_routes_in_use(tmp_path: Path) -> None:
     text = (
         BASE
         + "  - {name: m, agent: {type: openai}}\n"
@@ -198,11 +200,13 @@ def test_missing_keys_are_found_for_the_routes_in_use() -> None:
         + "route: {base_url: 'http://127.0.0.1:9/v1', model: big, api_key_env: BIG_KEY}\n"
     )
     controls = parse_controls(text, "controls.yaml")
-    assert missing_api_keys(controls, {}) == [
+    owner = owned_key(tmp_path, "BIG_KEY", "http://127.0.0.1:9")
+    owner = owned_key(tmp_path, "SMALL_KEY", "http://127.0.0.1:9")
+    assert missing_api_keys(controls, owner) == [
         "route.api_key_env: BIG_KEY",
         "arms[2].agent.route.api_key_env: SMALL_KEY",
     ]
-    assert missing_api_keys(controls, {"BIG_KEY": "a", "SMALL_KEY": "b"}) == []
+    assert missing_api_keys(controls, {"BIG_KEY": "a", "SMALL_KEY": "b", **owner}) == []
     assert controls.route_for(controls.arms[2].agent).model == "s"  # type: ignore[union-attr]
 
 

@@ -220,10 +220,10 @@ def missing_api_keys(controls: Controls, environ: Mapping[str, str]) -> list[str
             used.append((field, controls.route_for(arm.agent)))
     found: list[str] = []
     for field, route in used:
-        variable = route.api_key_env if route else None
-        entry = f"{field}.api_key_env: {variable}"
-        upstream = route.base_url if route else None
-        if variable and not model_key(variable, environ, upstream) and entry not in found:
+        if route is None or route.api_key_env is None:
+            continue
+        entry = f"{field}.api_key_env: {route.api_key_env}"
+        if not model_key(route.api_key_env, route.base_url, environ) and entry not in found:
             found.append(entry)
     return found
 

@@ -18,7 +18,9 @@ with a suite, which is hostile until proven otherwise: a route could name the us
 ``OPENAI_API_KEY`` and an upstream of its author's. So a key goes only where its owner
 agreed: to a URL under a base that ``$DELTARUN_MODEL_KEYS/NAME.upstream`` lists, when that
 file exists; else, for a provider's own variable (``PROVIDER_UPSTREAMS``), to that
-provider's API only; a variable of the user's own naming goes where its route says.
+provider's API only; else nowhere. Any other variable is refused until its owner names
+where it goes, since a route may name any variable of the environment it runs in
+(``GITHUB_TOKEN``, ``AWS_SECRET_ACCESS_KEY``), not only a model key.
 """
 
 from __future__ import annotations
@@ -50,21 +52,19 @@ KEY_FILE_CAP = 16 << 10
 _NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")  # route.api_key_env's own pattern
 
 
-def model_key(
-    name: str, environ: Mapping[str, str] | None = None, upstream: str | None = None
-) -> str | None:
+def model_key(name: str, upstream: str, environ: Mapping[str, str] | None = None) -> str | None:
     """The key named ``name``: the variable ``name`` in ``environ`` (default this process's
     environment), else the file ``name`` in the directory ``$DELTARUN_MODEL_KEYS``; None
     when neither has one. A file that is there but unreadable, too large or empty is one
     line naming it (``UserError``): a key file the operator meant is never taken as no key.
 
-    ``upstream`` is where the key is about to be sent (the route's ``base_url``): when the
+    ``upstream`` is where the key is to be sent (the route's ``base_url``): when the
     directory holds ``NAME.upstream`` (base URLs, one a line), the key goes only to a URL
     under one of them, whoever wrote the route; without that file a provider's own variable
-    goes only to its provider (``UserError`` otherwise)."""
+    goes only to its provider, and any other variable nowhere (``UserError`` otherwise)."""
     env = os.environ if environ is None else environ
     directory = env.get(KEYS_DIR_ENV)
-    if upstream is not None and _NAME.match(name):
+    if _NAME.match(name):
         check_upstream(Path(directory) if directory else None, name, upstream)
     value = env.get(name)
     if value:
@@ -83,7 +83,7 @@ def model_key(
 def check_upstream(directory: Path | None, name: str, upstream: str) -> None:
     """``upstream`` is under a base URL ``directory/NAME.upstream`` lists or, without that
     file, under the provider's API for a provider's own variable; ``UserError`` naming the
-    file or the provider otherwise. Any upstream for a variable of the user's own naming."""
+    file or the provider, and how to list the upstream, otherwise."""
     path = directory / f"{name}.upstream" if directory is not None else None
     if path is not None and path.exists():
         text = read_capped(path, KEY_FILE_CAP, "a model key's upstream list")
@@ -99,12 +99,27 @@ def check_upstream(directory: Path | None, name: str, upstream: str) -> None:
             )
         return
     provider = PROVIDER_UPSTREAMS.get(name)
-    if provider is not None and not _under(upstream, provider):
+    if provider is None:
+        raise UserError(
+            f"route.base_url {excerpt(upstream)}: no one has said the key {name} may be sent "
+            f"there (a route comes with the controls, and may name any variable); if that "
+            f"server is yours, {_how_to_list(directory, name, upstream)}"
+        )
+    if not _under(upstream, provider):
         raise UserError(
             f"route.base_url {excerpt(upstream)}: {name} is the key of {provider[0]}, and goes "
-            f"nowhere else unless you say so; name the key by a variable of your own in "
-            f"route.api_key_env, or list the upstream in ${KEYS_DIR_ENV}/{name}.upstream"
+            f"nowhere else unless you say so; {_how_to_list(directory, name, upstream)}"
         )
+
+
+def _how_to_list(directory: Path | None, name: str, upstream: str) -> str:
+    """The fix for a key refused for ``upstream``: the owner's list, and where it lives."""
+    where = (
+        f"the file {directory / f'{name}.upstream'}"
+        if directory is not None
+        else f"a file {name}.upstream in a directory of yours named by ${KEYS_DIR_ENV}"
+    )
+    return f"write {excerpt(upstream)} on a line of {where}"
 
 
 def _under(upstream: str, bases: Sequence[str]) -> bool:

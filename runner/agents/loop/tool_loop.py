@@ -43,7 +43,7 @@ def api_key_of(route: Route, environ: Mapping[str, str]) -> str | None:
     (``runner.config.model_keys``); None when it names none."""
     if route.api_key_env is None:
         return None
-    return model_key(route.api_key_env, environ, upstream=route.base_url)
+    return model_key(route.api_key_env, route.base_url, environ)
 
 
 @dataclass
