@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 J       ?= 2
 
-.PHONY: help setup docker redis registry compose certs gvisor chromium images python-bases bullseye-base test-inputs worker-images examples demo pack30 envdemo swebench test adversarial adversarial-copy adversarial-gvisor lint bench gc clean
+.PHONY: help setup docker redis registry compose certs gvisor chromium images python-bases bullseye-base test-inputs worker-images examples demo pack30 envdemo swebench test test-setup adversarial adversarial-copy adversarial-gvisor lint bench gc clean
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -93,8 +93,13 @@ swebench: setup images  ## SWE-bench-format example: instances + 2 predictions f
 # fifth of a command's CPU time).
 TEST_WORKERS ?= 3
 
-test: setup redis registry compose gvisor chromium images bullseye-base worker-images test-inputs  ## run the whole test suite (real Docker; CI=true forbids skips)
+TEST_SETUP := setup redis registry compose gvisor chromium images bullseye-base worker-images test-inputs
+
+test: test-setup  ## run the whole test suite (real Docker; CI=true forbids skips)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --maxschedchunk=1 --durations=25 tests
+
+test-setup:  ## everything the tests need, set up side by side (apt-get one at a time: scripts/apt-get.sh)
+	@$(MAKE) --no-print-directory -j4 --output-sync=line $(TEST_SETUP)
 
 adversarial: setup images  ## the adversarial suite alone, with its table (attack, tried, happened, held)
 	$(PY) -m pytest -q tests/adversarial

@@ -5,6 +5,7 @@
 # (the proxy's code, copied into the image as /opt/proxy/gateway); each is rebuilt
 # only when that changes.
 set -euo pipefail
+APT_GET="$(cd "$(dirname "$0")" && pwd)/apt-get.sh"  # one apt-get at a time
 cd "$(dirname "$0")/.."
 
 BASE_TAG="${DELTARUN_BASE:-deltarun/base:bookworm}"
@@ -15,8 +16,8 @@ if [[ "$BASE_TAG" == deltarun/base:* ]] || ! docker image inspect "$BASE_TAG" >/
     if [[ "$BASE_TAG" == deltarun/base:* ]]; then  # ours: rebuilt when its package list changed
         if ! command -v debootstrap >/dev/null 2>&1; then
             if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-                apt-get update -qq
-                DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+                "$APT_GET" update -qq
+                DEBIAN_FRONTEND=noninteractive "$APT_GET" install -y -qq debootstrap >/dev/null
             else
                 echo "deltarun: debootstrap is needed to build the base image; install it" >&2
                 exit 1

@@ -7,6 +7,7 @@
 #
 # Usage: build-python-base.sh SUITE
 set -euo pipefail
+APT_GET="$(cd "$(dirname "$0")" && pwd)/apt-get.sh"  # one apt-get at a time
 cd "$(dirname "$0")/.."
 
 SUITE="${1:?usage: build-python-base.sh SUITE (bullseye or trixie)}"
@@ -19,8 +20,8 @@ PY_TAG="deltarun/sandbox-python:$SUITE"
 
 if ! command -v debootstrap >/dev/null 2>&1 && ! docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+        "$APT_GET" update -qq
+        DEBIAN_FRONTEND=noninteractive "$APT_GET" install -y -qq debootstrap >/dev/null
     else
         echo "build-python-base.sh: debootstrap is needed to build $BASE_TAG; install it" >&2
         exit 1

@@ -2,6 +2,7 @@
 # Make sure a Docker engine answers. Installs Debian's docker.io when dockerd is
 # missing and starts dockerd when it is not running. Idempotent; quiet when all is well.
 set -euo pipefail
+APT_GET="$(cd "$(dirname "$0")" && pwd)/apt-get.sh"  # one apt-get at a time
 
 if docker info >/dev/null 2>&1; then
     exit 0
@@ -9,8 +10,8 @@ fi
 if ! command -v dockerd >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "installing the Docker engine from Debian packages (docker.io)..."
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+        "$APT_GET" update -qq
+        DEBIAN_FRONTEND=noninteractive "$APT_GET" install -y -qq docker.io >/dev/null
     else
         echo "deltarun: no Docker engine; install Docker (Debian: 'apt-get install docker.io') and start it" >&2
         exit 1

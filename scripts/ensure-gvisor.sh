@@ -13,12 +13,13 @@
 #                     agents at plan time (they need the gateway's network).
 #   --platform=ptrace works without KVM, in VMs and containers alike.
 set -euo pipefail
+APT_GET="$(cd "$(dirname "$0")" && pwd)/apt-get.sh"  # one apt-get at a time
 DAEMON_JSON=${DELTARUN_DAEMON_JSON:-/etc/docker/daemon.json}
 if ! command -v runsc >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         export DEBIAN_FRONTEND=noninteractive
-        if ! { apt-get update -qq >/dev/null 2>&1 \
-            && apt-get install -y -qq --no-install-recommends runsc >/dev/null 2>&1; }; then
+        if ! { "$APT_GET" update -qq >/dev/null 2>&1 \
+            && "$APT_GET" install -y -qq --no-install-recommends runsc >/dev/null 2>&1; }; then
             echo "deltarun: could not install runsc with apt-get ('apt-get install runsc')" >&2
             exit 1
         fi

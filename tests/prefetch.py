@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import docker.errors
 
@@ -43,11 +44,17 @@ def _agent_layers() -> None:
 
     builder = DockerImageBuilder(connect(api_timeout_s=600))
     images = AgentImages(builder, builder, lambda line: print(f"  {line}", flush=True), AGENT_CACHE)
-    for name, version in VERSIONS.items():
+
+    def layer(name: str, version: str) -> None:
         started = time.monotonic()
         image = images.ensure(KINDS[name], version, PY_IMAGE)
         how = "present" if image.reused else f"layered in {time.monotonic() - started:.0f} s"
         print(f"test inputs: {name} {version} on {PY_IMAGE}: {how}", flush=True)
+
+    # Two at a time: one fetches from its registry while the other builds.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for done in [pool.submit(layer, n, v) for n, v in VERSIONS.items()]:
+            done.result()
 
 
 def main() -> int:
