@@ -25,6 +25,9 @@ class ScriptedEngine:
         self.streams = list(streams)
         self.read: list[bytes] = []
 
+    def info(self) -> dict[str, Any]:
+        return {"MemTotal": 8 << 30}
+
     def build(self, fileobj: io.BytesIO, **kwargs: Any) -> Iterator[dict[str, Any]]:
         self.read.append(fileobj.read())
         return iter(self.streams.pop(0))

@@ -46,6 +46,14 @@ def build(
             "addresses): give it only to a suite you trust",
         ),
     ] = "none",
+    memory: Annotated[
+        str | None,
+        Option(
+            "--memory",
+            help="Memory of each build step, swap included, like 4g (default: half this "
+            "machine's): a suite's build cannot take the memory the rest of the machine needs",
+        ),
+    ] = None,
     verbose: Annotated[
         bool, Option("-v", "--verbose", help="Stream the engine's build output")
     ] = False,
@@ -59,7 +67,7 @@ def build(
     """
     from runner.suite.workflows import build_steps
 
-    steps = build_steps(target, rebuild, network, verbose, err.is_terminal, c.Lines().note)
+    steps = build_steps(target, rebuild, network, memory, verbose, err.is_terminal, c.Lines().note)
     say(steps, markup=False)
     if target.suffix in (".yaml", ".yml"):  # a scored run's images, pinned under images:
         from runner.run.image_pins import engine_image_ids, pin_run_images

@@ -23,9 +23,10 @@ from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.end_mark import run_whole
 from runner.sandbox.engine import API_ERRORS
+from runner.sandbox.host_limits import HostCeiling
 from runner.sandbox.image_config import triggers, volumes
 from runner.sandbox.images import BuildRequest, ImageBuildFailed, ImageInfo
-from runner.sizes import parse_size
+from runner.sizes import format_size, parse_size
 
 if TYPE_CHECKING:
     from runner.config.runtime import Runtime
@@ -34,6 +35,9 @@ TAIL_LINES = 6
 PROBE_PATH = "/usr/local/bin:/usr/bin:/bin"
 BUILD_TIMEOUT_S = 3600  # one read of the build stream: a long silent RUN step must not end it
 LOST_PARENT_TRIES = 3
+FALLBACK_STEP_MEMORY = 4 << 30  # a build step's memory when the engine does not say its size
+# How the classic builder reports a step killed by SIGKILL (the memory limit's OOM kill).
+_KILLED = re.compile(r"returned a non-zero code: 137\b")
 # What the engine says when a build step's parent image was removed under it.
 _LOST_PARENT = re.compile(r'unable to find image "?sha256:|unknown parent image ID')
 # Build-log lines that say nothing about why a build failed: kept out of the tail.
@@ -41,10 +45,33 @@ _PLUMBING = ("--->", "Removing intermediate container")
 
 
 class DockerImageBuilder:
-    """``ImageBuilder`` on one Docker engine (a client with a long read timeout)."""
+    """``ImageBuilder`` on one Docker engine (a client with a long read timeout).
 
-    def __init__(self, client: docker.APIClient) -> None:
+    Every build step (a ``RUN``) gets a memory limit, swap included: ``memory_bytes``, by
+    default half the engine's machine. A build runs a suite's Dockerfile, which is hostile
+    until proven otherwise, and the engine gives build steps no limit of its own: one step
+    could take the machine's memory, and with swap off the kernel would kill what it picks
+    on the host (the engine among them)."""
+
+    def __init__(self, client: docker.APIClient, memory_bytes: int | None = None) -> None:
         self.client = client
+        self.memory_bytes = memory_bytes
+        self.ceiling = HostCeiling(client)
+
+    def step_memory(self) -> int:
+        """The memory of each build step: ``memory_bytes`` (at most the machine's; a
+        ``UserError`` naming ``--memory`` above it), else half the engine's machine, else
+        ``FALLBACK_STEP_MEMORY`` when the engine does not say its size."""
+        total = self.ceiling.memory()
+        if self.memory_bytes is None:
+            return total // 2 if total else FALLBACK_STEP_MEMORY
+        if total and self.memory_bytes > total:
+            raise UserError(
+                f"--memory {format_size(self.memory_bytes)} is more than this machine's memory "
+                f"({format_size(total)}); a build step's swap is off, so it would be no limit: "
+                f"give at most {format_size(total)}"
+            )
+        return self.memory_bytes
 
     def inspect(self, image: str) -> ImageInfo | None:
         try:
@@ -79,6 +106,7 @@ class DockerImageBuilder:
     ) -> str:
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         image: str | None = None
+        memory = self.step_memory()
         try:
             stream = self.client.build(
                 fileobj=context,
@@ -91,10 +119,15 @@ class DockerImageBuilder:
                 rm=True,
                 forcerm=True,
                 decode=True,
+                container_limits={"memory": memory, "memswap": memory},
             )
             for event in stream:
                 image = _follow(event, tail, log) or image
-        except ImageBuildFailed:
+        except ImageBuildFailed as exc:
+            if _KILLED.search(str(exc)):  # the step's end, with what may have ended it
+                limit = f"(a build step's memory limit is {format_size(memory)}; if it needs "
+                more = "more, give deltarun build --memory SIZE)"
+                raise ImageBuildFailed([*exc.tail, limit + more], killed=True) from exc
             raise
         except API_ERRORS as exc:
             raise ImageBuildFailed([*tail, f"Docker: {exc}"]) from exc

@@ -33,11 +33,13 @@ class BuildRequest:
 
 
 class ImageBuildFailed(UserError):
-    """The engine could not build an image; ``tail`` holds the last lines of its log."""
+    """The engine could not build an image; ``tail`` holds the last lines of its log, and
+    ``killed`` says a step was killed (at its memory limit, or by a signal)."""
 
-    def __init__(self, tail: Sequence[str]) -> None:
+    def __init__(self, tail: Sequence[str], killed: bool = False) -> None:
         super().__init__(" | ".join(tail) or "no output")
         self.tail = list(tail)
+        self.killed = killed
 
 
 class ImageBuilder(Protocol):

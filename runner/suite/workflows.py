@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from runner.config.loader import load_controls
-from runner.errors import UserError
+from runner.errors import UsageError, UserError
+from runner.sizes import parse_size
 from runner.suite.scaffold import scaffold
 from runner.suite.sealing import seal_target
 
@@ -36,10 +37,17 @@ def seal_steps(target: Path, strip_top_folder: bool, say: Say) -> Iterator[str]:
 
 
 def build_steps(
-    target: Path, rebuild: bool, network: str, verbose: bool, terminal: bool, say: Say
+    target: Path,
+    rebuild: bool,
+    network: str,
+    memory: str | None,
+    verbose: bool,
+    terminal: bool,
+    say: Say,
 ) -> Iterator[str]:
-    """Build the suite's environments on the local engine (``runner.suite.build``): yields
-    one line per environment, then the suite digest. ``say`` gets each step as it starts
+    """Build the suite's environments on the local engine (``runner.suite.build``), each
+    step within ``memory`` (a size; None: half the machine's): yields one line per
+    environment, then the suite digest. ``say`` gets each step as it starts
     on a ``terminal`` or when ``verbose`` (elsewhere an error stays one line), the engine's
     output when ``verbose``, and the files written and the time taken at the end."""
     from runner.sandbox.engine import connect
@@ -55,8 +63,12 @@ def build_steps(
             say(f"  | {line}")
 
     started = time.monotonic()
+    try:
+        memory_bytes = parse_size(memory) if memory is not None else None
+    except ValueError as exc:
+        raise UsageError(f"--memory: {exc}") from exc
     resolve_target(target)  # the paths the target names are checked before the engine is asked
-    builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S))
+    builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S), memory_bytes)
     result = build(target, builder, rebuild=rebuild, network=network, say=progress, log=log)
     for item in result.built:
         short_id = item.image_id.removeprefix("sha256:")[:12]

@@ -145,6 +145,32 @@ def test_a_build_step_has_no_network_unless_asked(tmp_path: Path, environments: 
     assert on_bridge.returncode == 1 and "did not build" in one_line(on_bridge.stderr)
 
 
+def test_a_build_step_has_a_memory_limit(
+    tmp_path: Path, docker_api: Any, environments: list[str], held: Callable[..., None]
+) -> None:
+    """The engine gives a build step no memory limit of its own, and with swap off a step
+    that took the machine's memory would have the kernel kill what it picks on the host.
+    By default each step gets half the machine (the step reads its own limit: no memory is
+    taken); a step over ``--memory`` is killed within it, and the line says how to give more."""
+    half = int(docker_api.info()["MemTotal"]) // 2
+    limit = "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max"
+    environments.extend(f"e{uuid.uuid4().hex[:8]}" for _ in range(2))
+    within = HEAD + f'RUN echo {uuid.uuid4().hex} && test "$({limit})" -le {half}\n'
+    built = run_cli("build", str(env_suite(tmp_path, within, name=environments[0])))
+    assert built.returncode == 0, built.stderr
+    hog = HEAD + f"RUN echo {uuid.uuid4().hex} && python3 -c \"b = b'x' * (256 << 20)\"\n"
+    controls = env_suite(tmp_path / "hog", hog, name=environments[1])
+    killed = run_cli("build", str(controls), "--memory", "64m")
+    line = one_line(killed.stderr)
+    held(
+        "suite: a build step taking 256m",
+        "deltarun build --memory 64m",
+        f"exit {killed.returncode}: {line[-120:]}",
+    )
+    assert killed.returncode == 1 and "non-zero code: 137" in line
+    assert "memory limit is 64m" in line and "--memory SIZE" in line
+
+
 def test_an_image_with_a_volume_gets_no_sandbox(
     tmp_path: Path, docker_api: Any, images: Callable[[str], str], held: Callable[..., None]
 ) -> None:
