@@ -54,6 +54,15 @@ def build(
             "machine's): a suite's build cannot take the memory the rest of the machine needs",
         ),
     ] = None,
+    timeout: Annotated[
+        float | None,
+        Option(
+            "--timeout",
+            min=1,
+            help="Seconds each environment's build may take (default 3600); past them the "
+            "step running is killed and the build fails",
+        ),
+    ] = None,
     verbose: Annotated[
         bool, Option("-v", "--verbose", help="Stream the engine's build output")
     ] = False,
@@ -65,9 +74,10 @@ def build(
     deltarun-env/<name>:<context digest>, and checked against the sandbox contract. With
     controls of channel: scored, every other image the run uses is pinned under images:.
     """
-    from runner.suite.workflows import build_steps
+    from runner.suite.workflows import BuildLimits, build_steps
 
-    steps = build_steps(target, rebuild, network, memory, verbose, err.is_terminal, c.Lines().note)
+    limits = BuildLimits(memory, timeout)
+    steps = build_steps(target, rebuild, network, limits, verbose, err.is_terminal, c.Lines().note)
     say(steps, markup=False)
     if target.suffix in (".yaml", ".yml"):  # a scored run's images, pinned under images:
         from runner.run.image_pins import engine_image_ids, pin_run_images

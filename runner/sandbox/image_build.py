@@ -20,6 +20,7 @@ import docker.errors
 from runner.bounded_input import without_escapes
 from runner.errors import SandboxError, UserError
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
+from runner.sandbox.build_deadline import DEFAULT_DEADLINE_S, BuildDeadline
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.end_mark import run_whole
 from runner.sandbox.engine import API_ERRORS
@@ -53,9 +54,15 @@ class DockerImageBuilder:
     could take the machine's memory, and with swap off the kernel would kill what it picks
     on the host (the engine among them)."""
 
-    def __init__(self, client: docker.APIClient, memory_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        client: docker.APIClient,
+        memory_bytes: int | None = None,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+    ) -> None:
         self.client = client
         self.memory_bytes = memory_bytes
+        self.deadline_s = deadline_s  # each build's, from its start (runner.sandbox.build_deadline)
         self.ceiling = HostCeiling(client)
 
     def step_memory(self) -> int:
@@ -104,9 +111,31 @@ class DockerImageBuilder:
     def _build_once(
         self, context: IO[bytes], request: BuildRequest, log: Callable[[str], None]
     ) -> str:
+        memory = self.step_memory()
+        with BuildDeadline(self.client, self.deadline_s) as deadline:
+            try:
+                return self._follow_build(context, request, log, memory, deadline)
+            except ImageBuildFailed as exc:
+                if deadline.expired:
+                    why = f"the build did not end within {self.deadline_s:g} s"
+                    more = "; if it needs longer, give deltarun build --timeout SECONDS"
+                    raise ImageBuildFailed([*exc.tail, why + more], killed=True) from exc
+                if _KILLED.search(str(exc)):  # the step's end, with what may have ended it
+                    limit = f"(a build step's memory limit is {format_size(memory)}; if it needs "
+                    more = "more, give deltarun build --memory SIZE)"
+                    raise ImageBuildFailed([*exc.tail, limit + more], killed=True) from exc
+                raise
+
+    def _follow_build(
+        self,
+        context: IO[bytes],
+        request: BuildRequest,
+        log: Callable[[str], None],
+        memory: int,
+        deadline: BuildDeadline,
+    ) -> str:
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         image: str | None = None
-        memory = self.step_memory()
         try:
             stream = self.client.build(
                 fileobj=context,
@@ -122,13 +151,8 @@ class DockerImageBuilder:
                 container_limits={"memory": memory, "memswap": memory},
             )
             for event in stream:
+                deadline.saw(event)
                 image = _follow(event, tail, log) or image
-        except ImageBuildFailed as exc:
-            if _KILLED.search(str(exc)):  # the step's end, with what may have ended it
-                limit = f"(a build step's memory limit is {format_size(memory)}; if it needs "
-                more = "more, give deltarun build --memory SIZE)"
-                raise ImageBuildFailed([*exc.tail, limit + more], killed=True) from exc
-            raise
         except API_ERRORS as exc:
             raise ImageBuildFailed([*tail, f"Docker: {exc}"]) from exc
         if image is None:

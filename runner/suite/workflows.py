@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from runner.config.loader import load_controls
@@ -36,20 +37,30 @@ def seal_steps(target: Path, strip_top_folder: bool, say: Say) -> Iterator[str]:
         )
 
 
+@dataclass(frozen=True)
+class BuildLimits:
+    """What each environment's build may take: ``memory`` of each step, a size (None: half
+    the machine's), and ``timeout_s`` in all (None: ``DEFAULT_DEADLINE_S``)."""
+
+    memory: str | None = None
+    timeout_s: float | None = None
+
+
 def build_steps(
     target: Path,
     rebuild: bool,
     network: str,
-    memory: str | None,
+    limits: BuildLimits,
     verbose: bool,
     terminal: bool,
     say: Say,
 ) -> Iterator[str]:
     """Build the suite's environments on the local engine (``runner.suite.build``), each
-    step within ``memory`` (a size; None: half the machine's): yields one line per
-    environment, then the suite digest. ``say`` gets each step as it starts
-    on a ``terminal`` or when ``verbose`` (elsewhere an error stays one line), the engine's
-    output when ``verbose``, and the files written and the time taken at the end."""
+    within ``limits``: yields one line per environment, then the suite digest. ``say`` gets
+    each step as it starts on a ``terminal`` or when ``verbose`` (elsewhere an error stays
+    one line), the engine's output when ``verbose``, and the files written and the time
+    taken at the end."""
+    from runner.sandbox.build_deadline import DEFAULT_DEADLINE_S
     from runner.sandbox.engine import connect
     from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
     from runner.suite.build import build, resolve_target
@@ -64,11 +75,12 @@ def build_steps(
 
     started = time.monotonic()
     try:
-        memory_bytes = parse_size(memory) if memory is not None else None
+        memory = parse_size(limits.memory) if limits.memory is not None else None
     except ValueError as exc:
         raise UsageError(f"--memory: {exc}") from exc
     resolve_target(target)  # the paths the target names are checked before the engine is asked
-    builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S), memory_bytes)
+    deadline = limits.timeout_s or DEFAULT_DEADLINE_S
+    builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S), memory, deadline)
     result = build(target, builder, rebuild=rebuild, network=network, say=progress, log=log)
     for item in result.built:
         short_id = item.image_id.removeprefix("sha256:")[:12]

@@ -171,6 +171,30 @@ def test_a_build_step_has_a_memory_limit(
     assert "memory limit is 64m" in line and "--memory SIZE" in line
 
 
+def test_a_build_step_that_never_ends_ends_at_the_deadline(
+    tmp_path: Path, docker_api: Any, environments: list[str], held: Callable[..., None]
+) -> None:
+    """The engine gives a build no time limit: a step that prints a line now and then and
+    never ends would hold ``deltarun build`` for ever. Past ``--timeout`` the running step
+    is killed (nothing of it is left running) and the build is one line saying so."""
+    environments.append(f"e{uuid.uuid4().hex[:8]}")
+    token = uuid.uuid4().hex
+    forever = HEAD + f"RUN echo {token} && while true; do echo alive; sleep 1; done\n"
+    controls = env_suite(tmp_path, forever, name=environments[0])
+    ended = run_cli("build", str(controls), "--timeout", "4")
+    line = one_line(ended.stderr)
+    steps = docker_api.containers(filters={"status": "running"})
+    left = [c["Id"][:12] for c in steps if token in (c.get("Command") or "")]
+    held(
+        "suite: a build step that prints a line a second and never ends",
+        "deltarun build --timeout 4",
+        f"exit {ended.returncode}; steps left running: {len(left)}; {line[-90:]}",
+    )
+    assert ended.returncode == 1 and left == []
+    assert "the build did not end within 4 s" in line and "--timeout SECONDS" in line
+    assert "memory limit" not in line and "no network (the default)" not in line
+
+
 def test_an_image_with_a_volume_gets_no_sandbox(
     tmp_path: Path, docker_api: Any, images: Callable[[str], str], held: Callable[..., None]
 ) -> None:
