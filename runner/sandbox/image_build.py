@@ -52,7 +52,8 @@ class DockerImageBuilder:
     default half the engine's machine. A build runs a suite's Dockerfile, which is hostile
     until proven otherwise, and the engine gives build steps no limit of its own: one step
     could take the machine's memory, and with swap off the kernel would kill what it picks
-    on the host (the engine among them)."""
+    on the host (the engine among them). Each build ends within ``deadline_s`` from its
+    start, its running step killed past it (``runner.sandbox.build_deadline``)."""
 
     def __init__(
         self,
@@ -62,7 +63,7 @@ class DockerImageBuilder:
     ) -> None:
         self.client = client
         self.memory_bytes = memory_bytes
-        self.deadline_s = deadline_s  # each build's, from its start (runner.sandbox.build_deadline)
+        self.deadline_s = deadline_s
         self.ceiling = HostCeiling(client)
 
     def step_memory(self) -> int:

@@ -34,7 +34,7 @@ class BuildRequest:
 
 class ImageBuildFailed(UserError):
     """The engine could not build an image; ``tail`` holds the last lines of its log, and
-    ``killed`` says a step was killed (at its memory limit, or by a signal)."""
+    ``killed`` says a step was killed (at its memory limit or the build's deadline)."""
 
     def __init__(self, tail: Sequence[str], killed: bool = False) -> None:
         super().__init__(" | ".join(tail) or "no output")
