@@ -213,9 +213,12 @@ def validate_gold(
     return {task["id"]: task for task in document["tasks"]}, document, result
 
 
-def owned_key(directory: Path, name: str, *upstreams: str) -> dict[str, str]:
+def owned_key(
+    directory: Path, name: str, *upstreams: str, key: str | None = None
+) -> dict[str, str]:
     """The environment of an owner who lets the key ``name`` go to ``upstreams``: a key
-    directory holding ``NAME.upstream`` (runner.config.model_keys), as a user would write it."""
+    directory holding ``NAME.upstream`` (runner.config.model_keys), as a user would write it,
+    and the variable ``name`` set to ``key`` unless it is None."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.upstream").write_text("".join(u + "\n" for u in upstreams))
-    return {KEYS_DIR_ENV: str(directory)}
+    return {KEYS_DIR_ENV: str(directory), **({name: key} if key is not None else {})}

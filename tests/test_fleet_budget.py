@@ -100,11 +100,6 @@ print("PROBE " + json.dumps(probe))
 """
 
 
-def keyed(tmp_path: Path) -> dict[str, str]:
-    """The key, and its owner's word that it may go to the fake model (model_keys)."""
-    return {"DELTARUN_FB_KEY": KEY, **owned_key(tmp_path / "keys", "DELTARUN_FB_KEY", UPSTREAM)}
-
-
 @pytest.fixture
 def billing_model(docker_api: Any, proxy_image: str) -> Iterator[tuple[str, str]]:
     """A network with the scripted model as ``fake-model``: (network, container)."""
@@ -203,7 +198,13 @@ def test_a_local_run_stops_at_the_run_budget_within_the_requests_in_flight(
     controls = budget_suite(tmp_path, network, tasks=4, redis_port=6379)
     out = tmp_path / "run"
     result = run_cli(
-        "run", str(controls), "--out", str(out), "--parallel", "2", env=keyed(tmp_path)
+        "run",
+        str(controls),
+        "--out",
+        str(out),
+        "--parallel",
+        "2",
+        env=owned_key(tmp_path / "keys", "DELTARUN_FB_KEY", UPSTREAM, key=KEY),
     )
     assert result.returncode == 0, result.stderr
     asked = billed(docker_api, model)
@@ -235,7 +236,12 @@ def test_two_workers_share_one_run_budget(
     network, model = billing_model
     controls = budget_suite(tmp_path, network, tasks=6, redis_port=redis_server.port)
     out = tmp_path / "run"
-    procs = run_on_two_workers(redis_server, controls, out, keyed(tmp_path))
+    procs = run_on_two_workers(
+        redis_server,
+        controls,
+        out,
+        owned_key(tmp_path / "keys", "DELTARUN_FB_KEY", UPSTREAM, key=KEY),
+    )
     coordinator = procs[-1]
     asked = billed(docker_api, model)
     print(f"fleet budget: {asked} answers billed for a budget of {BUDGET_ASKS}")

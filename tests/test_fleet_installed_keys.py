@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.config.arms import Route
 from runner.config.controls import Controls
 from runner.config.model_keys import KEYS_DIR_ENV, PROVIDER_UPSTREAMS, model_key
 from runner.errors import SandboxError, UserError
@@ -56,6 +57,16 @@ def test_a_missing_key_says_where_it_was_looked_for(tmp_path: Path) -> None:
     ) as e:
         checks.check_keys(PATH, keyed(), owner)
     assert f"{tmp_path}/MY_KEY does not exist" in str(e.value)
+    # A provider's key bound for its provider needs no directory: said without one too.
+    to_openai = keyed().model_copy(
+        update={
+            "route": Route(
+                base_url="https://api.openai.com/v1", model="m", api_key_env="OPENAI_API_KEY"
+            )
+        }
+    )
+    with pytest.raises(UserError, match=r"OPENAI_API_KEY is not set \(nor DELTARUN_MODEL_KEYS"):
+        checks.check_keys(PATH, to_openai, {})
 
 
 @pytest.mark.parametrize(

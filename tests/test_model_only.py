@@ -96,9 +96,8 @@ def suite(tmp_path: Path, network: str, host: str) -> Path:
 
 def keyed(tmp_path: Path, host: str, key: str | None = KEY) -> dict[str, str]:
     """The run's environment: the key (unless None) and its owner's word that it may go to
-    the fake model (runner.config.model_keys)."""
-    owner = owned_key(tmp_path / "keys", "DELTARUN_MO_KEY", f"http://{host}:8000")
-    return {**owner, **({"DELTARUN_MO_KEY": key} if key else {})}
+    the fake model ``host`` (runner.config.model_keys)."""
+    return owned_key(tmp_path / "keys", "DELTARUN_MO_KEY", f"http://{host}:8000", key=key)
 
 
 def records(out: Path) -> list[dict[str, Any]]:

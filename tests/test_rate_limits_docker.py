@@ -107,11 +107,6 @@ def limited_model(docker_api: Any, proxy_image: str) -> Iterator[tuple[str, str]
         docker_api.remove_network(network)
 
 
-def keyed(tmp_path: Path) -> dict[str, str]:
-    """The key, and its owner's word that it may go to the fake model (model_keys)."""
-    return {"DELTARUN_RL_KEY": KEY, **owned_key(tmp_path / "keys", "DELTARUN_RL_KEY", UPSTREAM)}
-
-
 def limited_suite(root: Path, network: str, tasks: int) -> Path:
     agent_dir = root / "agents" / "asker"
     agent_dir.mkdir(parents=True)
@@ -158,7 +153,13 @@ def test_a_local_run_keeps_the_route_under_its_rate(
     controls = limited_suite(tmp_path, network, tasks=2)
     out = tmp_path / "run"
     result = run_cli(
-        "run", str(controls), "--out", str(out), "--parallel", "4", env=keyed(tmp_path)
+        "run",
+        str(controls),
+        "--out",
+        str(out),
+        "--parallel",
+        "4",
+        env=owned_key(tmp_path / "keys", "DELTARUN_RL_KEY", UPSTREAM, key=KEY),
     )
     assert result.returncode == 0, result.stderr
     answered, refused = counts(docker_api, model)
@@ -172,7 +173,12 @@ def test_two_workers_share_the_routes_rate(
     network, model = limited_model
     controls = limited_suite(tmp_path, network, tasks=2)
     out = tmp_path / "run"
-    run_on_two_workers(redis_server, controls, out, keyed(tmp_path))
+    run_on_two_workers(
+        redis_server,
+        controls,
+        out,
+        owned_key(tmp_path / "keys", "DELTARUN_RL_KEY", UPSTREAM, key=KEY),
+    )
     answered, refused = counts(docker_api, model)
     print(f"rate limits (two workers): {answered} answered, {refused} refused")
     check(out, answered, refused, trials=4)
