@@ -172,6 +172,9 @@ def test_gc_removes_what_a_killed_worker_left(
         assert "no live worker consumes" not in seen.stdout
         worker.kill(signal.SIGKILL, group=True)
         worker.wait(30)
+        # The kernel ends the pool child a moment after its parent: until then it is alive,
+        # and a gc rightly keeps its sandbox.
+        wait_for(worker.group_gone, 30, "the killed worker's pool child to end")
         assert owned_by(docker_api, pid)[0], "SIGKILL leaves the sandbox behind"
         done = run_cli("gc")
         assert done.returncode == 0 and "(owner gone)" in done.stdout, done.stdout
