@@ -10,6 +10,7 @@ import threading
 import docker.errors
 
 from runner.sandbox.build_deadline import BuildDeadline
+from runner.sandbox.build_steps import running_step
 
 
 class Killer:
@@ -24,19 +25,30 @@ class Killer:
         raise docker.errors.NotFound("gone")  # an ended step: the watchdog goes on
 
 
+def feed(deadline: BuildDeadline, *events: object) -> None:
+    """The build stream's events, as the builder passes them on."""
+    for event in events:
+        step = running_step(event)
+        if step is not None:
+            deadline.running(step)
+
+
 def test_nothing_is_killed_before_the_deadline() -> None:
     client = Killer()
     with BuildDeadline(client, 60) as deadline:
-        deadline.saw({"stream": " ---> Running in 44dc8eb421e6\n"})
+        feed(deadline, {"stream": " ---> Running in 44dc8eb421e6\n"})
     assert client.killed == [] and not deadline.expired
 
 
 def test_the_step_running_at_the_deadline_is_killed_until_the_build_ends() -> None:
     client = Killer()
     with BuildDeadline(client, 0.05) as deadline:
-        deadline.saw({"stream": "Step 2/2 : RUN sleep 600\n"})
-        deadline.saw({"stream": " ---> Running in 44dc8eb421e6\n"})
-        deadline.saw({"stream": "still going\n"})  # a line of its own names no step
-        deadline.saw(["not", "an", "event"])
+        feed(
+            deadline,
+            {"stream": "Step 2/2 : RUN sleep 600\n"},
+            {"stream": " ---> Running in 44dc8eb421e6\n"},
+            {"stream": "still going\n"},  # a line of its own names no step
+            ["not", "an", "event"],
+        )
         assert client.twice.wait(10)
     assert deadline.expired and set(client.killed) == {"44dc8eb421e6"}

@@ -1,6 +1,7 @@
 """Each build step's memory limit (``DockerImageBuilder.step_memory``): half the engine's
 machine by default, the user's ``--memory`` at most the machine's, a fixed size when the
-engine does not say its own, and a step killed at it says how to give more. An engine
+engine does not say its own, and a step killed at it says how to give more; so does a step
+that could not fork, at its process cap. An engine
 scripted in memory: what is under test is what the builder asks of it (the limit holding
 in a real build is ``tests/adversarial/test_hostile_builds.py``)."""
 
@@ -71,11 +72,33 @@ def test_more_than_the_machine_is_refused_before_the_engine_builds() -> None:
 def test_a_step_killed_at_the_limit_says_how_to_give_more() -> None:
     with pytest.raises(ImageBuildFailed) as failed:
         build(ScriptedEngine(8 * GIB, [{"stream": "Killed\n"}, KILLED]))
-    assert failed.value.killed
+    assert failed.value.at_limit
     assert str(failed.value).endswith(
         "non-zero code: 137 | (a build step's memory limit is 4g; if it needs more, "
         "give deltarun build --memory SIZE)"
     )
     with pytest.raises(ImageBuildFailed) as other:  # another failure is only itself
         build(ScriptedEngine(8 * GIB, [{"errorDetail": {"message": "non-zero code: 1"}}]))
-    assert not other.value.killed and "memory limit" not in str(other.value)
+    assert not other.value.at_limit and "memory limit" not in str(other.value)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "/bin/sh: 0: Cannot fork",  # dash
+        "bash: fork: retry: Resource temporarily unavailable",
+        "make: vfork: Resource temporarily unavailable",
+        "BlockingIOError: [Errno 11] Resource temporarily unavailable",
+    ],
+)
+def test_a_step_that_could_not_fork_says_how_to_give_more(said: str) -> None:
+    failed_step = {
+        "errorDetail": {"message": "The command '/bin/sh -c x' returned a non-zero code: 2"}
+    }
+    with pytest.raises(ImageBuildFailed) as failed:
+        build(ScriptedEngine(8 * GIB, [{"stream": said + "\n"}, failed_step]))
+    assert failed.value.at_limit
+    assert str(failed.value).endswith(
+        "(a build step may run 4096 processes at once; if it needs more, "
+        "give deltarun build --pids N)"
+    )

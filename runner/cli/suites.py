@@ -31,38 +31,54 @@ def seal(
     say(seal_steps(target, strip_top_folder, c.tell))
 
 
+# What a suite's build may reach and take (``deltarun build``).
+BuildNetwork = Annotated[
+    str,
+    Option(
+        "--network",
+        help="Network of the build steps: none (a suite's build reaches nothing) or "
+        "default (the engine's bridge, which also reaches this host's and its LAN's "
+        "addresses): give it only to a suite you trust",
+    ),
+]
+BuildMemory = Annotated[
+    str | None,
+    Option(
+        "--memory",
+        help="Memory of each build step, swap included, like 4g (default: half this "
+        "machine's): a suite's build cannot take the memory the rest of the machine needs",
+    ),
+]
+BuildPids = Annotated[
+    int | None,
+    Option(
+        "--pids",
+        min=16,
+        help="Processes (threads included) each build step may run at once (default "
+        "4096): a suite's build cannot fill this machine's process table",
+    ),
+]
+BuildTimeout = Annotated[
+    float | None,
+    Option(
+        "--timeout",
+        min=1,
+        help="Seconds each environment's build may take (default 3600); past them the "
+        "step running is killed and the build fails",
+    ),
+]
+
+
 @app.command()
 def build(
     target: Target,
     rebuild: Annotated[
         bool, Option("--rebuild", help="Build again (no cache) even when the tag exists")
     ] = False,
-    network: Annotated[
-        str,
-        Option(
-            "--network",
-            help="Network of the build steps: none (a suite's build reaches nothing) or "
-            "default (the engine's bridge, which also reaches this host's and its LAN's "
-            "addresses): give it only to a suite you trust",
-        ),
-    ] = "none",
-    memory: Annotated[
-        str | None,
-        Option(
-            "--memory",
-            help="Memory of each build step, swap included, like 4g (default: half this "
-            "machine's): a suite's build cannot take the memory the rest of the machine needs",
-        ),
-    ] = None,
-    timeout: Annotated[
-        float | None,
-        Option(
-            "--timeout",
-            min=1,
-            help="Seconds each environment's build may take (default 3600); past them the "
-            "step running is killed and the build fails",
-        ),
-    ] = None,
+    network: BuildNetwork = "none",
+    memory: BuildMemory = None,
+    pids: BuildPids = None,
+    timeout: BuildTimeout = None,
     verbose: Annotated[
         bool, Option("-v", "--verbose", help="Stream the engine's build output")
     ] = False,
@@ -76,7 +92,7 @@ def build(
     """
     from runner.suite.workflows import BuildLimits, build_steps
 
-    limits = BuildLimits(memory, timeout)
+    limits = BuildLimits(memory, timeout, pids)
     steps = build_steps(target, rebuild, network, limits, verbose, err.is_terminal, c.Lines().note)
     say(steps, markup=False)
     if target.suffix in (".yaml", ".yml"):  # a scored run's images, pinned under images:

@@ -4,13 +4,12 @@ step that prints a line a minute and never ends, would hold ``deltarun build`` f
 
 Past the deadline the step running then is killed, as the engine kills a step whose client
 went away: the build ends there, failed, and the caller says why. The step is the container
-the build log names (`` ---> Running in <id>``); it is killed again each second until the
-build ends, so a step that starts after the deadline ends too.
+the build log names last (``runner.sandbox.build_steps``); it is killed again each second
+until the build ends, so a step that starts after the deadline ends too.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from types import TracebackType
 from typing import Any
@@ -18,13 +17,12 @@ from typing import Any
 from runner.sandbox.engine import API_ERRORS
 
 DEFAULT_DEADLINE_S = 3600.0
-_RUNNING = re.compile(r"---> Running in ([0-9a-f]{12,64})\b")
 _AGAIN_S = 1.0
 
 
 class BuildDeadline:
-    """``with BuildDeadline(client, seconds) as deadline:`` around one build; feed it each
-    event of the build stream (``saw``); ``expired`` says the deadline passed."""
+    """``with BuildDeadline(client, seconds) as deadline:`` around one build; tell it each
+    step container the build starts (``running``); ``expired`` says the deadline passed."""
 
     def __init__(self, client: Any, seconds: float) -> None:
         self.client = client
@@ -47,13 +45,9 @@ class BuildDeadline:
         self._done.set()
         self._watch.join()
 
-    def saw(self, event: Any) -> None:
-        """Note the step container an event of the build stream names, if it names one."""
-        text = event.get("stream") if isinstance(event, dict) else None
-        if isinstance(text, str):
-            found = _RUNNING.search(text)
-            if found:
-                self._step = found.group(1)
+    def running(self, step: str) -> None:
+        """Note the step container the build runs now."""
+        self._step = step
 
     def _run(self) -> None:
         if self._done.wait(self.seconds):

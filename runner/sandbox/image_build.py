@@ -21,6 +21,7 @@ from runner.bounded_input import without_escapes
 from runner.errors import SandboxError, UserError
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
 from runner.sandbox.build_deadline import DEFAULT_DEADLINE_S, BuildDeadline
+from runner.sandbox.build_steps import DEFAULT_BUILD_PIDS, cap_pids, running_step
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.end_mark import run_whole
 from runner.sandbox.engine import API_ERRORS
@@ -39,6 +40,8 @@ LOST_PARENT_TRIES = 3
 FALLBACK_STEP_MEMORY = 4 << 30  # a build step's memory when the engine does not say its size
 # How the classic builder reports a step killed by SIGKILL (the memory limit's OOM kill).
 _KILLED = re.compile(r"returned a non-zero code: 137\b")
+# How a shell, make or Python says a fork failed (the step's process cap, most likely).
+_NO_FORK = re.compile(r"(?i)\bcan(no|')?t fork\b|\bfork: |Resource temporarily unavailable")
 # What the engine says when a build step's parent image was removed under it.
 _LOST_PARENT = re.compile(r'unable to find image "?sha256:|unknown parent image ID')
 # Build-log lines that say nothing about why a build failed: kept out of the tail.
@@ -52,7 +55,8 @@ class DockerImageBuilder:
     default half the engine's machine. A build runs a suite's Dockerfile, which is hostile
     until proven otherwise, and the engine gives build steps no limit of its own: one step
     could take the machine's memory, and with swap off the kernel would kill what it picks
-    on the host (the engine among them). Each build ends within ``deadline_s`` from its
+    on the host (the engine among them). Each step runs at most ``pids`` processes
+    (``runner.sandbox.build_steps``). Each build ends within ``deadline_s`` from its
     start, its running step killed past it (``runner.sandbox.build_deadline``)."""
 
     def __init__(
@@ -60,10 +64,12 @@ class DockerImageBuilder:
         client: docker.APIClient,
         memory_bytes: int | None = None,
         deadline_s: float = DEFAULT_DEADLINE_S,
+        pids: int = DEFAULT_BUILD_PIDS,
     ) -> None:
         self.client = client
         self.memory_bytes = memory_bytes
         self.deadline_s = deadline_s
+        self.pids = pids
         self.ceiling = HostCeiling(client)
 
     def step_memory(self) -> int:
@@ -120,11 +126,15 @@ class DockerImageBuilder:
                 if deadline.expired:
                     why = f"the build did not end within {self.deadline_s:g} s"
                     more = "; if it needs longer, give deltarun build --timeout SECONDS"
-                    raise ImageBuildFailed([*exc.tail, why + more], killed=True) from exc
+                    raise ImageBuildFailed([*exc.tail, why + more], at_limit=True) from exc
                 if _KILLED.search(str(exc)):  # the step's end, with what may have ended it
                     limit = f"(a build step's memory limit is {format_size(memory)}; if it needs "
                     more = "more, give deltarun build --memory SIZE)"
-                    raise ImageBuildFailed([*exc.tail, limit + more], killed=True) from exc
+                    raise ImageBuildFailed([*exc.tail, limit + more], at_limit=True) from exc
+                if _NO_FORK.search(str(exc)):
+                    limit = f"(a build step may run {self.pids} processes at once; if it needs "
+                    more = "more, give deltarun build --pids N)"
+                    raise ImageBuildFailed([*exc.tail, limit + more], at_limit=True) from exc
                 raise
 
     def _follow_build(
@@ -152,7 +162,10 @@ class DockerImageBuilder:
                 container_limits={"memory": memory, "memswap": memory},
             )
             for event in stream:
-                deadline.saw(event)
+                step = running_step(event)
+                if step is not None:
+                    cap_pids(self.client, step, self.pids)
+                    deadline.running(step)
                 image = _follow(event, tail, log) or image
         except API_ERRORS as exc:
             raise ImageBuildFailed([*tail, f"Docker: {exc}"]) from exc

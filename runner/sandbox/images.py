@@ -34,12 +34,13 @@ class BuildRequest:
 
 class ImageBuildFailed(UserError):
     """The engine could not build an image; ``tail`` holds the last lines of its log, and
-    ``killed`` says a step was killed (at its memory limit or the build's deadline)."""
+    ``at_limit`` says a limit of the build may have ended it (a step's memory or processes,
+    the build's deadline), which the last line names."""
 
-    def __init__(self, tail: Sequence[str], killed: bool = False) -> None:
+    def __init__(self, tail: Sequence[str], at_limit: bool = False) -> None:
         super().__init__(" | ".join(tail) or "no output")
         self.tail = list(tail)
-        self.killed = killed
+        self.at_limit = at_limit
 
 
 class ImageBuilder(Protocol):

@@ -199,7 +199,7 @@ class _Session:
                 offline = (
                     "; it was built with no network (the default): put what a step fetches "
                     "in the context, or `deltarun build --network default` for a suite you trust"
-                    if self.network == "none" and not exc.killed
+                    if self.network == "none" and not exc.at_limit
                     else ""
                 )
                 raise UserError(

@@ -40,10 +40,12 @@ def seal_steps(target: Path, strip_top_folder: bool, say: Say) -> Iterator[str]:
 @dataclass(frozen=True)
 class BuildLimits:
     """What each environment's build may take: ``memory`` of each step, a size (None: half
-    the machine's), and ``timeout_s`` in all (None: ``DEFAULT_DEADLINE_S``)."""
+    the machine's), ``pids``, the processes of each step at once (None:
+    ``DEFAULT_BUILD_PIDS``), and ``timeout_s`` in all (None: ``DEFAULT_DEADLINE_S``)."""
 
     memory: str | None = None
     timeout_s: float | None = None
+    pids: int | None = None
 
 
 def build_steps(
@@ -61,6 +63,7 @@ def build_steps(
     one line), the engine's output when ``verbose``, and the files written and the time
     taken at the end."""
     from runner.sandbox.build_deadline import DEFAULT_DEADLINE_S
+    from runner.sandbox.build_steps import DEFAULT_BUILD_PIDS
     from runner.sandbox.engine import connect
     from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
     from runner.suite.build import build, resolve_target
@@ -80,7 +83,8 @@ def build_steps(
         raise UsageError(f"--memory: {exc}") from exc
     resolve_target(target)  # the paths the target names are checked before the engine is asked
     deadline = limits.timeout_s or DEFAULT_DEADLINE_S
-    builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S), memory, deadline)
+    pids = limits.pids or DEFAULT_BUILD_PIDS
+    builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S), memory, deadline, pids)
     result = build(target, builder, rebuild=rebuild, network=network, say=progress, log=log)
     for item in result.built:
         short_id = item.image_id.removeprefix("sha256:")[:12]

@@ -171,6 +171,38 @@ def test_a_build_step_has_a_memory_limit(
     assert "memory limit is 64m" in line and "--memory SIZE" in line
 
 
+PIDS_MAX = "cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max"
+# A step waits (at most a minute) for the cap the builder gives it once the log names it.
+CAPPED = f'i=0; while [ "$({PIDS_MAX})" = max ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done'
+
+
+def test_a_build_step_cannot_fill_the_process_table(
+    tmp_path: Path, environments: list[str], held: Callable[..., None]
+) -> None:
+    """The engine gives a build step no process limit, and ``ulimit nproc`` does not bind
+    root: a step could fork until the machine's process table is full. Each step is capped
+    once the build log names it, by default at 4096 (the step reads its own cap); under
+    ``--pids 64`` a step starting 200 processes cannot, and the build fails."""
+    environments.extend(f"e{uuid.uuid4().hex[:8]}" for _ in range(2))
+    within = HEAD + f'RUN echo {uuid.uuid4().hex}; {CAPPED}; test "$({PIDS_MAX})" = 4096\n'
+    built = run_cli("build", str(env_suite(tmp_path, within, name=environments[0])))
+    assert built.returncode == 0, built.stderr
+    many = (
+        HEAD + f"RUN echo {uuid.uuid4().hex}; {CAPPED}; "
+        "n=0; while [ $n -lt 200 ]; do sleep 60 & n=$((n+1)); done; echo started $n\n"
+    )
+    controls = env_suite(tmp_path / "many", many, name=environments[1])
+    refused = run_cli("build", str(controls), "--pids", "64")
+    line = one_line(refused.stderr)
+    held(
+        "suite: a build step starting 200 processes",
+        "deltarun build --pids 64",
+        f"exit {refused.returncode}: {line[-100:]}",
+    )
+    assert refused.returncode == 1 and "fork" in line.lower(), line
+    assert "started 200" not in refused.stdout + refused.stderr
+
+
 def test_a_build_step_that_never_ends_ends_at_the_deadline(
     tmp_path: Path, docker_api: Any, environments: list[str], held: Callable[..., None]
 ) -> None:
