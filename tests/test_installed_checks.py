@@ -297,3 +297,22 @@ def test_an_on_files_source_turned_into_a_fifo_or_grown_is_refused_not_waited_on
     (tmp_path / "skill.md").write_text("lint first\n")
     [member] = toggle_members(toggles, tmp_path) or []
     assert (member.path, member.data) == ("skills/lint/SKILL.md", b"lint first\n")
+
+
+def test_the_limits_of_deltarun_build_reach_the_agent_layers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``deltarun build controls.yaml --memory/--pids/--timeout``: the installed agents'
+    layers are built by a builder with those limits, not one with the defaults."""
+    import runner.sandbox.engine
+    from runner.run import service
+    from runner.suite.workflows import BuildLimits
+
+    monkeypatch.setattr(runner.sandbox.engine, "connect", lambda timeout: "engine")
+    handed: list[Any] = []
+    monkeypatch.setattr(service, "ensure", lambda loaded, suite, images: handed.append(images))
+    builder = BuildLimits(memory="64m", timeout_s=5, pids=32).builder()
+    service.RunService().layer(None, None, None, builder)  # type: ignore[arg-type]
+    [images] = handed
+    assert images.builder is builder and images.prober is builder
+    assert (builder.memory_bytes, builder.deadline_s, builder.pids) == (64 << 20, 5, 32)

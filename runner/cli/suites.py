@@ -102,7 +102,7 @@ def build(
     if target.suffix in (".yaml", ".yml"):  # controls: its installed agents too
         from runner.run.agent_build import build_agents
 
-        say(build_agents(target, c.Lines().note), markup=False)
+        say(build_agents(target, c.Lines().note, limits.builder()), markup=False)
 
 
 @app.command()

@@ -8,6 +8,7 @@ import io
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
@@ -20,10 +21,16 @@ from runner.paths import writable
 from runner.run.agent_images import Layered
 from runner.run.service import RunService
 
+if TYPE_CHECKING:
+    from runner.sandbox.image_build import DockerImageBuilder
 
-def build_agents(controls: Path, say: Callable[[str], None]) -> list[str]:
-    """Layer the controls' installed agents and pin their artifacts; the lines to print."""
-    layered = RunService().layer_agents(controls, say)
+
+def build_agents(
+    controls: Path, say: Callable[[str], None], builder: DockerImageBuilder | None = None
+) -> list[str]:
+    """Layer the controls' installed agents (with ``builder``, whose limits each layer's
+    build keeps; default ones without) and pin their artifacts; the lines to print."""
+    layered = RunService().layer_agents(controls, say, builder)
     if not layered:
         return []
     digests: dict[int, str] = {}

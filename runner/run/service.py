@@ -227,10 +227,14 @@ class RunService:
         )
 
     def layer_agents(
-        self, controls: Path, say: Callable[[str], None] | None = None
+        self,
+        controls: Path,
+        say: Callable[[str], None] | None = None,
+        builder: DockerImageBuilder | None = None,
     ) -> list[Layered]:
         """Fetch and layer every installed agent onto the task images it runs on, when
-        missing (with progress); a pinned ``artifacts_sha256`` must match (exit 3)."""
+        missing (with progress, with ``builder`` when given); a pinned
+        ``artifacts_sha256`` must match (exit 3)."""
 
         loaded = load_controls(controls)
         if not installed_arms(loaded.controls):
@@ -238,14 +242,18 @@ class RunService:
         check_installed(loaded.controls, str(controls))
         caps = loaded.controls.runtime.archive_caps
         suite = load_suite(loaded.suite_path, loaded.controls.suite.sha256 or None, caps)
-        return self.layer(loaded, suite, say)
+        return self.layer(loaded, suite, say, builder)
 
     def layer(
-        self, loaded: LoadedControls, suite: Suite, say: Callable[[str], None] | None = None
+        self,
+        loaded: LoadedControls,
+        suite: Suite,
+        say: Callable[[str], None] | None = None,
+        builder: DockerImageBuilder | None = None,
     ) -> list[Layered]:
         """``layer_agents`` on controls and a suite already loaded (``prepare``'s step)."""
 
-        builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S))
+        builder = builder or DockerImageBuilder(connect(BUILD_TIMEOUT_S))
         return ensure(loaded, suite, AgentImages(builder, builder, say or self.events.note))
 
     def _python_of(self, controls: Controls, image: str) -> str:

@@ -13,12 +13,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.config.loader import load_controls
 from runner.errors import UsageError, UserError
 from runner.sizes import parse_size
 from runner.suite.scaffold import scaffold
 from runner.suite.sealing import seal_target
+
+if TYPE_CHECKING:
+    from runner.sandbox.image_build import DockerImageBuilder
 
 Say = Callable[[str], None]
 
@@ -47,6 +51,23 @@ class BuildLimits:
     timeout_s: float | None = None
     pids: int | None = None
 
+    def builder(self) -> DockerImageBuilder:
+        """A builder on the local engine whose every build keeps within these limits (an
+        environment's, an installed agent's layer); ``--memory`` unreadable is a
+        ``UsageError``."""
+        from runner.sandbox.build_deadline import DEFAULT_DEADLINE_S
+        from runner.sandbox.build_steps import DEFAULT_BUILD_PIDS
+        from runner.sandbox.engine import connect
+        from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
+
+        try:
+            memory = parse_size(self.memory) if self.memory is not None else None
+        except ValueError as exc:
+            raise UsageError(f"--memory: {exc}") from exc
+        deadline = self.timeout_s or DEFAULT_DEADLINE_S
+        pids = self.pids or DEFAULT_BUILD_PIDS
+        return DockerImageBuilder(connect(BUILD_TIMEOUT_S), memory, deadline, pids)
+
 
 def build_steps(
     target: Path,
@@ -62,10 +83,6 @@ def build_steps(
     each step as it starts on a ``terminal`` or when ``verbose`` (elsewhere an error stays
     one line), the engine's output when ``verbose``, and the files written and the time
     taken at the end."""
-    from runner.sandbox.build_deadline import DEFAULT_DEADLINE_S
-    from runner.sandbox.build_steps import DEFAULT_BUILD_PIDS
-    from runner.sandbox.engine import connect
-    from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
     from runner.suite.build import build, resolve_target
 
     def progress(line: str) -> None:
@@ -77,14 +94,8 @@ def build_steps(
             say(f"  | {line}")
 
     started = time.monotonic()
-    try:
-        memory = parse_size(limits.memory) if limits.memory is not None else None
-    except ValueError as exc:
-        raise UsageError(f"--memory: {exc}") from exc
     resolve_target(target)  # the paths the target names are checked before the engine is asked
-    deadline = limits.timeout_s or DEFAULT_DEADLINE_S
-    pids = limits.pids or DEFAULT_BUILD_PIDS
-    builder = DockerImageBuilder(connect(BUILD_TIMEOUT_S), memory, deadline, pids)
+    builder = limits.builder()
     result = build(target, builder, rebuild=rebuild, network=network, say=progress, log=log)
     for item in result.built:
         short_id = item.image_id.removeprefix("sha256:")[:12]
