@@ -30,11 +30,18 @@ def test_the_step_a_build_log_names(event: Any, step: str | None) -> None:
 
 
 class Engine:
-    """The three calls docker-py's own update makes, answering ``status``."""
+    """The three calls docker-py's own update makes, answering ``status``, and an inspect
+    of the step (``running``, or gone when None)."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, running: bool | None = True) -> None:
         self.status = status
+        self.running = running
         self.asked: list[tuple[str, dict[str, int]]] = []
+
+    def inspect_container(self, container: str) -> dict[str, Any]:
+        if self.running is None:
+            raise docker.errors.NotFound("no such container")
+        return {"State": {"Running": self.running}}
 
     def _url(self, template: str, *args: str) -> str:
         return template.format(*args)
@@ -63,6 +70,13 @@ def test_a_step_that_went_already_needs_no_cap() -> None:
     cap_pids(Engine(404), "44dc8eb421e6", 64)
 
 
-def test_any_other_refusal_fails_the_build() -> None:
+@pytest.mark.parametrize("running", [False, None])
+def test_a_step_that_ended_needs_no_cap(running: bool | None) -> None:
+    """The engine refuses to update a container it is removing: read behind the build,
+    the log named a step that has ended (or gone) since."""
+    cap_pids(Engine(500, running), "44dc8eb421e6", 64)
+
+
+def test_a_refusal_for_a_step_still_running_fails_the_build() -> None:
     with pytest.raises(docker.errors.APIError):
-        cap_pids(Engine(500), "44dc8eb421e6", 64)
+        cap_pids(Engine(500, running=True), "44dc8eb421e6", 64)

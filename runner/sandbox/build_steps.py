@@ -35,8 +35,9 @@ def running_step(event: Any) -> str | None:
 
 def cap_pids(client: Any, step: str, pids: int) -> None:
     """At most ``pids`` processes (threads included) in build step container ``step``, from
-    now on. A step that ended and went already needs no cap; any other refusal of the
-    engine raises its ``docker.errors.APIError``."""
+    now on. A step that ended already needs no cap (the log is read behind the build, and
+    the engine refuses to update a container it is removing); a refusal for a step still
+    running raises the engine's ``docker.errors.APIError``."""
     # docker-py's update_container predates PidsLimit, so the request is made as it makes it.
     url = client._url("/containers/{0}/update", step)
     response = client._post_json(url, data={"PidsLimit": pids})
@@ -44,3 +45,14 @@ def cap_pids(client: Any, step: str, pids: int) -> None:
         client._raise_for_status(response)
     except docker.errors.NotFound:
         pass
+    except docker.errors.APIError:
+        if _running(client, step):
+            raise
+
+
+def _running(client: Any, step: str) -> bool:
+    try:
+        state = client.inspect_container(step).get("State") or {}
+    except docker.errors.NotFound:
+        return False
+    return bool(state.get("Running"))
