@@ -24,8 +24,9 @@ What it costs: per interval, one stat of the gateway's totals (``path_stat``, no
 and one account call; a copy of the totals out only when their stat changed (each version
 the proxy writes has a later modification time) or ``REREAD_S`` has passed (how late a
 change can be seen on a file system that keeps only coarse times). And an overshoot
-bounded by the requests in flight when the budget is crossed, plus those started within
-one interval before the word reaches every gateway. A request is debited when its
+bounded by the requests in flight when the budget is crossed, plus those started before
+the word reaches every gateway (one interval and one copy into its volume, which a loaded
+engine makes slower). A request is debited when its
 answer is settled, never before; the last settlement of a trial (``close``) debits what its
 ledger holds in full, requests lost in flight at their maximum.
 
