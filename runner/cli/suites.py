@@ -58,6 +58,15 @@ BuildPids = Annotated[
         "4096): a suite's build cannot fill this machine's process table",
     ),
 ]
+BuildDisk = Annotated[
+    str | None,
+    Option(
+        "--disk",
+        help="What each environment's build may write to the engine's disk, its layers "
+        "and the step running, like 40g (default 32g); past it the step running is "
+        "killed and the build fails: a suite's build cannot fill this machine's disk",
+    ),
+]
 BuildTimeout = Annotated[
     float | None,
     Option(
@@ -78,6 +87,7 @@ def build(
     network: BuildNetwork = "none",
     memory: BuildMemory = None,
     pids: BuildPids = None,
+    disk: BuildDisk = None,
     timeout: BuildTimeout = None,
     verbose: Annotated[
         bool, Option("-v", "--verbose", help="Stream the engine's build output")
@@ -92,7 +102,7 @@ def build(
     """
     from runner.suite.workflows import BuildLimits, build_steps
 
-    limits = BuildLimits(memory, timeout, pids)
+    limits = BuildLimits(memory, timeout, pids, disk)
     steps = build_steps(target, rebuild, network, limits, verbose, err.is_terminal, c.Lines().note)
     say(steps, markup=False)
     if target.suffix in (".yaml", ".yml"):  # a scored run's images, pinned under images:

@@ -21,6 +21,7 @@ from runner.bounded_input import without_escapes
 from runner.errors import SandboxError, UserError
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
 from runner.sandbox.build_deadline import DEFAULT_DEADLINE_S, BuildDeadline
+from runner.sandbox.build_disk import DEFAULT_BUILD_DISK, BuildDisk
 from runner.sandbox.build_steps import DEFAULT_BUILD_PIDS, cap_pids, running_step
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.end_mark import run_whole
@@ -57,7 +58,8 @@ class DockerImageBuilder:
     could take the machine's memory, and with swap off the kernel would kill what it picks
     on the host (the engine among them). Each step runs at most ``pids`` processes
     (``runner.sandbox.build_steps``). Each build ends within ``deadline_s`` from its
-    start, its running step killed past it (``runner.sandbox.build_deadline``)."""
+    start, its running step killed past it (``runner.sandbox.build_deadline``), and
+    writes at most ``disk_bytes`` to the engine's disk (``runner.sandbox.build_disk``)."""
 
     def __init__(
         self,
@@ -65,11 +67,13 @@ class DockerImageBuilder:
         memory_bytes: int | None = None,
         deadline_s: float = DEFAULT_DEADLINE_S,
         pids: int = DEFAULT_BUILD_PIDS,
+        disk_bytes: int = DEFAULT_BUILD_DISK,
     ) -> None:
         self.client = client
         self.memory_bytes = memory_bytes
         self.deadline_s = deadline_s
         self.pids = pids
+        self.disk_bytes = disk_bytes
         self.ceiling = HostCeiling(client)
 
     def step_memory(self) -> int:
@@ -119,10 +123,18 @@ class DockerImageBuilder:
         self, context: IO[bytes], request: BuildRequest, log: Callable[[str], None]
     ) -> str:
         memory = self.step_memory()
-        with BuildDeadline(self.client, self.deadline_s) as deadline:
+        with (
+            BuildDeadline(self.client, self.deadline_s) as deadline,
+            BuildDisk(self.client, self.disk_bytes) as disk,
+        ):
             try:
-                return self._follow_build(context, request, log, memory, deadline)
+                return self._follow_build(context, request, log, memory, (deadline, disk))
             except ImageBuildFailed as exc:
+                if disk.over:
+                    cap = format_size(self.disk_bytes)
+                    why = f"the build wrote more than {cap} to the engine's disk"
+                    more = "; if it needs more, give deltarun build --disk SIZE"
+                    raise ImageBuildFailed([*exc.tail, why + more], at_limit=True) from exc
                 if deadline.expired:
                     why = f"the build did not end within {self.deadline_s:g} s"
                     more = "; if it needs longer, give deltarun build --timeout SECONDS"
@@ -143,8 +155,9 @@ class DockerImageBuilder:
         request: BuildRequest,
         log: Callable[[str], None],
         memory: int,
-        deadline: BuildDeadline,
+        watches: tuple[BuildDeadline, BuildDisk],
     ) -> str:
+        deadline, disk = watches
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         image: str | None = None
         try:
@@ -166,11 +179,16 @@ class DockerImageBuilder:
                 if step is not None:
                     cap_pids(self.client, step, self.pids)
                     deadline.running(step)
+                    disk.running(step)
+                disk.read(event)
                 image = _follow(event, tail, log) or image
         except API_ERRORS as exc:
             raise ImageBuildFailed([*tail, f"Docker: {exc}"]) from exc
         if image is None:
             raise ImageBuildFailed([*tail, "the engine reported no image ID"])
+        if disk.over:  # its last step went past the cap and ended before a look killed it
+            self.remove(image)
+            raise ImageBuildFailed([*tail, "built past the disk cap"])
         return image
 
     def preflight(self, image: str, runtime: Runtime) -> None:

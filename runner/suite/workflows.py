@@ -45,28 +45,40 @@ def seal_steps(target: Path, strip_top_folder: bool, say: Say) -> Iterator[str]:
 class BuildLimits:
     """What each environment's build may take: ``memory`` of each step, a size (None: half
     the machine's), ``pids``, the processes of each step at once (None:
-    ``DEFAULT_BUILD_PIDS``), and ``timeout_s`` in all (None: ``DEFAULT_DEADLINE_S``)."""
+    ``DEFAULT_BUILD_PIDS``), ``timeout_s`` in all (None: ``DEFAULT_DEADLINE_S``) and
+    ``disk``, a size written in all (None: ``DEFAULT_BUILD_DISK``)."""
 
     memory: str | None = None
     timeout_s: float | None = None
     pids: int | None = None
+    disk: str | None = None
 
     def builder(self) -> DockerImageBuilder:
         """A builder on the local engine whose every build keeps within these limits (an
-        environment's, an installed agent's layer); ``--memory`` unreadable is a
-        ``UsageError``."""
+        environment's, an installed agent's layer); ``--memory`` or ``--disk`` unreadable
+        is a ``UsageError``."""
         from runner.sandbox.build_deadline import DEFAULT_DEADLINE_S
+        from runner.sandbox.build_disk import DEFAULT_BUILD_DISK
         from runner.sandbox.build_steps import DEFAULT_BUILD_PIDS
         from runner.sandbox.engine import connect
         from runner.sandbox.image_build import BUILD_TIMEOUT_S, DockerImageBuilder
 
-        try:
-            memory = parse_size(self.memory) if self.memory is not None else None
-        except ValueError as exc:
-            raise UsageError(f"--memory: {exc}") from exc
+        memory = _size("--memory", self.memory)
+        disk = _size("--disk", self.disk)
+        if disk is not None and disk < 1 << 20:
+            raise UsageError("--disk: a build writes its layers; give at least 1m")
         deadline = self.timeout_s or DEFAULT_DEADLINE_S
         pids = self.pids or DEFAULT_BUILD_PIDS
-        return DockerImageBuilder(connect(BUILD_TIMEOUT_S), memory, deadline, pids)
+        client = connect(BUILD_TIMEOUT_S)
+        return DockerImageBuilder(client, memory, deadline, pids, disk or DEFAULT_BUILD_DISK)
+
+
+def _size(option: str, text: str | None) -> int | None:
+    """The size ``text`` gives (None when not given); unreadable, a ``UsageError``."""
+    try:
+        return parse_size(text) if text is not None else None
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from exc
 
 
 def build_steps(

@@ -227,6 +227,44 @@ def test_a_build_step_that_never_ends_ends_at_the_deadline(
     assert "memory limit" not in line and "no network (the default)" not in line
 
 
+def test_a_build_cannot_fill_the_engines_disk(
+    tmp_path: Path, docker_api: Any, environments: list[str], held: Callable[..., None]
+) -> None:
+    """The engine gives a build no disk limit (overlay2 has no quota): a step writing
+    without end would fill the disk of the engine's machine. Under ``--disk 64m`` such a
+    step is killed within seconds, and so is a build whose steps each commit a layer within
+    the cap and together go past it; each build fails in one line naming ``--disk``, and
+    nothing of it is left running. (``--timeout`` only bounds the test should the cap fail.)"""
+    environments.extend(f"e{uuid.uuid4().hex[:8]}" for _ in range(2))
+    token = uuid.uuid4().hex
+    endless = (
+        HEAD + f"RUN echo {token}; while true; do head -c 8388608 /dev/zero >> /tmp/fill; "
+        "sleep 0.1; done\n"
+    )
+    layers = HEAD + "".join(
+        f"RUN echo {uuid.uuid4().hex}; head -c 31457280 /dev/zero > /tmp/layer{i}\n"
+        for i in range(3)
+    )
+    lines = []
+    for n, dockerfile in enumerate((endless, layers)):
+        controls = env_suite(tmp_path / f"s{n}", dockerfile, name=environments[n])
+        refused = run_cli("build", str(controls), "--disk", "64m", "--timeout", "240")
+        lines.append(one_line(refused.stderr))
+        assert refused.returncode == 1, refused.stderr
+    running = docker_api.containers(filters={"status": "running"})
+    left = [c["Id"][:12] for c in running if token in (c.get("Command") or "")]
+    held(
+        "suite: a build step writing zeros without end; three 30 MiB layers",
+        "deltarun build --disk 64m",
+        f"steps left running: {len(left)}; {lines[0][-90:]}",
+    )
+    assert left == []
+    for line in lines:
+        assert "the build wrote more than 64m to the engine's disk" in line, line
+        assert "--disk SIZE" in line and "did not end within" not in line, line
+        assert "memory limit" not in line, line
+
+
 def test_an_image_with_a_volume_gets_no_sandbox(
     tmp_path: Path, docker_api: Any, images: Callable[[str], str], held: Callable[..., None]
 ) -> None:
