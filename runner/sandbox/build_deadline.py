@@ -4,8 +4,9 @@ step that prints a line a minute and never ends, would hold ``deltarun build`` f
 
 Past the deadline the step running then is killed, as the engine kills a step whose client
 went away: the build ends there, failed, and the caller says why. The step is the container
-the build log names last (``runner.sandbox.build_steps``); it is killed again each second
-until the build ends, so a step that starts after the deadline ends too.
+the build log names last, checked with the engine (``runner.sandbox.build_log``); it is
+killed again each second until the build ends, so a step that starts after the deadline
+ends too.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ otherwise, and one ``RUN`` step could fork until the machine's process table is 
 engine, Redis and every shell on the machine would then fail to start a process.
 
 So each step container gets a process cap (``PidsLimit``, the engine's update of a
-container) as soon as the build log names it (`` ---> Running in <id>``). The engine prints
+container) as soon as the build log names it (`` ---> Running in <id>``, a line
+``runner.sandbox.build_log`` checks with the engine before it is believed). The engine prints
 that line and starts the step at once, so what the step forks in the instant before the
 cap lands is bounded by its memory limit only; every fork past the cap fails.
 """

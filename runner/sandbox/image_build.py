@@ -22,7 +22,8 @@ from runner.errors import SandboxError, UserError
 from runner.sandbox.base import ExecRequest, Limits, SandboxSpec
 from runner.sandbox.build_deadline import DEFAULT_DEADLINE_S, BuildDeadline
 from runner.sandbox.build_disk import DEFAULT_BUILD_DISK, BuildDisk
-from runner.sandbox.build_steps import DEFAULT_BUILD_PIDS, cap_pids, running_step
+from runner.sandbox.build_log import BuildLog
+from runner.sandbox.build_steps import DEFAULT_BUILD_PIDS, cap_pids
 from runner.sandbox.docker import DockerSandboxFactory
 from runner.sandbox.end_mark import run_whole
 from runner.sandbox.engine import API_ERRORS
@@ -123,12 +124,13 @@ class DockerImageBuilder:
         self, context: IO[bytes], request: BuildRequest, log: Callable[[str], None]
     ) -> str:
         memory = self.step_memory()
+        steps = BuildLog(self.client)
         with (
             BuildDeadline(self.client, self.deadline_s) as deadline,
-            BuildDisk(self.client, self.disk_bytes) as disk,
+            BuildDisk(self.client, self.disk_bytes, steps) as disk,
         ):
             try:
-                return self._follow_build(context, request, log, memory, (deadline, disk))
+                return self._follow_build(context, request, log, memory, (steps, deadline, disk))
             except ImageBuildFailed as exc:
                 if disk.over:
                     cap = format_size(self.disk_bytes)
@@ -155,9 +157,9 @@ class DockerImageBuilder:
         request: BuildRequest,
         log: Callable[[str], None],
         memory: int,
-        watches: tuple[BuildDeadline, BuildDisk],
+        watches: tuple[BuildLog, BuildDeadline, BuildDisk],
     ) -> str:
-        deadline, disk = watches
+        steps, deadline, disk = watches
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         image: str | None = None
         try:
@@ -175,12 +177,11 @@ class DockerImageBuilder:
                 container_limits={"memory": memory, "memswap": memory},
             )
             for event in stream:
-                step = running_step(event)
+                step = steps.read(event)
                 if step is not None:
                     cap_pids(self.client, step, self.pids)
                     deadline.running(step)
                     disk.running(step)
-                disk.read(event)
                 image = _follow(event, tail, log) or image
         except API_ERRORS as exc:
             raise ImageBuildFailed([*tail, f"Docker: {exc}"]) from exc

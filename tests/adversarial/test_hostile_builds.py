@@ -265,6 +265,37 @@ def test_a_build_cannot_fill_the_engines_disk(
         assert "memory limit" not in line, line
 
 
+def test_a_build_steps_output_cannot_name_another_container_as_its_step(
+    tmp_path: Path, docker_api: Any, environments: list[str], held: Callable[..., None]
+) -> None:
+    """The build stream carries the steps' own output beside the builder's lines: a step
+    printing `` ---> Running in <id>`` of another container (its ID leaked, say) would have
+    had deltarun cap that container's processes and, past the deadline, kill it. A step is
+    only a container running on the image the build stands on: the other container keeps
+    running, uncapped, while the step itself still ends at the deadline."""
+    environments.append(f"e{uuid.uuid4().hex[:8]}")
+    bystander = docker_api.create_container(
+        PY_IMAGE, ["sleep", "600"], labels={"deltarun.test": "bystander"}
+    )["Id"]
+    docker_api.start(bystander)
+    try:
+        forged = HEAD + f'RUN echo " ---> Running in {bystander}"; sleep 600\n'
+        controls = env_suite(tmp_path, forged, name=environments[0])
+        ended = run_cli("build", str(controls), "--timeout", "5")
+        line = one_line(ended.stderr)
+        state = docker_api.inspect_container(bystander)
+        held(
+            "suite: a build step printing the builder's line with another container's ID",
+            "deltarun build --timeout 5",
+            f"the other container running: {state['State']['Running']}, its pids limit: "
+            f"{state['HostConfig'].get('PidsLimit')}; {line[-60:]}",
+        )
+        assert ended.returncode == 1 and "the build did not end within 5 s" in line, line
+        assert state["State"]["Running"] and not state["HostConfig"].get("PidsLimit")
+    finally:
+        docker_api.remove_container(bystander, force=True)
+
+
 def test_an_image_with_a_volume_gets_no_sandbox(
     tmp_path: Path, docker_api: Any, images: Callable[[str], str], held: Callable[..., None]
 ) -> None:

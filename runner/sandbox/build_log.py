@@ -1,0 +1,92 @@
+"""What a classic build's log says, checked against the engine: the step container each
+``RUN`` runs in, and the image each step commits.
+
+The build stream mixes the builder's lines (`` ---> Running in <id>``, `` ---> <id>``) with
+the output of the steps, which a suite writes: a step can print a line that looks like the
+builder's. Believed as printed, such a line would have deltarun cap, kill or count a
+container or an image the build does not own. So each line is checked with the engine:
+
+- an image a line names continues the build only when its parent is the image the build
+  stands on now (the classic builder commits each step on its parent); any other (the base
+  of a ``FROM``, an image named in a step's output) starts the chain again, and the bytes
+  of the chain's layers are counted (``written``: each image's size less its parent's);
+- a container a line names is a step only when it runs on the image the build stands on
+  and was created after the build began (by the engine's clock).
+
+A step cannot name an image the build does not own into the count: image IDs are not
+visible inside a step. Nor can it name a container that runs outside the build: one created
+before the build began is refused whatever its image, and one created since on the same
+image would need its ID to reach a step that has no network and no engine socket.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from runner.sandbox.build_steps import running_step
+from runner.sandbox.engine import API_ERRORS
+
+_LAYER = re.compile(r"^ ---> ([0-9a-f]{12,64})\s*$")
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+class BuildLog:
+    """``log.read(event)`` for each event of one build stream: the step container the event
+    starts, if it starts one; ``written`` the bytes the build's layers added to the images
+    it stands on."""
+
+    def __init__(self, client: Any) -> None:
+        """Made as the build begins: the engine's clock is read now."""
+        self.client = client
+        self.written = 0
+        self._head: tuple[str, int] | None = None  # (ID, size) of the image the build stands on
+        try:
+            self._began = engine_time(str(client.info().get("SystemTime") or ""))
+        except API_ERRORS:
+            self._began = None  # no clock: every step the image check lets through
+
+    def read(self, event: Any) -> str | None:
+        text = event.get("stream") if isinstance(event, dict) else None
+        if not isinstance(text, str):
+            return None
+        committed = _LAYER.match(text)
+        if committed is not None:
+            self._committed(committed.group(1))
+            return None
+        step = running_step(event)
+        if step is None or self._head is None:
+            return None
+        return step if self._runs_on(step, self._head[0]) else None
+
+    def _committed(self, image: str) -> None:
+        try:
+            found = self.client.inspect_image(image)
+        except API_ERRORS:
+            return  # no such image (a step's output), or removed already: nothing to stand on
+        image_id, size = str(found.get("Id") or ""), int(found.get("Size") or 0)
+        if self._head is not None and found.get("Parent") == self._head[0]:
+            self.written += max(0, size - self._head[1])
+        self._head = (image_id, size)
+
+    def _runs_on(self, step: str, image_id: str) -> bool:
+        try:
+            found = self.client.inspect_container(step)
+        except API_ERRORS:
+            return False  # ended and removed already: nothing to cap
+        if found.get("Image") != image_id:
+            return False
+        created = engine_time(str(found.get("Created") or ""))
+        return self._began is None or (created is not None and created >= self._began)
+
+
+def engine_time(text: str) -> float | None:
+    """Seconds since the epoch of one of the engine's RFC 3339 times (nanoseconds cut to
+    microseconds), or None when ``text`` is not one."""
+    found = _STAMP.match(text)
+    if found is None:
+        return None
+    fraction = (found.group(2) or ".0")[:7]
+    zone = "+00:00" if found.group(3) == "Z" else found.group(3)
+    return datetime.fromisoformat(found.group(1) + fraction + zone).timestamp()
