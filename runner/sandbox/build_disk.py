@@ -9,8 +9,8 @@ engine, Redis's journal and every other writer there would fail until someone re
 So the build's writes are counted as the engine counts them: the layers its steps commit
 (``runner.sandbox.build_log``: each image's size less its parent's) and the writable layer
 of the step running now (the engine's ``SizeRw``, asked about once a second). Past the cap
-the running step is killed, as the deadline kills one (``runner.sandbox.build_deadline``),
-and so is every step the build starts after. Sizes are apparent sizes: a sparse file counts
+the running step is killed (``runner.sandbox.step_watch``), and so is every step the
+build starts after. Sizes are apparent sizes: a sparse file counts
 at its length, which is what the image holds once it is saved or pushed (and what the
 engine reads to commit it).
 
@@ -22,20 +22,19 @@ last took, so asking costs the engine at most a tenth of its time.
 
 from __future__ import annotations
 
-import threading
 import time
-from types import TracebackType
 from typing import Any
 
 from runner.sandbox.build_log import BuildLog
 from runner.sandbox.engine import API_ERRORS
+from runner.sandbox.step_watch import StepWatch
 
 DEFAULT_BUILD_DISK = 32 << 30
 _EVERY_S = 1.0
 _ASKING_SHARE = 10  # wait at least this many times as long as a look took
 
 
-class BuildDisk:
+class BuildDisk(StepWatch):
     """``with BuildDisk(client, cap_bytes, log) as disk:`` around one build, ``log`` the
     build's ``BuildLog``; tell it each step container the build starts (``running``);
     ``over`` says the build wrote more than ``cap_bytes``."""
@@ -43,27 +42,11 @@ class BuildDisk:
     def __init__(
         self, client: Any, cap_bytes: int, log: BuildLog, every_s: float = _EVERY_S
     ) -> None:
-        self.client = client
+        super().__init__(client, "build-disk")
         self.cap_bytes = cap_bytes
         self.log = log
         self.every_s = every_s
         self._killed = False
-        self._step: str | None = None
-        self._done = threading.Event()
-        self._watch = threading.Thread(target=self._run, name="build-disk", daemon=True)
-
-    def __enter__(self) -> BuildDisk:
-        self._watch.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self._done.set()
-        self._watch.join()
 
     @property
     def over(self) -> bool:
@@ -73,7 +56,7 @@ class BuildDisk:
     def running(self, step: str) -> None:
         """Note the step container the build runs now; killed at once when the build is over
         its cap already."""
-        self._step = step
+        super().running(step)
         if self.over:
             self._kill(step)
 
@@ -89,10 +72,7 @@ class BuildDisk:
 
     def _kill(self, step: str) -> None:
         self._killed = True
-        try:
-            self.client.kill(step)
-        except API_ERRORS:
-            pass  # it ended already
+        super()._kill(step)
 
     def _run(self) -> None:
         wait = self.every_s

@@ -203,6 +203,12 @@ def test_a_build_step_cannot_fill_the_process_table(
     assert "started 200" not in refused.stdout + refused.stderr
 
 
+def steps_running(docker_api: Any, token: str) -> list[str]:
+    """The running containers whose command holds ``token``: build steps left behind."""
+    running = docker_api.containers(filters={"status": "running"})
+    return [c["Id"][:12] for c in running if token in (c.get("Command") or "")]
+
+
 def test_a_build_step_that_never_ends_ends_at_the_deadline(
     tmp_path: Path, docker_api: Any, environments: list[str], held: Callable[..., None]
 ) -> None:
@@ -215,8 +221,7 @@ def test_a_build_step_that_never_ends_ends_at_the_deadline(
     controls = env_suite(tmp_path, forever, name=environments[0])
     ended = run_cli("build", str(controls), "--timeout", "4")
     line = one_line(ended.stderr)
-    steps = docker_api.containers(filters={"status": "running"})
-    left = [c["Id"][:12] for c in steps if token in (c.get("Command") or "")]
+    left = steps_running(docker_api, token)
     held(
         "suite: a build step that prints a line a second and never ends",
         "deltarun build --timeout 4",
@@ -251,8 +256,7 @@ def test_a_build_cannot_fill_the_engines_disk(
         refused = run_cli("build", str(controls), "--disk", "64m", "--timeout", "240")
         lines.append(one_line(refused.stderr))
         assert refused.returncode == 1, refused.stderr
-    running = docker_api.containers(filters={"status": "running"})
-    left = [c["Id"][:12] for c in running if token in (c.get("Command") or "")]
+    left = steps_running(docker_api, token)
     held(
         "suite: a build step writing zeros without end; three 30 MiB layers",
         "deltarun build --disk 64m",
