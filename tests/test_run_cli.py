@@ -6,6 +6,7 @@ import json
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -135,8 +136,14 @@ def test_interrupted_run_resumes_each_job_once(tmp_path: Path, docker_api: Any) 
     controls = make_suite(tmp_path, tasks, [*ARMS, {"name": "slow", "agent": slow}])
     out = tmp_path / "run"
     exe = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "deltarun"
+    # As from a terminal: Ctrl-C reaches it even when this test runs where SIGINT is ignored
+    # (a background job of a script: an ignored signal stays ignored across exec, and Python
+    # then leaves it so).
+    with_sigint = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    with_sigint += "os.execv(sys.argv[1], sys.argv[1:])"
+    argv = [str(exe), "run", str(controls), "--out", str(out), "-j", "2"]
     proc = subprocess.Popen(
-        [str(exe), "run", str(controls), "--out", str(out), "-j", "2"],
+        [sys.executable, "-c", with_sigint, *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
