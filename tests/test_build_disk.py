@@ -32,7 +32,13 @@ class Engine:
 
     def inspect_image(self, image: str) -> dict[str, Any]:
         parent = f"sha256:{A}" if image == B else ""
-        return {"Id": f"sha256:{image}", "Size": self.sizes[image], "Parent": parent}
+        made = "2026-12-07T12:00:01Z"  # after the build began
+        return {
+            "Id": f"sha256:{image}",
+            "Size": self.sizes[image],
+            "Parent": parent,
+            "Created": made,
+        }
 
     def info(self) -> dict[str, Any]:
         return {"SystemTime": "2026-12-07T12:00:00Z"}

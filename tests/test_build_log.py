@@ -26,14 +26,16 @@ AFTER, BEFORE = "2026-12-07T12:00:01.25Z", "2026-12-07T12:00:00.499999Z"
 
 class Engine:
     """Images (short ID -> size, parent short ID) and containers (ID -> image short ID,
-    created; by default after the build began)."""
+    created); each made after the build began, but the images in ``cached``."""
 
     def __init__(
         self,
         images: dict[str, tuple[int, str | None]],
         containers: dict[str, str | tuple[str, str]],
+        cached: tuple[str, ...] = (),
     ) -> None:
         self.images = images
+        self.cached = cached
         self.containers = {
             k: v if isinstance(v, tuple) else (v, AFTER) for k, v in containers.items()
         }
@@ -45,7 +47,13 @@ class Engine:
         if image not in self.images:
             raise docker.errors.ImageNotFound(image)
         size, parent = self.images[image]
-        return {"Id": full(image), "Size": size, "Parent": full(parent) if parent else ""}
+        made = BEFORE if image in self.cached else AFTER
+        return {
+            "Id": full(image),
+            "Size": size,
+            "Parent": full(parent) if parent else "",
+            "Created": made,
+        }
 
     def inspect_container(self, container: str) -> dict[str, Any]:
         if container not in self.containers:
@@ -121,3 +129,16 @@ def test_a_steps_output_cannot_hide_what_the_build_writes() -> None:
         " ---> " + B + "\n",
     )
     assert log.written == 800 * MiB
+
+
+def test_a_layer_the_cache_answered_wrote_nothing_now() -> None:
+    """A step the engine's cache answered names a layer made before the build began: the
+    build stands on it, and only what is made on it after counts."""
+    engine = Engine(
+        {A: (100 * MiB, None), B: (40_000 * MiB, A), C: (40_030 * MiB, B)}, {}, cached=(B,)
+    )
+    log = BuildLog(engine)
+    read_all(log, " ---> " + A + "\n", " ---> Using cache\n", " ---> " + B + "\n")
+    assert log.written == 0
+    read_all(log, " ---> " + C + "\n")
+    assert log.written == 30 * MiB

@@ -8,8 +8,9 @@ container or an image the build does not own. So each line is checked with the e
 
 - an image a line names continues the build only when its parent is the image the build
   stands on now (the classic builder commits each step on its parent); any other (the base
-  of a ``FROM``, an image named in a step's output) starts the chain again, and the bytes
-  of the chain's layers are counted (``written``: each image's size less its parent's);
+  of a ``FROM``, an image named in a step's output) starts the chain again. The bytes of
+  the chain's layers made since the build began are counted (``written``: each image's
+  size less its parent's); a step the engine's cache answered wrote nothing now;
 - a container a line names is a step only when it runs on the image the build stands on
   and was created after the build began (by the engine's clock).
 
@@ -66,7 +67,8 @@ class BuildLog:
         except API_ERRORS:
             return  # no such image (a step's output), or removed already: nothing to stand on
         image_id, size = str(found.get("Id") or ""), int(found.get("Size") or 0)
-        if self._head is not None and found.get("Parent") == self._head[0]:
+        continues = self._head is not None and found.get("Parent") == self._head[0]
+        if self._head is not None and continues and self._made_since(found):
             self.written += max(0, size - self._head[1])
         self._head = (image_id, size)
 
@@ -75,8 +77,11 @@ class BuildLog:
             found = self.client.inspect_container(step)
         except API_ERRORS:
             return False  # ended and removed already: nothing to cap
-        if found.get("Image") != image_id:
-            return False
+        return found.get("Image") == image_id and self._made_since(found)
+
+    def _made_since(self, found: dict[str, Any]) -> bool:
+        """Whether the engine made this container or image after the build began (yes when
+        the engine gave no clock)."""
         created = engine_time(str(found.get("Created") or ""))
         return self._began is None or (created is not None and created >= self._began)
 

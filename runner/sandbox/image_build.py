@@ -189,7 +189,7 @@ class DockerImageBuilder:
             raise ImageBuildFailed([*tail, "the engine reported no image ID"])
         if disk.over:  # its last step went past the cap and ended before a look killed it
             self.remove(image)
-            raise ImageBuildFailed([*tail, "built past the disk cap"])
+            raise ImageBuildFailed([*tail, f"image {image[:19]} removed"])
         return image
 
     def preflight(self, image: str, runtime: Runtime) -> None:
