@@ -145,27 +145,23 @@ def test_gc_removes_what_a_killed_worker_left(
     """A Celery worker (main process and pool child) killed with SIGKILL mid-trial: the
     sandbox its pool child owned is removed by the next `deltarun gc` at once."""
     from tests.distributed_support import (
-        leases,
+        at_gate,
         slow_suite,
         start_coordinator,
         start_worker,
         wait_for,
     )
 
-    controls = slow_suite(tmp_path, tasks=1, sleep_s=300)
+    # The candidate's agent waits at a gate the test never opens: its trial runs until the
+    # kill (the control's trial, a quick one, may come first on the same pool child).
+    controls = slow_suite(tmp_path, tasks=1, gated=True)
     worker = start_worker(redis_server, tmp_path / "worker.log", "-c", "1")
     coordinator = start_coordinator(redis_server, controls, tmp_path / "run")
-    client = redis_server.client()
     try:
-
-        def holder_with_sandbox() -> int:
-            for holder in leases(client).values():
-                pid = int(holder.rsplit(":", 1)[1])
-                if all(owned_by(docker_api, pid)):
-                    return pid
-            return 0
-
-        pid = wait_for(holder_with_sandbox, 180, "a trial of the worker to start")
+        sandbox, _ = wait_for(lambda: at_gate(docker_api, "w1"), 180, "the gated trial")
+        owner = docker_api.inspect_container(sandbox)["Config"]["Labels"]["deltarun.pid"]
+        pid = int(owner.split(":")[0])
+        assert all(owned_by(docker_api, pid))
         seen = run_cli("status", str(tmp_path / "run"), "--broker", redis_server.url)
         assert seen.returncode == 0, seen.stderr
         assert "1 running" in seen.stdout and "@w1 (deltarun." in seen.stdout, seen.stdout

@@ -29,8 +29,8 @@ from typing import Any
 from runner.sandbox.build_steps import running_step
 from runner.sandbox.engine import API_ERRORS
 
-_LAYER = re.compile(r"^ ---> ([0-9a-f]{12,64})\s*$")
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+_LAYER = re.compile(r"\A ---> ([0-9a-f]{12,64})\s*\Z")
+_STAMP = re.compile(r"\A(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)\Z")
 
 
 class BuildLog:
