@@ -33,13 +33,16 @@ pytestmark = pytest.mark.docker
 @pytest.fixture
 def images(docker_api: Any) -> Iterator[Callable[[str], str]]:
     """Build an image ``FROM`` the sandbox image plus ``lines`` (and a unique label); every
-    image built is removed after."""
+    image built is removed after. No step comes from the engine's cache: a cached step is
+    another build's intermediate image, which that build's removal takes away under this
+    one (moby/moby#29011: "unable to find image", seen once in a full run)."""
     made: list[str] = []
 
     def build(lines: str) -> str:
         text = f"FROM {PY_IMAGE}\n{lines}\nLABEL deltarun.test.hostile={uuid.uuid4().hex}\n"
         image = ""
-        for event in docker_api.build(fileobj=io.BytesIO(text.encode()), rm=True, decode=True):
+        context = io.BytesIO(text.encode())
+        for event in docker_api.build(fileobj=context, rm=True, nocache=True, decode=True):
             assert "error" not in event, event
             image = (event.get("aux") or {}).get("ID", image)
         made.append(image)
