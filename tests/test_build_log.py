@@ -142,3 +142,24 @@ def test_a_layer_the_cache_answered_wrote_nothing_now() -> None:
     assert log.written == 0
     read_all(log, " ---> " + C + "\n")
     assert log.written == 30 * MiB
+
+
+def test_a_running_step_cannot_move_the_build_to_an_image_it_names() -> None:
+    """A step printing a layer line for an image that exists (a public base's ID is known)
+    leaves the build where it stands: the step's own commit counts, and the next step is
+    still a step (capped, killed at the deadline)."""
+    public = "9ab1c0000000"
+    engine = Engine(
+        {A: (100 * MiB, None), B: (900 * MiB, A), public: (50 * MiB, None)},
+        {STEP: A, OTHER: B},
+    )
+    log = BuildLog(engine)
+    steps = read_all(
+        log,
+        " ---> " + A + "\n",
+        " ---> Running in " + STEP + "\n",
+        " ---> " + public + "\n",  # printed by the step
+        " ---> " + B + "\n",  # its commit
+        " ---> Running in " + OTHER + "\n",  # the next step, on B
+    )
+    assert steps == [STEP, OTHER] and log.written == 800 * MiB

@@ -14,8 +14,10 @@ container or an image the build does not own. So each line is checked with the e
 - a container a line names is a step only when it runs on the image the build stands on
   and was created after the build began (by the engine's clock).
 
-A step cannot name an image the build does not own into the count: image IDs are not
-visible inside a step. Nor can it name a container that runs outside the build: one created
+While a step runs, only an image on the one the build stands on (its commit) moves the
+build on: a step printing the ID of an image it can know (a public base's) cannot start a
+chain of its own and so escape the count, the caps and the deadline.
+Nor can it name a container that runs outside the build: one created
 before the build began is refused whatever its image, and one created since on the same
 image would need its ID to reach a step that has no network and no engine socket.
 """
@@ -43,6 +45,7 @@ class BuildLog:
         self.client = client
         self.written = 0
         self._head: tuple[str, int] | None = None  # (ID, size) of the image the build stands on
+        self._in_step = False  # a step runs on the head: only its commit moves the head
         try:
             self._began = engine_time(str(client.info().get("SystemTime") or ""))
         except API_ERRORS:
@@ -57,9 +60,10 @@ class BuildLog:
             self._committed(committed.group(1))
             return None
         step = running_step(event)
-        if step is None or self._head is None:
+        if step is None or self._head is None or not self._runs_on(step, self._head[0]):
             return None
-        return step if self._runs_on(step, self._head[0]) else None
+        self._in_step = True
+        return step
 
     def _committed(self, image: str) -> None:
         try:
@@ -68,9 +72,11 @@ class BuildLog:
             return  # no such image (a step's output), or removed already: nothing to stand on
         image_id, size = str(found.get("Id") or ""), int(found.get("Size") or 0)
         continues = self._head is not None and found.get("Parent") == self._head[0]
+        if not continues and self._in_step:
+            return  # printed by the running step (a public image's ID): the build stays put
         if self._head is not None and continues and self._made_since(found):
             self.written += max(0, size - self._head[1])
-        self._head = (image_id, size)
+        self._head, self._in_step = (image_id, size), False
 
     def _runs_on(self, step: str, image_id: str) -> bool:
         try:
