@@ -125,6 +125,7 @@ bench: setup redis images  ## benchmarks, each against a baseline measured in th
 	$(PY) bench/key_scrub.py
 	$(PY) bench/relay_reads.py
 	$(PY) bench/preflight.py
+	$(PY) bench/build.py
 	$(PY) bench/fleet.py
 	$(PY) bench/pacing.py
 

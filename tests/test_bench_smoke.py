@@ -46,6 +46,7 @@ RATIOS: dict[str, list[str]] = {
     ],
     "relay_reads.py": [rf"^relay reads: ratio relay/baseline {NUMBER} \(goal"],
     "preflight.py": [rf"^preflight: ratio kept/asked {NUMBER} \(goal"],
+    "build.py": [rf"^build: .* ratio watched/bare CPU {NUMBER} \(goal"],
     # nan when the auto worker settled too late in a smoke-sized run to measure it there
     "pacing.py": [r"^pacing: settled throughput / best fixed = (-?\d+(?:\.\d+)?|nan) \(goal"],
     # smoke-run (and its figures parsed) by tests/test_bench_fleet.py
@@ -128,6 +129,11 @@ def test_relay_reads_smoke(docker_api: Any) -> None:
 @pytest.mark.docker
 def test_preflight_smoke(docker_api: Any) -> None:
     smoke_run("preflight.py")
+
+
+@pytest.mark.docker
+def test_build_smoke(docker_api: Any) -> None:
+    smoke_run("build.py")
 
 
 def test_key_scrub_smoke() -> None:
