@@ -163,3 +163,19 @@ def test_a_running_step_cannot_move_the_build_to_an_image_it_names() -> None:
         " ---> Running in " + OTHER + "\n",  # the next step, on B
     )
     assert steps == [STEP, OTHER] and log.written == 800 * MiB
+
+
+def test_a_step_gone_before_its_line_was_read_still_cannot_move_the_build() -> None:
+    """The log is read behind the build: a step may have ended, and its container been
+    removed, by the time its line is read. What it printed still moves nothing."""
+    public = "9ab1c0000000"
+    engine = Engine({A: (100 * MiB, None), B: (900 * MiB, A), public: (50 * MiB, None)}, {})
+    log = BuildLog(engine)
+    steps = read_all(
+        log,
+        " ---> " + A + "\n",
+        " ---> Running in " + STEP + "\n",  # gone already: not capped, but a step ran
+        " ---> " + public + "\n",  # printed by the step
+        " ---> " + B + "\n",  # its commit
+    )
+    assert steps == [] and log.written == 800 * MiB

@@ -7,19 +7,17 @@ builder's. Believed as printed, such a line would have deltarun cap, kill or cou
 container or an image the build does not own. So each line is checked with the engine:
 
 - an image a line names continues the build only when its parent is the image the build
-  stands on now (the classic builder commits each step on its parent); any other (the base
-  of a ``FROM``, an image named in a step's output) starts the chain again. The bytes of
-  the chain's layers made since the build began are counted (``written``: each image's
-  size less its parent's); a step the engine's cache answered wrote nothing now;
+  stands on now (the classic builder commits each step on its parent). Any other starts
+  the chain again (the base of a ``FROM``), but only between steps: while a step runs, its
+  output can name an image it can know (a public base's ID), and the build stays where
+  it stands, so no chain of the step's own escapes the count, the caps and the deadline.
+  The bytes of the chain's layers made since the build began are counted (``written``:
+  each image's size less its parent's); a step the engine's cache answered wrote nothing
+  now;
 - a container a line names is a step only when it runs on the image the build stands on
-  and was created after the build began (by the engine's clock).
-
-While a step runs, only an image on the one the build stands on (its commit) moves the
-build on: a step printing the ID of an image it can know (a public base's) cannot start a
-chain of its own and so escape the count, the caps and the deadline.
-Nor can it name a container that runs outside the build: one created
-before the build began is refused whatever its image, and one created since on the same
-image would need its ID to reach a step that has no network and no engine socket.
+  and was created after the build began (by the engine's clock): a container created
+  before the build is refused whatever its image, and one created since on the same
+  image would need its ID to reach a step that has no network and no engine socket.
 """
 
 from __future__ import annotations
@@ -60,10 +58,12 @@ class BuildLog:
             self._committed(committed.group(1))
             return None
         step = running_step(event)
-        if step is None or self._head is None or not self._runs_on(step, self._head[0]):
+        if step is None or self._head is None:
             return None
+        # Between two steps the log holds only the builder's lines: from this one on, a step
+        # runs (and prints), whether or not its container is still there to confirm it.
         self._in_step = True
-        return step
+        return step if self._runs_on(step, self._head[0]) else None
 
     def _committed(self, image: str) -> None:
         try:
